@@ -1,0 +1,32 @@
+"""memtrace: memory-allocation forensics for TensorFlow step traces.
+
+``memtrace.load(path)`` reads a RunMetadata or StepStats trace (text or binary, optionally
+gzip) into a columnar :class:`Trace`; the analyses are methods and functions on it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import MemtraceError, TraceFormatError, UsageError
+
+if TYPE_CHECKING:
+    from .model import Trace
+
+__version__ = "0.1.0"
+__all__ = ["MemtraceError", "Trace", "TraceFormatError", "UsageError", "__version__", "load"]
+
+
+def load(path: Any, graph: Any = None) -> Trace:
+    """Read a trace file (and optionally a separate GraphDef) into a :class:`Trace`."""
+    from .reader import load as _load
+
+    return _load(path, graph)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Trace":
+        from .model import Trace
+
+        return Trace
+    raise AttributeError(f"module 'memtrace' has no attribute {name!r}")

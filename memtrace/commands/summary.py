@@ -1,0 +1,35 @@
+"""``memtrace summary TRACE``: what a trace holds, before any analysis."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from . import add_output_options, add_trace_options
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "summary",
+        help="devices, time span and, per allocator, the memory evidence in a trace",
+        description="List the devices, the step's time span, and for every allocator its allocation records, "
+        "snapshots and output buffers, plus oddities seen while reading.",
+    )
+    add_trace_options(parser)
+    add_output_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import load
+    from ..reporters import summary as report
+    from ..reporters.common import open_output, write_json
+    from ..summary import summarize
+
+    result = summarize(load(args.trace, graph=args.graph))
+    with open_output(args.output) as out:
+        if args.json:
+            write_json(report.to_json(result), out)
+        else:
+            report.render_text(result, out)
+    return 0

@@ -1,0 +1,38 @@
+"""The exceptions memtrace raises on purpose.
+
+Every error a user can cause (a bad file, a bad option) is a :class:`MemtraceError`. The CLI
+turns each into one line on stderr and exit code 2; anything else reaching the user is a bug.
+"""
+
+from __future__ import annotations
+
+
+class MemtraceError(Exception):
+    """Base class of every error memtrace raises for bad input or usage."""
+
+
+class UsageError(MemtraceError):
+    """The command line or an API call asked for something that cannot be done."""
+
+
+class TraceFormatError(MemtraceError):
+    """A file could not be read as a TensorFlow trace (or graph).
+
+    Carries the path and, for text input where the parser says so, the line and column, so the
+    message reads like a compiler's: ``run.pbtxt:12:5: Expected "}".``
+    """
+
+    def __init__(self, path: str, detail: str, line: int | None = None, column: int | None = None):
+        self.path = path
+        self.detail = detail
+        self.line = line
+        self.column = column
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.path
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        return f"{where}: {self.detail}"

@@ -1,0 +1,231 @@
+"""The columnar Trace model: everything memtrace knows about one step, as numpy tables.
+
+A reader builds a :class:`Trace` once (see ``builder.py``); analyses only read it. Strings are
+interned into ``Trace.strings`` and tables hold int32 indices into it (index 0 is always the
+empty string, which stands for "unknown"). Times are int64 **nanoseconds** since the epoch:
+TensorFlow 2.x writes ``*_nanos`` fields and those are used when present, otherwise the
+microsecond fields are scaled. Allocation records only exist in microseconds, so their times are
+always whole microseconds. Bytes are int64.
+
+Ragged columns (a list per row) are a pair: ``X_offsets`` (length rows + 1) and the flat values;
+row ``i`` owns ``values[offsets[i]:offsets[i + 1]]``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+IntArray = npt.NDArray[np.int64]
+Int32Array = npt.NDArray[np.int32]
+BoolArray = npt.NDArray[np.bool_]
+UIntArray = npt.NDArray[np.uint64]
+
+# tfprof's own test for "a device that holds memory" (tfprof_node.h, IsCanonicalDevice):
+# GPU stream and memcpy pseudo-devices do not match and carry only kernel timings.
+_CANONICAL_DEVICE = re.compile(r".*/(device:gpu|gpu|device:cpu|cpu|device:sycl):(\d+)", re.IGNORECASE)
+_PSEUDO_SUFFIX = re.compile(r"/(stream:[^/]+|memcpy)$", re.IGNORECASE)
+
+
+def is_canonical_device(name: str) -> bool:
+    """True for devices that own memory, e.g. ``/job:localhost/replica:0/task:0/device:GPU:0``."""
+    return _CANONICAL_DEVICE.fullmatch(name) is not None
+
+
+def device_kind(name: str) -> str:
+    """``"device"`` for canonical devices, ``"stream"``/``"memcpy"`` for GPU pseudo-devices, else ``"other"``."""
+    if is_canonical_device(name):
+        return "device"
+    suffix = _PSEUDO_SUFFIX.search(name)
+    if suffix is not None:
+        return "memcpy" if suffix.group(1).lower() == "memcpy" else "stream"
+    return "other"
+
+
+class _Table:
+    """Shared behaviour of the column tables: row count and column-wise equality."""
+
+    def columns(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        first = fields(self)[0]  # type: ignore[arg-type]
+        return len(getattr(self, first.name))
+
+    def same_as(self, other: _Table) -> bool:
+        """True when every column holds the same values (used to compare reader paths)."""
+        mine, theirs = self.columns(), other.columns()
+        if mine.keys() != theirs.keys():
+            return False
+        for name, value in mine.items():
+            if isinstance(value, np.ndarray):
+                if value.dtype != theirs[name].dtype or not np.array_equal(value, theirs[name]):
+                    return False
+            elif value != theirs[name]:
+                return False
+        return True
+
+
+@dataclass(frozen=True, eq=False)
+class Devices(_Table):
+    """One row per distinct device name, in order of first appearance."""
+
+    name: tuple[str, ...]
+    kind: tuple[str, ...]  # "device", "stream", "memcpy" or "other"
+
+
+@dataclass(frozen=True, eq=False)
+class Nodes(_Table):
+    """One row per ``NodeExecStats``, in trace order (device by device, then node by node)."""
+
+    name: Int32Array
+    op_type: Int32Array  # from the graph when given, else the timeline label; 0 = unknown
+    device: Int32Array  # index into Trace.devices
+    start_ns: IntArray  # all_start; <= 0 means TensorFlow never stamped it
+    op_start_ns: IntArray  # absolute
+    op_end_ns: IntArray  # absolute; allocator snapshots are taken here
+    end_ns: IntArray  # absolute all_end
+    scheduled_ns: IntArray  # 0 when absent
+    thread_id: IntArray
+    label: Int32Array  # timeline_label
+    temp_bytes: IntArray  # memory_stats.temp_memory_size
+    persistent_bytes: IntArray  # memory_stats.persistent_memory_size
+    persistent_ids_offsets: IntArray
+    persistent_ids: IntArray  # memory_stats.persistent_tensor_alloc_ids
+    input_offsets: IntArray  # data and control inputs parsed from the timeline label
+    input_name: Int32Array
+    input_slot: Int32Array
+    input_is_control: BoolArray
+
+
+@dataclass(frozen=True, eq=False)
+class Memory(_Table):
+    """One row per ``AllocatorMemoryUsed`` entry of a node (a node touches one or more allocators)."""
+
+    node: Int32Array
+    allocator: Int32Array  # index into Trace.allocators, -1 when the name is empty
+    total_bytes: IntArray
+    peak_bytes: IntArray
+    live_bytes: IntArray
+    bytes_in_use: IntArray  # allocator_bytes_in_use snapshot; 0 = none taken
+    record_offsets: IntArray  # this entry's records are records[offsets[i]:offsets[i + 1]]
+
+
+@dataclass(frozen=True, eq=False)
+class Records(_Table):
+    """One row per allocation record, in trace order (the order that breaks time ties)."""
+
+    allocator: Int32Array
+    time_ns: IntArray  # alloc_micros * 1000
+    bytes: IntArray  # negative for a free
+    node: Int32Array
+    memory: Int32Array  # the Memory row the record belongs to
+
+
+@dataclass(frozen=True, eq=False)
+class Outputs(_Table):
+    """One row per ``NodeOutput``. ``allocation_id`` is unique per allocator only."""
+
+    node: Int32Array
+    slot: Int32Array
+    allocator: Int32Array  # -1 when allocator_name is empty
+    allocation_id: IntArray  # 0 when the allocator does not track ids
+    requested_bytes: IntArray
+    allocated_bytes: IntArray  # 0 when the allocator does not track sizes
+    ptr: UIntArray
+    has_single_reference: BoolArray
+    dtype: Int32Array  # string index, e.g. "float32"; 0 = unknown
+    rank: Int32Array  # -1 when the shape is unknown
+    shape_offsets: IntArray
+    shape_dims: IntArray  # -1 for an unknown dimension
+
+
+@dataclass(frozen=True, eq=False)
+class GraphNodes(_Table):
+    """Nodes of a graph (a GraphDef given with the trace, or the trace's partition graphs)."""
+
+    name: Int32Array
+    op: Int32Array
+    device: Int32Array  # string index of the requested/assigned device
+    input_offsets: IntArray
+    input_name: Int32Array
+    input_slot: Int32Array
+    input_is_control: BoolArray
+
+
+@dataclass(frozen=True)
+class Oddity:
+    """Something unusual seen while reading; reported, never fatal."""
+
+    kind: str
+    count: int
+    example: str
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """One step's trace, columnar. Built once by a reader, never mutated.
+
+    The analyses are reachable as methods so that ``memtrace.load(path).peak("GPU_0_bfc")``
+    reads naturally; each one is a pure function in its own module.
+    """
+
+    path: str
+    source_format: str  # "text", "binary", each possibly with "+gzip"
+    message: str  # "StepStats" or "RunMetadata"
+    strings: tuple[str, ...]
+    allocators: tuple[str, ...]
+    devices: Devices
+    nodes: Nodes
+    memory: Memory
+    records: Records
+    outputs: Outputs
+    graph: GraphNodes | None
+    graph_source: str | None  # "graph file", "partition_graphs", "function_graphs" or None
+    oddities: tuple[Oddity, ...] = field(default=())
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def string(self, index: int) -> str:
+        return self.strings[index]
+
+    def node_name(self, node: int) -> str:
+        return self.strings[int(self.nodes.name[node])]
+
+    def allocator_index(self, name: str) -> int:
+        """Index of an allocator by name; raises ``KeyError`` when the trace has no such allocator."""
+        return self.allocators.index(name)
+
+    @property
+    def step_start_ns(self) -> int:
+        """Earliest stamped node start: the origin of every relative time memtrace reports."""
+        started = self.nodes.start_ns[self.nodes.start_ns > 0]
+        return int(started.min()) if len(started) else 0
+
+    @property
+    def step_end_ns(self) -> int:
+        started = self.nodes.start_ns > 0
+        return int(self.nodes.end_ns[started].max()) if started.any() else 0
+
+    def output_shape(self, row: int) -> list[int] | None:
+        if self.outputs.rank[row] < 0:
+            return None
+        lo, hi = self.outputs.shape_offsets[row], self.outputs.shape_offsets[row + 1]
+        return [int(d) for d in self.outputs.shape_dims[lo:hi]]
+
+    def same_content(self, other: Trace) -> bool:
+        """True when both traces hold the same model (paths and source formats aside)."""
+        tables = ("devices", "nodes", "memory", "records", "outputs")
+        if self.strings != other.strings or self.allocators != other.allocators:
+            return False
+        if self.message != other.message or self.oddities != other.oddities:
+            return False
+        if not all(getattr(self, t).same_as(getattr(other, t)) for t in tables):
+            return False
+        if (self.graph is None) != (other.graph is None):
+            return False
+        return self.graph is None or (other.graph is not None and self.graph.same_as(other.graph))

@@ -1,0 +1,44 @@
+"""Rendering a :class:`~memtrace.summary.Summary` as text or JSON (``memtrace.summary/1``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import IO, Any
+
+from ..summary import Summary
+from ..units import format_us
+from .common import clean, table
+
+SCHEMA = "memtrace.summary/1"
+
+
+def to_json(summary: Summary) -> dict[str, Any]:
+    fields = asdict(summary)
+    return {"schema": SCHEMA, "trace": fields.pop("path"), **fields}
+
+
+def render_text(summary: Summary, out: IO[str]) -> None:
+    out.write(f"{clean(summary.path)}: {summary.message} ({summary.source_format})\n")
+    out.write(
+        f"step: {format_us(summary.duration_ns)} ({summary.duration_ns // 1000} us), "
+        f"{summary.nodes} nodes, {summary.outputs} outputs\n"
+    )
+    if summary.graph_source:
+        out.write(f"graph: {summary.graph_nodes} nodes from {summary.graph_source}\n")
+    out.write("\nDevices\n")
+    devices = [(clean(d.name), d.kind, d.nodes) for d in summary.devices]
+    out.write(table(devices, ("device", "kind", "nodes"), ("left", "left", "right")) + "\n")
+    out.write("\nAllocators\n")
+    if summary.allocators:
+        rows = [
+            (clean(a.allocator), a.records, a.allocations, a.frees, a.snapshots, a.outputs, a.buffers, a.sizes_tracked, a.source)
+            for a in summary.allocators
+        ]
+        headers = ("allocator", "records", "allocs", "frees", "snapshots", "outputs", "buffers", "sizes tracked", "peak from")
+        out.write(table(rows, headers, ("left",) + ("right",) * 6 + ("left", "left")) + "\n")
+    else:
+        out.write("(no allocator appears in this trace: it holds no memory information)\n")
+    if summary.oddities:
+        out.write("\nOddities\n")
+        for oddity in summary.oddities:
+            out.write(f"  {oddity.kind}: {oddity.count} (e.g. {clean(oddity.example)})\n")

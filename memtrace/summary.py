@@ -1,0 +1,94 @@
+"""What is in a trace: devices, time span, and for every allocator what evidence it left.
+
+The first thing to run on an unfamiliar trace: it says which allocators have allocation
+records (so a peak can be replayed exactly), which have snapshots to check it against, and
+which only describe output buffers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .model import Oddity, Trace
+
+
+@dataclass(frozen=True)
+class DeviceSummary:
+    name: str
+    kind: str  # "device", "stream", "memcpy" or "other"
+    nodes: int
+
+
+@dataclass(frozen=True)
+class AllocatorSummary:
+    allocator: str
+    records: int
+    allocations: int
+    frees: int
+    snapshots: int  # nonzero allocator_bytes_in_use values
+    outputs: int  # output rows naming this allocator
+    buffers: int  # distinct nonzero allocation ids among them
+    sizes_tracked: str  # "yes", "partly" or "no": whether outputs carry allocated_bytes
+    source: str  # "records" when a replay is possible, "outputs" when only buffers say anything, else "none"
+
+
+@dataclass(frozen=True)
+class Summary:
+    path: str
+    source_format: str
+    message: str
+    step_start_ns: int
+    duration_ns: int
+    nodes: int
+    outputs: int
+    devices: tuple[DeviceSummary, ...]
+    allocators: tuple[AllocatorSummary, ...]
+    graph_source: str | None
+    graph_nodes: int
+    oddities: tuple[Oddity, ...]
+
+
+def summarize(trace: Trace) -> Summary:
+    """Counts and facts of one trace, with no interpretation beyond classification."""
+    node_counts = np.bincount(trace.nodes.device, minlength=len(trace.devices))
+    devices = tuple(
+        DeviceSummary(name, kind, int(count))
+        for name, kind, count in zip(trace.devices.name, trace.devices.kind, node_counts)
+    )
+    allocators = tuple(_allocator_summary(trace, index) for index in range(len(trace.allocators)))
+    return Summary(
+        path=trace.path,
+        source_format=trace.source_format,
+        message=trace.message,
+        step_start_ns=trace.step_start_ns,
+        duration_ns=trace.step_end_ns - trace.step_start_ns,
+        nodes=len(trace.nodes),
+        outputs=len(trace.outputs),
+        devices=devices,
+        allocators=allocators,
+        graph_source=trace.graph_source,
+        graph_nodes=len(trace.graph) if trace.graph is not None else 0,
+        oddities=trace.oddities,
+    )
+
+
+def _allocator_summary(trace: Trace, index: int) -> AllocatorSummary:
+    record_bytes = trace.records.bytes[trace.records.allocator == index]
+    memory = trace.memory.allocator == index
+    outputs = trace.outputs.allocator == index
+    tracked = int(np.count_nonzero(trace.outputs.allocated_bytes[outputs] > 0))
+    total = int(np.count_nonzero(outputs))
+    ids = trace.outputs.allocation_id[outputs]
+    return AllocatorSummary(
+        allocator=trace.allocators[index],
+        records=len(record_bytes),
+        allocations=int(np.count_nonzero(record_bytes > 0)),
+        frees=int(np.count_nonzero(record_bytes < 0)),
+        snapshots=int(np.count_nonzero(trace.memory.bytes_in_use[memory] != 0)),
+        outputs=total,
+        buffers=len(np.unique(ids[ids != 0])),
+        sizes_tracked="no" if tracked == 0 else ("yes" if tracked == total else "partly"),
+        source="records" if len(record_bytes) else ("outputs" if total else "none"),
+    )

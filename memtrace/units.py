@@ -1,0 +1,52 @@
+"""Sizes and times as people read and write them.
+
+``format_bytes(1325898496)`` -> ``"1.23 GiB"``; ``parse_size("1.5GiB")`` -> 1610612736. Decimal
+suffixes (KB, MB, GB) are powers of 10 and binary ones (KiB, MiB, GiB) powers of 2, as the
+IEC and SI define them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import UsageError
+
+_BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+_FACTORS = {
+    "": 1, "b": 1,
+    "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3, "t": 1000**4, "tb": 1000**4,
+    "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
+}
+_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
+
+
+def format_bytes(value: int) -> str:
+    """A size in binary units with three significant digits, e.g. ``"73.5 MiB"``; bytes stay exact."""
+    sign = "-" if value < 0 else ""
+    size = float(abs(value))
+    for unit in _BINARY:
+        if size < 1024 or unit == _BINARY[-1]:
+            if unit == "B":
+                return f"{sign}{int(size)} B"
+            return f"{sign}{size:.3g} {unit}" if size < 100 else f"{sign}{size:.0f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def parse_size(text: str) -> int:
+    """``"1234"``, ``"300MB"`` (10^6), ``"1.5GiB"`` (2^30), ``"64KiB"`` -> bytes; UsageError otherwise."""
+    match = _SIZE.match(text)
+    factor = _FACTORS.get(match.group(2).lower()) if match else None
+    if match is None or factor is None:
+        raise UsageError(f"not a size: {text!r} (write e.g. 1234, 300MB, 64KiB, 1.5GiB)")
+    return round(float(match.group(1)) * factor)
+
+
+def format_us(value_ns: int) -> str:
+    """A duration in the unit that reads best: ``"850 us"``, ``"12.3 ms"``, ``"1.25 s"``."""
+    us = value_ns / 1000
+    if abs(us) < 1000:
+        return f"{us:.0f} us" if us == int(us) else f"{us:.3g} us"
+    if abs(us) < 1_000_000:
+        return f"{us / 1000:.3g} ms"
+    return f"{us / 1_000_000:.3g} s"

@@ -1,0 +1,221 @@
+"""Record small, real TensorFlow CPU step traces for memtrace's test fixtures.
+
+Run from anywhere: ``python scripts/record_traces.py [--out DIR]`` (default
+``fixtures/recorded`` in the repository). It needs TensorFlow (CPU is enough), makes no
+network access and finishes in well under a minute on two cores.
+
+Each model is built in its own ``tf.Graph`` in TF1 graph mode and run in a
+``tf.compat.v1.Session``: one warm-up run without tracing (after variable
+initialisation), then exactly ONE traced step with
+``RunOptions(trace_level=FULL_TRACE, output_partition_graphs=True)``. The resulting
+``RunMetadata`` (step_stats with per-node memory / allocation_records, plus the partition
+graphs) is written in protobuf text format to ``DIR/NAME.pbtxt``:
+
+* ``cpu_convnet_b8``  -- a convnet training step (conv2d, bias add, relu, max-pool,
+  dense, softmax cross-entropy, ``GradientDescentOptimizer``) at batch 8, 32x32x3 input;
+  also written in binary form as ``cpu_convnet_b8.pb`` (the same message).
+* ``cpu_convnet_b16`` -- the same graph (identical node names) at batch 16.
+* ``cpu_while_rnn``   -- a tanh RNN whose time loop is a ``tf.while_loop`` over 6 steps,
+  with gradients. TF1 (v1) control flow is used, so the loop is made of
+  Enter/Merge/Switch/NextIteration/Exit nodes and a node's name repeats once per
+  iteration in the step stats.
+* ``cpu_cast_concat_slice`` -- casts, concats, slices, strided slices, reshapes and
+  identities, so that buffer forwarding / aliasing shows up in the allocation data.
+
+Seeds and shapes are fixed and inputs come from a seeded NumPy generator, so node names,
+shapes and byte counts are reproducible; timings, pointers and execution order are not.
+What TensorFlow's grappler and oneDNN rewrite depends on the build and the CPU: with
+oneDNN on (the default on recent x86 Linux builds) the allocator is ``mklcpu`` and ops
+are fused (e.g. ``_MklNativeFusedConv2D``); set ``TF_ENABLE_ONEDNN_OPTS=0`` to get the
+plain ``cpu`` allocator instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import tensorflow as tf
+from google.protobuf import text_format
+from tensorflow.core.protobuf.config_pb2 import RunMetadata
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "fixtures" / "recorded"
+SEED = 1234
+
+v1 = tf.compat.v1
+
+
+@dataclass
+class Built:
+    """A graph ready to trace: what to fetch and what to feed."""
+
+    graph: tf.Graph
+    fetches: list[tf.Tensor | tf.Operation]
+    feed: dict[tf.Tensor, np.ndarray]
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(SEED)
+
+
+def _glorot(shape: list[int], name: str) -> tf.Variable:
+    init = v1.glorot_uniform_initializer(seed=SEED)
+    return v1.get_variable(name, shape=shape, dtype=tf.float32, initializer=init)
+
+
+def build_convnet(batch: int) -> Built:
+    """conv2d -> bias add -> relu -> max-pool -> dense -> softmax cross-entropy, SGD step."""
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.set_random_seed(SEED)
+        images = v1.placeholder(tf.float32, [batch, 32, 32, 3], name="images")
+        labels = v1.placeholder(tf.int32, [batch], name="labels")
+        with v1.variable_scope("conv1"):
+            kernel = _glorot([3, 3, 3, 8], "kernel")
+            bias = v1.get_variable("bias", [8], initializer=v1.zeros_initializer())
+            conv = tf.nn.conv2d(images, kernel, strides=1, padding="SAME")
+            act = tf.nn.relu(tf.nn.bias_add(conv, bias))
+        pool = tf.nn.max_pool2d(act, ksize=2, strides=2, padding="VALID", name="pool1")
+        flat = tf.reshape(pool, [batch, 16 * 16 * 8], name="flatten")
+        with v1.variable_scope("dense"):
+            weights = _glorot([16 * 16 * 8, 10], "weights")
+            dbias = v1.get_variable("bias", [10], initializer=v1.zeros_initializer())
+            logits = tf.matmul(flat, weights) + dbias
+        xent = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=labels, logits=logits
+        )
+        loss = tf.reduce_mean(xent, name="loss")
+        train = v1.train.GradientDescentOptimizer(0.01).minimize(loss, name="train")
+        rng = _rng()
+        feed = {
+            images: rng.standard_normal((batch, 32, 32, 3), dtype=np.float32),
+            labels: rng.integers(0, 10, size=batch, dtype=np.int32),
+        }
+    return Built(graph, [train, loss], feed)
+
+
+def build_while_rnn(steps: int = 6, batch: int = 4, units: int = 16) -> Built:
+    """A tanh cell unrolled by ``tf.while_loop`` over ``steps`` time steps, with gradients."""
+    graph = tf.Graph()
+    with graph.as_default():
+        v1.set_random_seed(SEED)
+        inputs = v1.placeholder(tf.float32, [steps, batch, units], name="inputs")
+        w_in = _glorot([units, units], "w_in")
+        w_rec = _glorot([units, units], "w_rec")
+        b = v1.get_variable("b", [units], initializer=v1.zeros_initializer())
+        xs = tf.TensorArray(tf.float32, size=steps, name="xs").unstack(inputs)
+
+        def body(t: tf.Tensor, h: tf.Tensor, acc: tf.Tensor) -> tuple[tf.Tensor, ...]:
+            h_next = tf.tanh(tf.matmul(xs.read(t), w_in) + tf.matmul(h, w_rec) + b)
+            return t + 1, h_next, acc + tf.reduce_sum(tf.square(h_next))
+
+        h0 = tf.zeros([batch, units])
+        _, h_last, acc = v1.while_loop(
+            lambda t, h, acc: t < steps,
+            body,
+            [tf.constant(0), h0, tf.constant(0.0)],
+            name="rnn",
+        )
+        loss = tf.identity(acc / steps + tf.reduce_mean(h_last), name="loss")
+        train = v1.train.GradientDescentOptimizer(0.01).minimize(loss, name="train")
+        feed = {inputs: _rng().standard_normal((steps, batch, units), dtype=np.float32)}
+    return Built(graph, [train, loss], feed)
+
+
+def build_cast_concat_slice() -> Built:
+    """Casts, concats, slices, strided slices, reshapes and identities (forwarding/aliasing)."""
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [8, 64], name="x")
+        ids = v1.placeholder(tf.int32, [8, 64], name="ids")
+        half = tf.cast(x, tf.float16, name="to_half")
+        back = tf.cast(half, tf.float32, name="to_float")
+        ids_f = tf.cast(ids, tf.float32, name="ids_to_float")
+        cat = tf.concat([back, ids_f, x], axis=1, name="concat")  # [8, 192]
+        left = tf.slice(cat, [0, 0], [8, 96], name="slice_left")
+        right = tf.identity(cat[:, 96:], name="strided_right")
+        rows = tf.strided_slice(cat, [0, 0], [8, 192], [2, 1], name="every_other_row")
+        square = tf.reshape(left + right, [8, 8, 12], name="to_3d")
+        flat = tf.reshape(square, [-1], name="flat")
+        same = tf.identity(flat, name="identity")
+        sums = tf.concat([same, tf.reshape(rows, [-1])], axis=0, name="concat_flat")
+        as_int = tf.cast(sums * 10.0, tf.int64, name="to_int64")
+        out = tf.reduce_sum(tf.cast(as_int, tf.float64), name="total")
+        rng = _rng()
+        feed = {
+            x: rng.standard_normal((8, 64), dtype=np.float32),
+            ids: rng.integers(0, 100, size=(8, 64), dtype=np.int32),
+        }
+    return Built(graph, [out, same], feed)
+
+
+def trace(built: Built) -> RunMetadata:
+    """Initialise variables, run one untraced warm-up step, then one FULL_TRACE step."""
+    config = v1.ConfigProto(
+        intra_op_parallelism_threads=1,
+        inter_op_parallelism_threads=1,
+        device_count={"GPU": 0},
+    )
+    with built.graph.as_default():
+        init = v1.global_variables_initializer()
+    with v1.Session(graph=built.graph, config=config) as sess:
+        sess.run(init)
+        sess.run(built.fetches, feed_dict=built.feed)
+        options = v1.RunOptions(
+            trace_level=v1.RunOptions.FULL_TRACE, output_partition_graphs=True
+        )
+        metadata = RunMetadata()
+        sess.run(
+            built.fetches, feed_dict=built.feed, options=options, run_metadata=metadata
+        )
+    return metadata
+
+
+MODELS: dict[str, Callable[[], Built]] = {
+    "cpu_convnet_b8": lambda: build_convnet(8),
+    "cpu_convnet_b16": lambda: build_convnet(16),
+    "cpu_while_rnn": build_while_rnn,
+    "cpu_cast_concat_slice": build_cast_concat_slice,
+}
+BINARY_TOO = {"cpu_convnet_b8"}
+
+
+def write(metadata: RunMetadata, out: Path, name: str) -> list[Path]:
+    """Write ``NAME.pbtxt`` (and ``NAME.pb`` for models in BINARY_TOO); return the paths."""
+    paths = [out / f"{name}.pbtxt"]
+    paths[0].write_text(text_format.MessageToString(metadata), encoding="utf-8")
+    if name in BINARY_TOO:
+        paths.append(out / f"{name}.pb")
+        paths[1].write_bytes(metadata.SerializeToString())
+    return paths
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="output directory"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    # Classic Enter/Merge/Switch/NextIteration loops, so node names repeat per iteration.
+    v1.disable_control_flow_v2()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name, build in MODELS.items():
+        for path in write(trace(build()), args.out, name):
+            print(f"{path}  {path.stat().st_size} bytes")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
