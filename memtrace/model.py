@@ -15,10 +15,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from .peak import AllocatorPeak
+    from .summary import Summary
+    from .timeline import Timeline
 
 IntArray = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
@@ -187,6 +192,31 @@ class Trace:
     graph: GraphNodes | None
     graph_source: str | None  # "graph file", "partition_graphs", "function_graphs" or None
     oddities: tuple[Oddity, ...] = field(default=())
+
+    # -- analyses (each a pure function in its own module) ----------------------------------
+
+    def summary(self) -> Summary:
+        from .summary import summarize
+
+        return summarize(self)
+
+    def peak(self, allocator: str) -> AllocatorPeak:
+        """The allocator's peak and live set (see ``memtrace.peak``)."""
+        from .peak import peak
+
+        return peak(self, allocator)
+
+    def peaks(self) -> list[AllocatorPeak]:
+        """Every allocator's peak, largest first."""
+        from .peak import peaks
+
+        return peaks(self)
+
+    def timeline(self, allocator: str, points: int | None = None) -> Timeline:
+        """The allocator's live bytes over time as numpy arrays (see ``memtrace.timeline``)."""
+        from .timeline import timeline
+
+        return timeline(self, allocator, points)
 
     # -- lookups ---------------------------------------------------------------------------
 

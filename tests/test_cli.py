@@ -108,3 +108,79 @@ def test_help_does_not_import_heavy_modules() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "usage: memtrace" in done.stdout
     assert done.stdout.strip().splitlines()[-1] == "HEAVY="
+
+
+# -- peak and timeline ----------------------------------------------------------------------
+
+
+def test_peak_text_alexnet(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "peak", str(ALEXNET), "--allocator", "GPU_0_bfc", "--top", "3")
+    assert code == 0
+    assert out.startswith("GPU_0_bfc: peak 1.23 GiB (1,325,898,496 bytes)")
+    assert "gradients/conv4/Conv2D_grad/Conv2DBackpropInput" in out
+    assert "97 of 97 snapshots agree" in out
+    assert "(18 more)" in out and "1,238,944,256" in out
+
+
+def test_peak_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "peak", str(ALEXNET), "--json")
+    document = json.loads(out)
+    assert code == 0 and document["schema"] == "memtrace.peak/1" and document["trace"] == str(ALEXNET)
+    gpu = document["allocators"][0]
+    assert [a["allocator"] for a in document["allocators"]] == ["GPU_0_bfc", "cuda_host_bfc", "cpu"]
+    assert set(gpu) == {
+        "allocator", "source", "peak_bytes", "peak_delta_bytes", "baseline_bytes", "peak_time_us", "peak_node",
+        "running_at_peak", "reconciliation", "live_at_peak",
+    }
+    assert gpu["reconciliation"] == {"snapshots": 97, "matched": 97, "max_abs_error_bytes": 0}
+    assert sum(a["bytes"] for a in gpu["live_at_peak"]) == gpu["peak_delta_bytes"] == 1_238_944_256
+    assert len(gpu["live_at_peak"]) == 21
+    assert set(gpu["live_at_peak"][0]) == {
+        "node", "kind", "bytes", "alloc_time_us", "free_time_us", "allocation_id", "slot", "requested_bytes", "dtype", "shape",
+    }
+    assert document["allocators"][1]["source"] == "outputs"
+
+
+def test_peak_json_top_cuts_the_list(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, "peak", str(ALEXNET), "--json", "--top", "2", "--allocator", "GPU_0_bfc")
+    assert len(json.loads(out)["allocators"][0]["live_at_peak"]) == 2
+
+
+def test_peak_unknown_allocator_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "peak", str(ALEXNET), "--allocator", "GPU_9")
+    assert code == 2 and out == "" and "GPU_0_bfc" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "ten"])
+def test_top_must_be_positive(capsys: pytest.CaptureFixture[str], bad: str) -> None:
+    assert run(capsys, "peak", str(ALEXNET), "--top", bad)[0] == 2
+
+
+def test_peak_on_trace_without_memory(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "peak", str(FIXTURES / "tiny" / "no_memory.pbtxt"))
+    assert code == 0 and "no memory information" in out
+
+
+def test_timeline_csv(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "timeline", str(FIXTURES / "tiny" / "producer_free.pbtxt"), "--csv")
+    assert code == 0
+    assert out.splitlines() == [
+        "allocator,time_us,live_bytes", "bfc,10,11024", "bfc,15,12048", "bfc,30,11024", "bfc,105,13072", "bfc,200,12048",
+    ]
+
+
+def test_timeline_json_points_keep_peak(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "timeline", str(PTB), "--json", "--points", "20", "--allocator", "GPU_0_bfc")
+    document = json.loads(out)
+    entry = document["allocators"][0]
+    assert code == 0 and document["schema"] == "memtrace.timeline/1" and entry["absolute"] is True
+    assert len(entry["points"]) <= 20 and max(b for _, b in entry["points"]) == 77_062_912
+
+
+def test_timeline_text_sparkline(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "timeline", str(ALEXNET), "--allocator", "GPU_0_bfc")
+    assert code == 0 and "max 1.23 GiB" in out and "█" in out
+
+
+def test_timeline_csv_and_json_together_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "timeline", str(ALEXNET), "--csv", "--json")[0] == 2

@@ -9,7 +9,7 @@ import argparse
 import importlib
 from typing import Any
 
-COMMANDS = ("summary",)
+COMMANDS = ("summary", "peak", "timeline")
 
 
 def register_all(subparsers: Any) -> None:
@@ -26,3 +26,19 @@ def add_trace_options(parser: argparse.ArgumentParser) -> None:
 def add_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="write JSON instead of text")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+
+
+def add_allocator_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allocator", action="append", metavar="NAME",
+                        help="only this allocator (repeatable); default: all, largest peak first")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value

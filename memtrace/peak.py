@@ -1,0 +1,147 @@
+"""The peak of an allocator and the live set at that instant: who held the bytes.
+
+``peak_delta_bytes`` is the maximum of the replay (0 if it never rises); ``peak_bytes`` adds
+the baseline when snapshots give one. The peak is the first event, in replay order, at which the
+maximum is reached. The live set is every allocation whose event comes at or before the peak
+event and whose free (if any) comes after it, plus (negative) frees at or before the peak of
+memory allocated before the step, so its bytes add up to ``peak_delta_bytes`` exactly.
+
+Each live allocation is attributed to the node whose record allocated it and classified:
+``temp`` (freed before its node finished), ``output`` (one of the node's output buffers),
+``persistent`` (never freed in the step) or ``unknown``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .model import Trace
+from .replay import Reconciliation, Replay, reconcile, replay
+
+
+@dataclass(frozen=True)
+class LiveAllocation:
+    node: str
+    kind: str  # "output", "temp", "persistent" or "unknown"
+    bytes: int
+    alloc_time_us: int  # relative to the step start
+    free_time_us: int | None
+    allocation_id: int | None
+    slot: int | None
+    requested_bytes: int | None
+    dtype: str | None
+    shape: list[int] | None
+
+
+@dataclass(frozen=True)
+class AllocatorPeak:
+    allocator: str
+    source: str  # "records" or "outputs"
+    peak_bytes: int
+    peak_delta_bytes: int
+    baseline_bytes: int | None
+    peak_time_us: int  # relative to the step start
+    peak_node: str | None  # None when the allocator never rises above its start
+    running_at_peak: tuple[str, ...]
+    reconciliation: Reconciliation
+    live_at_peak: tuple[LiveAllocation, ...]  # largest first
+
+    @property
+    def live_bytes_total(self) -> int:
+        return sum(a.bytes for a in self.live_at_peak)
+
+
+def peak(trace: Trace, allocator: str) -> AllocatorPeak:
+    """The allocator's peak, its time and node, its reconciliation and its live set."""
+    replayed = replay(trace, allocator)
+    reconciliation = reconcile(trace, replayed)
+    baseline = reconciliation.baseline_bytes
+    origin = trace.step_start_ns
+    if len(replayed.live_bytes) == 0 or int(replayed.live_bytes.max()) <= 0:
+        return AllocatorPeak(
+            allocator, replayed.source, baseline or 0, 0, baseline, 0, None, (), reconciliation, ()
+        )
+    at = int(np.argmax(replayed.live_bytes))  # the first event reaching the maximum
+    delta = int(replayed.live_bytes[at])
+    time_ns = int(replayed.time_ns[at])
+    return AllocatorPeak(
+        allocator=allocator,
+        source=replayed.source,
+        peak_bytes=delta + (baseline or 0),
+        peak_delta_bytes=delta,
+        baseline_bytes=baseline,
+        peak_time_us=(time_ns - origin) // 1000,
+        peak_node=trace.node_name(int(replayed.event_node[at])),
+        running_at_peak=_running_at(trace, time_ns),
+        reconciliation=reconciliation,
+        live_at_peak=tuple(sorted(_live_set(trace, replayed, at), key=lambda a: (-a.bytes, a.alloc_time_us))),
+    )
+
+
+def peaks(trace: Trace, allocators: Iterable[str] | None = None) -> list[AllocatorPeak]:
+    """Peaks of the named allocators in the order given, or of all of them, largest first."""
+    if allocators is not None:
+        return [peak(trace, name) for name in allocators]
+    found = [peak(trace, name) for name in trace.allocators]
+    return sorted(found, key=lambda p: (-p.peak_bytes, p.allocator))
+
+
+def _running_at(trace: Trace, time_ns: int) -> tuple[str, ...]:
+    """Nodes on memory-owning devices whose execution spans the instant."""
+    nodes = trace.nodes
+    canonical = np.array([kind == "device" for kind in trace.devices.kind], dtype=bool)[nodes.device]
+    running = np.flatnonzero(canonical & (nodes.start_ns > 0) & (nodes.start_ns <= time_ns) & (nodes.end_ns >= time_ns))
+    names = dict.fromkeys(trace.node_name(int(n)) for n in running[np.argsort(nodes.start_ns[running], kind="stable")])
+    return tuple(names)
+
+
+def _relative_us(trace: Trace, time_ns: int) -> int:
+    return (time_ns - trace.step_start_ns) // 1000
+
+
+def _live_set(trace: Trace, replayed: Replay, at: int) -> list[LiveAllocation]:
+    alive = (replayed.alloc_event <= at) & ((replayed.free_event < 0) | (replayed.free_event > at))
+    outputs = trace.outputs
+    live = []
+    for allocation in np.flatnonzero(alive).tolist():
+        event = int(replayed.alloc_event[allocation])
+        free = int(replayed.free_event[allocation])
+        node = int(replayed.event_node[event])
+        row = int(replayed.output_row[allocation])
+        if row >= 0:
+            kind = "output"
+        elif free >= 0 and replayed.time_ns[free] <= trace.nodes.end_ns[node]:
+            kind = "temp"
+        else:
+            kind = "persistent" if free < 0 else "unknown"
+        live.append(
+            LiveAllocation(
+                node=trace.node_name(node),
+                kind=kind,
+                bytes=int(replayed.delta_bytes[event]),
+                alloc_time_us=_relative_us(trace, int(replayed.time_ns[event])),
+                free_time_us=_relative_us(trace, int(replayed.time_ns[free])) if free >= 0 else None,
+                allocation_id=int(outputs.allocation_id[row]) if row >= 0 else None,
+                slot=int(outputs.slot[row]) if row >= 0 else None,
+                requested_bytes=int(outputs.requested_bytes[row]) if row >= 0 else None,
+                dtype=(trace.strings[outputs.dtype[row]] or None) if row >= 0 else None,
+                shape=trace.output_shape(row) if row >= 0 else None,
+            )
+        )
+    # Frees of memory allocated before the step lower the replay without a live allocation to
+    # remove; they stand in the live set as negative bytes so that it still sums to the peak.
+    for event in replayed.unpaired_free_events[replayed.unpaired_free_events <= at].tolist():
+        live.append(
+            LiveAllocation(
+                node=trace.node_name(int(replayed.event_node[event])),
+                kind="freed-from-before-step",
+                bytes=int(replayed.delta_bytes[event]),
+                alloc_time_us=_relative_us(trace, int(replayed.time_ns[event])),
+                free_time_us=_relative_us(trace, int(replayed.time_ns[event])),
+                allocation_id=None, slot=None, requested_bytes=None, dtype=None, shape=None,
+            )
+        )
+    return live

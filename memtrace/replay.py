@@ -1,0 +1,298 @@
+"""Replaying one allocator's allocations into a live-bytes timeline, with every allocation paired.
+
+Records mode (the allocator left ``allocation_records``): all records of the allocator, ordered
+by time with ties kept in trace order, summed cumulatively from 0; that curve is live bytes
+relative to the step start. Allocations and frees are paired within one node's records of one
+allocator, by size; among same-size allocations a free takes the most recent one (temporary
+buffers are stack-like), and a free that finds no allocation freed memory from before the step.
+Each allocation that survives its node is matched, by size, to one of the output buffers the
+node created (not forwarded), so the live set can say what the bytes are.
+
+Outputs mode (no records, e.g. host allocators): each output buffer is live from its producer's
+start to the end of the last consumer of the buffer or of any alias of it (same allocator,
+allocation id and pointer), or its producer's end when nothing consumes it. Allocations come
+before frees at equal times, so the peak is an upper bound.
+
+Baseline: where the allocator left ``allocator_bytes_in_use`` snapshots (taken when a node's op
+ended), ``snapshot - replay(at that time)`` for each; the most common value is the baseline,
+the bytes already live when the step began. How many snapshots agree is the reconciliation.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import UsageError
+from .model import Int32Array, IntArray, Trace
+
+
+@dataclass(frozen=True, eq=False)
+class Replay:
+    """One allocator's events in replay order and its paired allocations.
+
+    Events are records (records mode) or synthetic output-lifetime events (outputs mode).
+    Allocations are the positive events; ``alloc_event``/``free_event`` index the event arrays.
+    """
+
+    allocator: str
+    source: str  # "records" or "outputs"
+    time_ns: IntArray  # per event, non-decreasing
+    delta_bytes: IntArray  # per event; negative for a free
+    live_bytes: IntArray  # per event: cumulative bytes after it, relative to the step start
+    event_node: Int32Array  # per event: the node whose record (or output) it is
+    alloc_event: IntArray  # per allocation: its event position
+    free_event: IntArray  # per allocation: its free's event position, -1 if never freed
+    output_row: IntArray  # per allocation: the Outputs row it holds, -1 when unknown
+    unpaired_free_events: IntArray  # frees of memory allocated before the step
+
+    def live_at(self, time_ns: int) -> int:
+        """Relative live bytes after every event at or before ``time_ns``."""
+        position = int(np.searchsorted(self.time_ns, time_ns, side="right"))
+        return int(self.live_bytes[position - 1]) if position else 0
+
+
+@dataclass(frozen=True)
+class Reconciliation:
+    """How the replay agrees with the allocator's own snapshots."""
+
+    snapshots: int
+    matched: int  # snapshots whose implied baseline equals the chosen one
+    max_abs_error_bytes: int  # largest |implied baseline - baseline| over the snapshots
+    baseline_bytes: int | None  # None when there is no snapshot
+
+
+def allocator_index(trace: Trace, allocator: str) -> int:
+    """The allocator's index, or a UsageError that lists the allocators the trace does have."""
+    try:
+        return trace.allocator_index(allocator)
+    except ValueError:
+        have = ", ".join(trace.allocators) or "none"
+        raise UsageError(f"{trace.path}: no allocator {allocator!r} in this trace (it has: {have})") from None
+
+
+def replay(trace: Trace, allocator: str) -> Replay:
+    """The allocator's replay: from its records when it has any, else from output lifetimes."""
+    index = allocator_index(trace, allocator)
+    rows = np.flatnonzero(trace.records.allocator == index)
+    if len(rows):
+        return _replay_records(trace, allocator, rows)
+    return _replay_outputs(trace, allocator, index)
+
+
+def reconcile(trace: Trace, replayed: Replay) -> Reconciliation:
+    """Check the replay against ``allocator_bytes_in_use`` snapshots and derive the baseline."""
+    index = trace.allocator_index(replayed.allocator)
+    memory = trace.memory
+    taken = np.flatnonzero((memory.allocator == index) & (memory.bytes_in_use != 0))
+    if not len(taken):
+        return Reconciliation(0, 0, 0, None)
+    snapshot_time = trace.nodes.op_end_ns[memory.node[taken]]
+    positions = np.searchsorted(replayed.time_ns, snapshot_time, side="right")
+    live = np.where(positions > 0, replayed.live_bytes[np.maximum(positions - 1, 0)], 0)
+    implied = memory.bytes_in_use[taken] - live
+    # The most common implied baseline wins; among equally common ones, the earliest snapshot's.
+    # Bytes live before the step cannot be negative: such values (allocators whose snapshots
+    # count only part of what they hand out, like oneDNN's mklcpu) are never the baseline.
+    candidates = [v for v in implied.tolist() if v >= 0]
+    if not candidates:
+        return Reconciliation(len(taken), 0, int(np.abs(implied).max()), None)
+    counts = Counter(candidates)
+    best = max(counts.values())
+    baseline = next(int(v) for v in candidates if counts[v] == best)
+    return Reconciliation(
+        snapshots=len(taken),
+        matched=best,
+        max_abs_error_bytes=int(np.abs(implied - baseline).max()),
+        baseline_bytes=baseline,
+    )
+
+
+# -- records mode -------------------------------------------------------------------------------
+
+
+def _replay_records(trace: Trace, allocator: str, rows: IntArray) -> Replay:
+    records = trace.records
+    # Ties in time keep trace order: rows are ascending, and lexsort is stable on the last key.
+    order = rows[np.lexsort((rows, records.time_ns[rows]))]
+    delta = records.bytes[order]
+    position = np.empty(len(records), dtype=np.int64)
+    position[order] = np.arange(len(order))
+
+    alloc_event: list[int] = []
+    free_event: list[int] = []
+    unpaired: list[int] = []
+    offsets = trace.memory.record_offsets
+    for entry in np.unique(records.memory[rows]).tolist():
+        open_by_size: dict[int, list[int]] = defaultdict(list)  # size -> allocation indices
+        entry_positions = np.sort(position[offsets[entry] : offsets[entry + 1]])
+        for event in entry_positions.tolist():
+            size = int(delta[event])
+            if size > 0:
+                open_by_size[size].append(len(alloc_event))
+                alloc_event.append(event)
+                free_event.append(-1)
+            elif size < 0:
+                stack = open_by_size.get(-size)
+                if stack:
+                    free_event[stack.pop()] = event
+                else:
+                    unpaired.append(event)
+    allocs = np.array(alloc_event, dtype=np.int64)
+    frees = np.array(free_event, dtype=np.int64)
+    sorted_by_event = np.argsort(allocs, kind="stable")
+    allocs, frees = allocs[sorted_by_event], frees[sorted_by_event]
+    event_node = records.node[order]
+    time_ns = records.time_ns[order]
+    return Replay(
+        allocator=allocator,
+        source="records",
+        time_ns=time_ns,
+        delta_bytes=delta,
+        live_bytes=np.cumsum(delta),
+        event_node=event_node,
+        alloc_event=allocs,
+        free_event=frees,
+        output_row=_match_outputs(trace, trace.allocator_index(allocator), allocs, frees, time_ns, delta, event_node),
+        unpaired_free_events=np.array(sorted(unpaired), dtype=np.int64),
+    )
+
+
+def owned_outputs(trace: Trace, allocator_index: int) -> IntArray:
+    """Output rows on this allocator that created their buffer rather than forwarding one.
+
+    An output whose (allocation id, pointer) was already reported by a node that started
+    earlier is an alias (Identity, in-place ops, Reshape): it holds no new memory. Ids of 0
+    (allocators that do not track them) never alias.
+    """
+    outputs = trace.outputs
+    rows = np.flatnonzero(outputs.allocator == allocator_index)
+    starts = trace.nodes.start_ns[outputs.node[rows]]
+    rows = rows[np.lexsort((rows, starts))]
+    seen: set[tuple[int, int]] = set()
+    owned = []
+    for row, allocation_id, ptr in zip(rows.tolist(), outputs.allocation_id[rows].tolist(), outputs.ptr[rows].tolist()):
+        if allocation_id != 0:
+            key = (allocation_id, ptr)
+            if key in seen:
+                continue
+            seen.add(key)
+        owned.append(row)
+    return np.array(sorted(owned), dtype=np.int64)
+
+
+def output_bytes(trace: Trace, row: int) -> int:
+    """The bytes an output buffer occupies: allocated where the allocator tracks it, else requested."""
+    allocated = int(trace.outputs.allocated_bytes[row])
+    return allocated if allocated > 0 else int(trace.outputs.requested_bytes[row])
+
+
+def _match_outputs(
+    trace: Trace,
+    allocator_index: int,
+    allocs: IntArray,
+    frees: IntArray,
+    time_ns: IntArray,
+    delta: IntArray,
+    event_node: Int32Array,
+) -> IntArray:
+    """For each allocation, the output buffer it holds (-1 for temporaries and unknowns)."""
+    matched = np.full(len(allocs), -1, dtype=np.int64)
+    by_node: dict[int, list[int]] = defaultdict(list)
+    for row in owned_outputs(trace, allocator_index).tolist():
+        by_node[int(trace.outputs.node[row])].append(row)
+    if not by_node:
+        return matched
+    end_ns = trace.nodes.end_ns
+    for allocation, (event, free) in enumerate(zip(allocs.tolist(), frees.tolist())):
+        node = int(event_node[event])
+        candidates = by_node.get(node)
+        if not candidates:
+            continue
+        if free >= 0 and time_ns[free] <= end_ns[node]:
+            continue  # freed before its node finished: a temporary
+        size = int(delta[event])
+        for i, row in enumerate(candidates):
+            if output_bytes(trace, row) == size:
+                matched[allocation] = row
+                del candidates[i]
+                break
+    return matched
+
+
+# -- outputs mode -------------------------------------------------------------------------------
+
+
+def consumers_end_ns(trace: Trace) -> dict[tuple[int, int], int]:
+    """(producer name, slot) -> the latest end of a node consuming that output (data edges only).
+
+    Inputs come from the graph when the trace has one, else from the timeline labels. A name
+    that executes several times (while loops) counts with its latest execution.
+    """
+    nodes = trace.nodes
+    last_end: dict[int, int] = {}
+    for name, end in zip(nodes.name.tolist(), nodes.end_ns.tolist()):
+        if end > last_end.get(name, -1):
+            last_end[name] = end
+    source = trace.graph if trace.graph is not None else nodes
+    result: dict[tuple[int, int], int] = {}
+    offsets = source.input_offsets
+    for consumer, consumer_name in enumerate(source.name.tolist()):
+        end = last_end.get(consumer_name)
+        if end is None:
+            continue
+        for k in range(offsets[consumer], offsets[consumer + 1]):
+            if source.input_is_control[k]:
+                continue
+            key = (int(source.input_name[k]), int(source.input_slot[k]))
+            if end > result.get(key, -1):
+                result[key] = end
+    return result
+
+
+def _replay_outputs(trace: Trace, allocator: str, index: int) -> Replay:
+    outputs, nodes = trace.outputs, trace.nodes
+    rows = np.flatnonzero(outputs.allocator == index)
+    consumed = consumers_end_ns(trace)
+    # The end of a buffer's life: the last consumer of any alias, at least its producer's end.
+    last_use: dict[tuple[int, int], int] = {}
+    for row in rows.tolist():
+        node = int(outputs.node[row])
+        use = max(int(nodes.end_ns[node]), consumed.get((int(nodes.name[node]), int(outputs.slot[row])), -1))
+        key = _buffer_key(trace, row)
+        last_use[key] = max(last_use.get(key, -1), use)
+    owned = [r for r in owned_outputs(trace, index).tolist() if output_bytes(trace, r) > 0]
+    owned = [r for r in owned if nodes.start_ns[outputs.node[r]] > 0]
+    n = len(owned)
+    start = np.array([nodes.start_ns[outputs.node[r]] for r in owned], dtype=np.int64)
+    end = np.array([last_use[_buffer_key(trace, r)] for r in owned], dtype=np.int64)
+    size = np.array([output_bytes(trace, r) for r in owned], dtype=np.int64)
+    time = np.concatenate([start, end])
+    delta = np.concatenate([size, -size])
+    is_free = np.concatenate([np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64)])
+    order = np.lexsort((np.arange(2 * n), is_free, time))
+    position = np.empty(2 * n, dtype=np.int64)
+    position[order] = np.arange(2 * n)
+    producer = np.array([outputs.node[r] for r in owned], dtype=np.int32)
+    return Replay(
+        allocator=allocator,
+        source="outputs",
+        time_ns=time[order],
+        delta_bytes=delta[order],
+        live_bytes=np.cumsum(delta[order]),
+        event_node=np.concatenate([producer, producer])[order].astype(np.int32),
+        alloc_event=position[:n],
+        free_event=position[n:],
+        output_row=np.array(owned, dtype=np.int64),
+        unpaired_free_events=np.zeros(0, dtype=np.int64),
+    )
+
+
+def _buffer_key(trace: Trace, row: int) -> tuple[int, int]:
+    """Outputs with one nonzero (allocation id, pointer) are one buffer; others stand alone."""
+    allocation_id = int(trace.outputs.allocation_id[row])
+    if allocation_id == 0:
+        return (-1, row)
+    return (allocation_id, int(trace.outputs.ptr[row]))

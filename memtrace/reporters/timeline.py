@@ -1,0 +1,70 @@
+"""Rendering live-bytes timelines as CSV, JSON (``memtrace.timeline/1``) or a text sparkline."""
+
+from __future__ import annotations
+
+from typing import IO, Any
+
+import numpy as np
+
+from ..timeline import Timeline
+from ..units import format_bytes
+from .common import clean
+
+SCHEMA = "memtrace.timeline/1"
+_BARS = " ▁▂▃▄▅▆▇█"
+
+
+def to_json(path: str, timelines: list[Timeline]) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "trace": path,
+        "allocators": [
+            {
+                "allocator": t.allocator,
+                "source": t.source,
+                "baseline_bytes": t.baseline_bytes,
+                "absolute": t.baseline_bytes is not None,
+                "points": [[int(x), int(y)] for x, y in zip(t.time_us, t.live_bytes)],
+            }
+            for t in timelines
+        ],
+    }
+
+
+def render_csv(timelines: list[Timeline], out: IO[str]) -> None:
+    out.write("allocator,time_us,live_bytes\n")
+    for t in timelines:
+        name = '"' + t.allocator.replace('"', '""') + '"' if any(c in t.allocator for c in ',"\n') else t.allocator
+        for x, y in zip(t.time_us.tolist(), t.live_bytes.tolist()):
+            out.write(f"{name},{x},{y}\n")
+
+
+def _levels(t: Timeline, width: int) -> list[int]:
+    """Each of ``width`` equal time buckets: its maximum, or the level carried from before it."""
+    edges = np.linspace(int(t.time_us[0]), int(t.time_us[-1]), width + 1)
+    bounds = np.searchsorted(t.time_us, edges[1:-1], side="right").tolist()
+    levels, lo, carried = [], 0, int(t.live_bytes[0])
+    for hi in [*bounds, len(t.time_us)]:
+        if hi > lo:
+            levels.append(int(t.live_bytes[lo:hi].max()))
+            carried = int(t.live_bytes[hi - 1])
+        else:
+            levels.append(carried)
+        lo = hi
+    return levels
+
+
+def render_text(timelines: list[Timeline], out: IO[str], width: int = 64) -> None:
+    """One sparkline per allocator: each character is the maximum of its time bucket."""
+    for t in timelines:
+        label = "absolute" if t.baseline_bytes is not None else "relative to the step start"
+        if not len(t.time_us):
+            out.write(f"{clean(t.allocator)}: no allocations\n")
+            continue
+        top = max(int(t.live_bytes.max()), 1)
+        bars = "".join(_BARS[max(0, min(len(_BARS) - 1, v * (len(_BARS) - 1) // top))] for v in _levels(t, width))
+        start, end = int(t.time_us[0]), int(t.time_us[-1])
+        out.write(f"{clean(t.allocator)} ({t.source}, bytes {label}): max {format_bytes(top)}, {len(t.time_us)} points\n")
+        out.write(f"  {bars}\n")
+        left, right = f"{start:,} us", f"{end:,} us"
+        out.write(f"  {left}{' ' * max(1, width - len(left) - len(right))}{right}\n")

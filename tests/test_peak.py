@@ -1,0 +1,91 @@
+"""Peaks and live sets: hand-worked traces, the seeds' known answers, and identities on all traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import memtrace
+from memtrace.peak import peaks
+
+from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
+
+
+def test_tie_peak_is_reached_by_the_later_record_in_trace_order() -> None:
+    p = memtrace.load(TINY / "ties.pbtxt").peak("bfc")
+    assert (p.peak_delta_bytes, p.peak_bytes, p.baseline_bytes) == (768, 768, None)
+    assert (p.peak_node, p.peak_time_us) == ("b", 10)
+    assert p.running_at_peak == ("a", "b")
+    assert [(a.node, a.kind, a.bytes) for a in p.live_at_peak] == [("b", "temp", 512), ("a", "temp", 256)]
+
+
+def test_hand_worked_peak_with_baseline_output_and_persistent() -> None:
+    p = memtrace.load(TINY / "producer_free.pbtxt").peak("bfc")
+    assert (p.peak_bytes, p.peak_delta_bytes, p.baseline_bytes) == (13072, 3072, 10000)
+    assert (p.peak_node, p.peak_time_us, p.running_at_peak) == ("consumer", 105, ("consumer",))
+    persistent, output = p.live_at_peak
+    assert (persistent.node, persistent.kind, persistent.bytes, persistent.free_time_us) == ("consumer", "persistent", 2048, None)
+    assert (output.node, output.kind, output.bytes, output.alloc_time_us, output.free_time_us) == ("conv", "output", 1024, 10, 200)
+    assert (output.allocation_id, output.slot, output.requested_bytes, output.dtype, output.shape) == (7, 0, 1000, "float32", [250])
+
+
+def test_allocator_with_outputs_but_no_records() -> None:
+    p = memtrace.load(TINY / "outputs_only.pbtxt").peak("host")
+    assert (p.source, p.peak_bytes, p.peak_node, p.peak_time_us) == ("outputs", 768, "q", 20)
+    assert {(a.node, a.bytes, a.kind) for a in p.live_at_peak} == {("p", 256, "output"), ("q", 512, "output")}
+
+
+def test_trace_with_no_memory_has_no_peaks() -> None:
+    assert peaks(memtrace.load(TINY / "no_memory.pbtxt")) == []
+
+
+def test_allocator_that_never_rises() -> None:
+    p = memtrace.load(ALEXNET).peak("cpu")
+    assert (p.peak_bytes, p.peak_delta_bytes, p.peak_node, p.live_at_peak) == (0, 0, None, ())
+
+
+def test_alexnet_gpu_peak_matches_the_seed() -> None:
+    p = memtrace.load(ALEXNET).peak("GPU_0_bfc")
+    assert p.source == "records"
+    assert (p.peak_bytes, p.baseline_bytes, p.peak_delta_bytes) == (1_325_898_496, 86_954_240, 1_238_944_256)
+    assert p.peak_node == "gradients/conv4/Conv2D_grad/Conv2DBackpropInput"
+    assert p.live_bytes_total == p.peak_delta_bytes
+    assert p.live_at_peak[0].kind == "temp" and p.live_at_peak[0].node == p.peak_node
+
+
+@pytest.mark.parametrize("trace_path", [ALEXNET, PTB], ids=lambda p: p.name)
+def test_peak_is_at_least_every_snapshot_the_allocator_took(trace_path: Path) -> None:
+    """Independent bound: the allocator's own bytes-in-use readings never exceed the true peak."""
+    trace = memtrace.load(trace_path)
+    for p in trace.peaks():
+        if p.baseline_bytes is None:
+            continue
+        index = trace.allocator_index(p.allocator)
+        readings = trace.memory.bytes_in_use[trace.memory.allocator == index]
+        assert p.peak_bytes >= int(readings.max())
+    alexnet_gpu = memtrace.load(ALEXNET).memory
+    assert int(alexnet_gpu.bytes_in_use.max()) < 1_325_898_496  # snapshots alone miss the peak
+
+
+@pytest.mark.parametrize("trace_path", REAL_TRACES, ids=lambda p: p.name)
+def test_live_set_adds_up_to_the_peak_on_every_real_trace(trace_path: Path) -> None:
+    trace = memtrace.load(trace_path)
+    for p in trace.peaks():
+        assert sum(a.bytes for a in p.live_at_peak) == p.peak_delta_bytes, p.allocator
+        assert p.peak_bytes == p.peak_delta_bytes + (p.baseline_bytes or 0)
+        assert all(a.alloc_time_us <= p.peak_time_us for a in p.live_at_peak)
+        assert all(a.free_time_us is None or a.free_time_us >= p.peak_time_us for a in p.live_at_peak)
+
+
+def test_ptb_every_allocator_has_records_and_adds_up() -> None:
+    trace = memtrace.load(PTB)
+    found = {p.allocator: p for p in trace.peaks()}
+    assert set(found) == {"GPU_0_bfc", "cuda_host_bfc", "cpu_pool", "cpu"}
+    assert all(p.source == "records" for p in found.values())
+    assert found["GPU_0_bfc"].peak_bytes == 77_062_912
+
+
+def test_peaks_are_sorted_largest_first() -> None:
+    sizes = [p.peak_bytes for p in memtrace.load(PTB).peaks()]
+    assert sizes == sorted(sizes, reverse=True)

@@ -1,0 +1,107 @@
+"""Replay, pairing and reconciliation, on hand-worked traces and the real seeds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import memtrace
+from memtrace.errors import UsageError
+from memtrace.replay import reconcile, replay
+
+from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
+
+
+def _intervals(trace: memtrace.Trace, allocator: str) -> list[tuple[int, int, int | None]]:
+    """(bytes, alloc time us, free time us or None) of every allocation, absolute microseconds."""
+    r = replay(trace, allocator)
+    us = r.time_ns // 1000
+    return sorted(
+        (int(r.delta_bytes[a]), int(us[a]), int(us[f]) if f >= 0 else None)
+        for a, f in zip(r.alloc_event.tolist(), r.free_event.tolist())
+    )
+
+
+def test_ties_keep_trace_order() -> None:
+    r = replay(memtrace.load(TINY / "ties.pbtxt"), "bfc")
+    assert r.delta_bytes.tolist() == [256, 512, -256, -512]
+    assert r.live_bytes.tolist() == [256, 768, 512, 0]
+
+
+def test_same_size_allocations_pair_with_the_most_recent() -> None:
+    """conv's temporary (t=2015) is freed at 2030; its output (t=2010) lives until 2200."""
+    trace = memtrace.load(TINY / "producer_free.pbtxt")
+    assert _intervals(trace, "bfc") == [(1024, 2010, 2200), (1024, 2015, 2030), (2048, 2105, None)]
+
+
+def test_free_recorded_on_producer_after_op_end_is_the_output() -> None:
+    trace = memtrace.load(TINY / "producer_free.pbtxt")
+    r = replay(trace, "bfc")
+    owner = {int(r.time_ns[e]) // 1000: int(row) for e, row in zip(r.alloc_event, r.output_row)}
+    assert owner == {2010: 0, 2015: -1, 2105: -1}
+
+
+def test_snapshots_reconcile_to_baseline() -> None:
+    trace = memtrace.load(TINY / "producer_free.pbtxt")
+    rec = reconcile(trace, replay(trace, "bfc"))
+    assert (rec.snapshots, rec.matched, rec.max_abs_error_bytes, rec.baseline_bytes) == (2, 2, 0, 10000)
+
+
+def test_free_without_allocation_is_kept_apart(tmp_path: Path) -> None:
+    path = tmp_path / "t.pbtxt"
+    path.write_text(
+        'dev_stats { device: "/device:GPU:0" node_stats { node_name: "n" all_start_micros: 10 all_end_rel_micros: 5 '
+        "memory { allocator_name: \"bfc\" allocation_records { alloc_micros: 11 alloc_bytes: -64 } "
+        "allocation_records { alloc_micros: 12 alloc_bytes: 256 } } } }"
+    )
+    r = replay(memtrace.load(path), "bfc")
+    assert r.unpaired_free_events.tolist() == [0]
+    assert r.live_bytes.tolist() == [-64, 192]
+
+
+def test_outputs_mode_lifetimes_follow_consumers_and_aliases() -> None:
+    trace = memtrace.load(TINY / "outputs_only.pbtxt")
+    r = replay(trace, "host")
+    assert r.source == "outputs"
+    assert _intervals(trace, "host") == [(256, 100, 130), (512, 120, 170)]
+
+
+def test_unknown_allocator_names_the_ones_there() -> None:
+    with pytest.raises(UsageError, match=r"no allocator 'GPU_1_bfc'.*GPU_0_bfc"):
+        replay(memtrace.load(ALEXNET), "GPU_1_bfc")
+
+
+def test_alexnet_gpu_reconciles_every_snapshot() -> None:
+    """The seed's own allocator snapshots agree with the replay at every one of 97 points."""
+    trace = memtrace.load(ALEXNET)
+    rec = reconcile(trace, replay(trace, "GPU_0_bfc"))
+    assert (rec.snapshots, rec.matched, rec.max_abs_error_bytes, rec.baseline_bytes) == (97, 97, 0, 86_954_240)
+
+
+def test_ptb_gpu_reconciles_mostly() -> None:
+    trace = memtrace.load(PTB)
+    rec = reconcile(trace, replay(trace, "GPU_0_bfc"))
+    assert (rec.snapshots, rec.matched, rec.baseline_bytes) == (556, 364, 10_703_104)
+
+
+def test_negative_implied_baselines_are_never_chosen() -> None:
+    trace = memtrace.load(Path(ALEXNET).parent / "recorded" / "cpu_convnet_b8.pbtxt")
+    rec = reconcile(trace, replay(trace, "mklcpu"))
+    assert rec.snapshots == 11
+    assert rec.baseline_bytes is None or rec.baseline_bytes >= 0
+
+
+@pytest.mark.parametrize("trace_path", REAL_TRACES, ids=lambda p: p.name)
+def test_every_allocation_pairs_within_its_own_node(trace_path: Path) -> None:
+    trace = memtrace.load(trace_path)
+    for allocator in trace.allocators:
+        r = replay(trace, allocator)
+        if r.source != "records":
+            continue
+        paired = r.free_event >= 0
+        assert (r.event_node[r.alloc_event[paired]] == r.event_node[r.free_event[paired]]).all()
+        assert (r.delta_bytes[r.alloc_event[paired]] == -r.delta_bytes[r.free_event[paired]]).all()
+        assert (r.free_event[paired] > r.alloc_event[paired]).all()
+        assert np.array_equal(np.sort(r.time_ns), r.time_ns)
