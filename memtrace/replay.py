@@ -163,24 +163,40 @@ def _replay_records(trace: Trace, allocator: str, rows: IntArray) -> Replay:
 def owned_outputs(trace: Trace, allocator_index: int) -> IntArray:
     """Output rows on this allocator that created their buffer rather than forwarding one.
 
-    An output whose (allocation id, pointer) was already reported by a node that started
-    earlier is an alias (Identity, in-place ops, Reshape): it holds no new memory. Ids of 0
-    (allocators that do not track them) never alias.
+    A forwarding op (Identity, in-place BiasAdd/Relu, Reshape) reports the buffer of one of its
+    inputs again: the same (allocation id, pointer). Such an output is an alias when its node
+    consumes the producer or another alias of that buffer. Requiring the data edge matters on CPU
+    allocators, which number ids per op and hand a freed pointer out again. Ids of 0 (allocators
+    that do not track them) never alias.
     """
-    outputs = trace.outputs
+    outputs, nodes = trace.outputs, trace.nodes
     rows = np.flatnonzero(outputs.allocator == allocator_index)
-    starts = trace.nodes.start_ns[outputs.node[rows]]
-    rows = rows[np.lexsort((rows, starts))]
-    seen: set[tuple[int, int]] = set()
+    rows = rows[np.lexsort((rows, nodes.start_ns[outputs.node[rows]]))]
+    holders: dict[tuple[int, int], set[int]] = {}  # buffer -> names of the nodes holding it
     owned = []
     for row, allocation_id, ptr in zip(rows.tolist(), outputs.allocation_id[rows].tolist(), outputs.ptr[rows].tolist()):
-        if allocation_id != 0:
-            key = (allocation_id, ptr)
-            if key in seen:
-                continue
-            seen.add(key)
+        node = int(outputs.node[row])
+        name = int(nodes.name[node])
+        if allocation_id == 0:
+            owned.append(row)
+            continue
+        key = (allocation_id, ptr)
+        held_by = holders.get(key)
+        if held_by is not None and _consumes_any(trace, node, held_by):
+            held_by.add(name)
+            continue
+        holders[key] = {name}
         owned.append(row)
     return np.array(sorted(owned), dtype=np.int64)
+
+
+def _consumes_any(trace: Trace, node: int, names: set[int]) -> bool:
+    """Whether the node's data inputs include one of these names; True when its inputs are unknown."""
+    nodes = trace.nodes
+    lo, hi = int(nodes.input_offsets[node]), int(nodes.input_offsets[node + 1])
+    if lo == hi:
+        return True  # no label to tell: trust the shared id and pointer
+    return any(int(nodes.input_name[k]) in names and not nodes.input_is_control[k] for k in range(lo, hi))
 
 
 def output_bytes(trace: Trace, row: int) -> int:

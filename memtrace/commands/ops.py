@@ -1,0 +1,49 @@
+"""``memtrace ops TRACE``: memory per op, by node, op type or name scope, tfprof-compatible."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from . import add_allocator_option, add_output_options, add_trace_options, positive_int
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "ops",
+        help="memory per op by node, op type or name scope (tfprof's numbers, plus at-peak and waste)",
+        description="Requested, peak, residual and output bytes per op exactly as TensorFlow's profiler computes "
+        "them, plus temp and persistent bytes, the bytes each op holds at the allocators' peaks, and the "
+        "bytes its buffers waste (allocated minus requested).",
+    )
+    add_trace_options(parser)
+    parser.add_argument("--by", choices=("type", "node", "scope"), default="type",
+                        help="one row per op type (default), per node, or per name scope")
+    parser.add_argument("--depth", type=positive_int, metavar="K", help="with --by scope: scope levels to keep (default 1)")
+    parser.add_argument("--sort", default="peak_bytes", metavar="COLUMN",
+                        help="sort by a column: peak (default), requested, residual, output, temp, persistent, "
+                        "at_peak, waste, occurrences, name")
+    parser.add_argument("--device", metavar="TEXT", help="only ops on devices whose name contains TEXT (e.g. gpu:0)")
+    add_allocator_option(parser)
+    parser.add_argument("--top", type=positive_int, metavar="N", help="show N rows (text default 20; JSON all); totals stay exact")
+    add_output_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import load
+    from ..errors import UsageError
+    from ..ops import ops
+    from ..reporters import ops as report
+    from ..reporters.common import open_output, write_json
+
+    if args.depth is not None and args.by != "scope":
+        raise UsageError("--depth goes with --by scope")
+    trace = load(args.trace, graph=args.graph)
+    result = ops(trace, by=args.by, sort=args.sort, depth=args.depth, allocators=args.allocator, device=args.device)
+    with open_output(args.output) as out:
+        if args.json:
+            write_json(report.to_json(trace.path, result, args.top), out)
+        else:
+            report.render_text(result, out, args.top or 20)
+    return 0

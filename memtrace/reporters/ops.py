@@ -1,0 +1,70 @@
+"""Rendering per-op accounting as a tfprof-style table or JSON (``memtrace.ops/1``)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import IO, Any
+
+from ..ops import BYTE_COLUMNS, OpsReport
+from ..units import format_bytes
+from .common import clean, table
+
+SCHEMA = "memtrace.ops/1"
+_HEADERS = {
+    "requested_bytes": "requested", "peak_bytes": "peak", "residual_bytes": "residual", "output_bytes": "output",
+    "temp_bytes": "temp", "persistent_bytes": "persistent", "at_peak_bytes": "at peak", "waste_bytes": "waste",
+}
+
+
+def to_json(path: str, report: OpsReport, top: int | None = None) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "trace": path,
+        "by": report.by,
+        "sort": report.sort,
+        "allocators": list(report.allocators),
+        "rows": [asdict(r) for r in report.rows[:top]],
+        "total": asdict(report.total),
+    }
+
+
+def render_text(report: OpsReport, out: IO[str], top: int = 20) -> None:
+    """tfprof's layout: each byte column as ``size (cumulative %, self %)`` in the sorted order."""
+    rows = report.rows
+    if not rows:
+        out.write("no op on a memory-owning device in this trace\n")
+        return
+    totals = {c: getattr(report.total, c) for c in BYTE_COLUMNS}
+    remaining = dict(totals)  # cumulative % counts this row and every row below it, as tfprof does
+    lines = []
+    for row in rows[:top]:
+        cells = [clean(row.name)]
+        if report.by == "node":
+            cells.append(clean(row.op_type or ""))
+        cells.append(str(row.occurrences))
+        for column in BYTE_COLUMNS:
+            value = getattr(row, column)
+            cells.append(_cell(value, remaining[column], totals[column]))
+            remaining[column] -= value
+        lines.append(cells)
+    hidden = len(rows) - top
+    total_cells = [f"total ({len(rows)} rows{f', {hidden} not shown' if hidden > 0 else ''})"]
+    if report.by == "node":
+        total_cells.append("")
+    total_cells.append(str(report.total.occurrences))
+    total_cells.extend(format_bytes(totals[c]) for c in BYTE_COLUMNS)
+    lines.append(total_cells)
+    headers = [{"node": "node", "type": "op type", "scope": "scope"}[report.by]]
+    if report.by == "node":
+        headers.append("op type")
+    headers.append("count")
+    headers.extend(_HEADERS[c] for c in BYTE_COLUMNS)
+    align = ["left"] * (2 if report.by == "node" else 1) + ["right"] * (1 + len(BYTE_COLUMNS))
+    out.write(table(lines, headers, align) + "\n")
+    out.write(f"sorted by {report.sort}; 'at peak' covers the peaks of: {', '.join(clean(a) for a in report.allocators) or 'none'}\n")
+
+
+def _cell(value: int, cumulative: int, total: int) -> str:
+    if total <= 0:
+        return format_bytes(value)
+    return f"{format_bytes(value)} ({100 * cumulative / total:.1f}%, {100 * value / total:.1f}%)"
