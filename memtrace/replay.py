@@ -164,14 +164,15 @@ def owned_outputs(trace: Trace, allocator_index: int) -> IntArray:
     """Output rows on this allocator that created their buffer rather than forwarding one.
 
     A forwarding op (Identity, in-place BiasAdd/Relu, Reshape) reports the buffer of one of its
-    inputs again: the same (allocation id, pointer). Such an output is an alias when its node
-    consumes the producer or another alias of that buffer. Requiring the data edge matters on CPU
-    allocators, which number ids per op and hand a freed pointer out again. Ids of 0 (allocators
-    that do not track them) never alias.
+    inputs again: the same (allocation id, pointer). Where the allocator's ids are unique (BFC:
+    every id has one pointer), that is enough. Where they are not (CPU allocators number ids per
+    op and hand a freed pointer out again), the output is an alias only when its node consumes
+    the producer or another alias of that buffer. Ids of 0 (untracked) never alias.
     """
     outputs, nodes = trace.outputs, trace.nodes
     rows = np.flatnonzero(outputs.allocator == allocator_index)
     rows = rows[np.lexsort((rows, nodes.start_ns[outputs.node[rows]]))]
+    ids_unique = _ids_unique(trace, rows)
     holders: dict[tuple[int, int], set[int]] = {}  # buffer -> names of the nodes holding it
     owned = []
     for row, allocation_id, ptr in zip(rows.tolist(), outputs.allocation_id[rows].tolist(), outputs.ptr[rows].tolist()):
@@ -182,12 +183,20 @@ def owned_outputs(trace: Trace, allocator_index: int) -> IntArray:
             continue
         key = (allocation_id, ptr)
         held_by = holders.get(key)
-        if held_by is not None and _consumes_any(trace, node, held_by):
+        if held_by is not None and (ids_unique or _consumes_any(trace, node, held_by)):
             held_by.add(name)
             continue
         holders[key] = {name}
         owned.append(row)
     return np.array(sorted(owned), dtype=np.int64)
+
+
+def _ids_unique(trace: Trace, rows: IntArray) -> bool:
+    """Whether every nonzero allocation id among these outputs comes with a single pointer."""
+    ids, ptrs = trace.outputs.allocation_id[rows], trace.outputs.ptr[rows]
+    tracked = ids != 0
+    pairs = set(zip(ids[tracked].tolist(), ptrs[tracked].tolist()))
+    return len(pairs) == len(set(ids[tracked].tolist()))
 
 
 def _consumes_any(trace: Trace, node: int, names: set[int]) -> bool:

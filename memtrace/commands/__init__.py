@@ -9,7 +9,7 @@ import argparse
 import importlib
 from typing import Any
 
-COMMANDS = ("summary", "peak", "timeline", "ops")
+COMMANDS = ("summary", "peak", "timeline", "ops", "frag")
 
 
 def register_all(subparsers: Any) -> None:

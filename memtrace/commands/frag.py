@@ -1,0 +1,44 @@
+"""``memtrace frag TRACE``: requested versus allocated bytes, BFC waste, address-space holes, anomalies."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from . import add_allocator_option, add_output_options, add_trace_options, positive_int
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "frag",
+        help="fragmentation: bytes allocated beyond the request, BFC rounding, holes between live buffers",
+        description="Per allocator: requested versus allocated bytes over unique buffers, the waste split "
+        "by the BFC model (rounding to 256 bytes, chunks handed out unsplit), the same at the peak, a "
+        "size-class histogram and the top wasters; the address ranges of the live buffers at the peak "
+        "(or --at) with their holes; and anomalies in the allocation descriptions.",
+    )
+    add_trace_options(parser)
+    add_allocator_option(parser)
+    parser.add_argument("--at", type=int, metavar="TIME_US",
+                        help="also measure at this time, in microseconds after the step start; "
+                        "the address space is then shown at this time instead of the peak")
+    parser.add_argument("--top", type=positive_int, metavar="N",
+                        help="show the N most wasteful ops and buffers (text default 10; JSON lists all unless given)")
+    add_output_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import load
+    from ..frag import fragmentations
+    from ..reporters import frag as report
+    from ..reporters.common import open_output, write_json
+
+    trace = load(args.trace, graph=args.graph)
+    result = fragmentations(trace, args.allocator, args.at)
+    with open_output(args.output) as out:
+        if args.json:
+            write_json(report.to_json(trace.path, result, args.top), out)
+        else:
+            report.render_text(result, out, args.top or 10)
+    return 0

@@ -1,0 +1,452 @@
+"""Fragmentation forensics: bytes an allocator hands out beyond what was asked, and holes between buffers.
+
+**Internal** fragmentation is measured over unique buffers with a non-zero id and known
+``allocated_bytes``, as ``replay.owned_outputs`` identifies them: aliases (Identity, Reshape,
+in-place ops report the same id and pointer) count once, for their producer. On CPU allocators
+(``cpu_pool``, oneDNN's ``mklcpu``), which repeat ids and reuse freed pointers, a shared id and
+pointer is an alias only along a data edge.
+``waste = allocated - requested``. TensorFlow's BFC allocator rounds each request up to a
+multiple of 256 bytes and may hand out a free chunk whole, without splitting it, when it is up
+to twice the rounded size; so a buffer's waste splits into **rounding** waste
+(``min(waste, roundup256(requested) - requested)``) and **unsplit-chunk** waste (the rest).
+
+**External** fragmentation is reconstructed at one moment (the allocator's peak, or a given
+time) from the pointers and sizes of the output buffers alive then: their address ranges, the
+span from the lowest to the highest byte, and the holes between them. Temporaries and memory
+from before the step have no pointer in the trace, so a "hole" may well be occupied.
+
+**Anomalies** are reported, never fatal: requested > allocated, sizes not tracked for some
+outputs, an id reused with another size, outputs without an allocator name, BFC allocations
+that are not 256-aligned, live buffers that overlap.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .model import Trace
+from .replay import Replay, allocator_index, output_bytes, owned_outputs, replay
+
+BFC_ALIGNMENT_BYTES = 256  # BFC's kMinAllocationSize: every chunk is a multiple of this, 256-aligned
+EXAMPLES = 3  # detail strings kept per anomaly kind
+
+
+def is_bfc(allocator: str) -> bool:
+    """True for TensorFlow's best-fit-with-coalescing allocators (``GPU_0_bfc``, ``cuda_host_bfc``)."""
+    return "bfc" in allocator.lower()
+
+
+def round_up(requested_bytes: int) -> int:
+    """The BFC chunk size for a request: the next multiple of 256 bytes (0 stays 0)."""
+    return -(-requested_bytes // BFC_ALIGNMENT_BYTES) * BFC_ALIGNMENT_BYTES
+
+
+def rounding_waste(requested_bytes: int, allocated_bytes: int) -> int:
+    """The part of a buffer's waste that rounding to 256 bytes explains; the rest is an unsplit chunk."""
+    return min(allocated_bytes - requested_bytes, round_up(requested_bytes) - requested_bytes)
+
+
+# -- results ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Waste:
+    """Requested versus allocated bytes over a set of buffers; results add up with ``+``/``sum``."""
+
+    tensors: int = 0
+    requested_bytes: int = 0
+    allocated_bytes: int = 0
+    rounding_waste_bytes: int = 0
+
+    @property
+    def waste_bytes(self) -> int:
+        return self.allocated_bytes - self.requested_bytes
+
+    @property
+    def unsplit_waste_bytes(self) -> int:
+        return self.waste_bytes - self.rounding_waste_bytes
+
+    @property
+    def waste_fraction(self) -> float:
+        """Waste as a share of the allocated bytes (0.0 when nothing was allocated)."""
+        return self.waste_bytes / self.allocated_bytes if self.allocated_bytes else 0.0
+
+    def __add__(self, other: Waste) -> Waste:
+        return Waste(
+            self.tensors + other.tensors,
+            self.requested_bytes + other.requested_bytes,
+            self.allocated_bytes + other.allocated_bytes,
+            self.rounding_waste_bytes + other.rounding_waste_bytes,
+        )
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One unique buffer, attributed to the output that created it."""
+
+    node: str
+    slot: int
+    allocation_id: int
+    ptr: int
+    requested_bytes: int
+    allocated_bytes: int
+    dtype: str | None
+    shape: list[int] | None
+
+    @property
+    def waste(self) -> Waste:
+        return Waste(1, self.requested_bytes, self.allocated_bytes, rounding_waste(self.requested_bytes, self.allocated_bytes))
+
+
+@dataclass(frozen=True)
+class OpWaste:
+    """The buffers one op (by node name; loop iterations summed) created."""
+
+    node: str
+    waste: Waste
+
+
+@dataclass(frozen=True)
+class SizeClass:
+    """Buffers whose requested size is above half ``max_bytes`` and at most ``max_bytes`` (a power of two)."""
+
+    max_bytes: int
+    waste: Waste
+
+
+@dataclass(frozen=True)
+class AddressRange:
+    """The bytes ``[start, start + bytes)`` that a live buffer occupies."""
+
+    start: int
+    bytes: int
+    node: str
+    allocation_id: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.bytes
+
+
+@dataclass(frozen=True)
+class Hole:
+    """Free address space between two live buffers, as far as the trace can tell."""
+
+    start: int
+    bytes: int
+    below: str  # the node whose buffer ends where the hole starts
+    above: str  # the node whose buffer starts where the hole ends
+
+
+@dataclass(frozen=True)
+class External:
+    """The address space of the live buffers that have pointers, at one moment."""
+
+    ranges: tuple[AddressRange, ...]  # by address
+    holes: tuple[Hole, ...]  # by address
+    overlaps: tuple[tuple[AddressRange, AddressRange], ...]  # (a range, one it overlaps): a finding, normally none
+
+    @property
+    def overlap_bytes(self) -> int:
+        return sum(min(a.end, b.end) - a.start for a, b in self.overlaps)
+
+    @property
+    def start(self) -> int:
+        return self.ranges[0].start
+
+    @property
+    def end(self) -> int:
+        return max(r.end for r in self.ranges)
+
+    @property
+    def span_bytes(self) -> int:
+        return self.end - self.start
+
+    @property
+    def hole_bytes(self) -> int:
+        return sum(h.bytes for h in self.holes)
+
+    @property
+    def live_bytes(self) -> int:
+        """Bytes of the span that some live buffer occupies (overlaps counted once)."""
+        return self.span_bytes - self.hole_bytes
+
+    @property
+    def largest_hole_bytes(self) -> int:
+        return max((h.bytes for h in self.holes), default=0)
+
+    @property
+    def free_fraction(self) -> float:
+        """The share of the span that no described buffer occupies."""
+        return self.hole_bytes / self.span_bytes if self.span_bytes else 0.0
+
+
+@dataclass(frozen=True)
+class Moment:
+    """Internal and external fragmentation of the output buffers alive at one instant."""
+
+    time_us: int | None  # relative to the step start; None when the allocator never rises
+    replay_live_bytes: int  # all live bytes then, relative to the step start (temporaries included)
+    live: Waste  # over live unique output buffers
+    external: External | None  # None when no live buffer has a pointer
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    """A finding about the trace: how often it happens and a few examples."""
+
+    kind: str
+    count: int
+    detail: str
+    examples: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AllocatorFragmentation:
+    allocator: str
+    bfc: bool
+    total: Waste  # over every unique buffer of the step
+    buffers: tuple[Buffer, ...]  # most waste first
+    ops: tuple[OpWaste, ...]  # most waste first
+    histogram: tuple[SizeClass, ...]  # smallest size class first, empty classes left out
+    at_peak: Moment
+    at: Moment | None  # the moment asked for with ``at_us``
+    anomalies: tuple[Anomaly, ...]
+
+    @property
+    def external(self) -> External | None:
+        """External fragmentation at the moment asked for, else at the peak."""
+        return (self.at or self.at_peak).external
+
+
+@dataclass(frozen=True)
+class TraceFragmentation:
+    allocators: tuple[AllocatorFragmentation, ...]
+    anomalies: tuple[Anomaly, ...]  # not tied to an allocator: outputs with an empty allocator name
+
+
+# -- analysis -----------------------------------------------------------------------------------
+
+
+def fragmentation(trace: Trace, allocator: str, at_us: int | None = None) -> AllocatorFragmentation:
+    """Internal and external fragmentation and the anomalies of one allocator.
+
+    ``at_us`` (microseconds after the step start, as peak times are) adds the moment ``at``,
+    whose external fragmentation then replaces the peak's as ``external``.
+    """
+    index = allocator_index(trace, allocator)
+    rows = unique_buffer_rows(trace, index)
+    buffers = [_buffer(trace, row) for row in rows]
+    by_node: dict[str, list[Buffer]] = defaultdict(list)
+    by_class: dict[int, list[Buffer]] = defaultdict(list)
+    for b in buffers:
+        by_node[b.node].append(b)
+        by_class[size_class(b.requested_bytes)].append(b)
+    ops = [OpWaste(node, _total(group)) for node, group in by_node.items()]
+    replayed = replay(trace, allocator)
+    at_peak = _at_peak(trace, replayed)
+    at = None if at_us is None else _at_time(trace, replayed, at_us)
+    return AllocatorFragmentation(
+        allocator=allocator,
+        bfc=is_bfc(allocator),
+        total=_total(buffers),
+        buffers=tuple(sorted(buffers, key=lambda b: (-b.waste.waste_bytes, b.node, b.slot))),
+        ops=tuple(sorted(ops, key=lambda o: (-o.waste.waste_bytes, o.node))),
+        histogram=tuple(SizeClass(c, _total(by_class[c])) for c in sorted(by_class)),
+        at_peak=at_peak,
+        at=at,
+        anomalies=tuple(_allocator_anomalies(trace, allocator, index, [at_peak] if at is None else [at_peak, at])),
+    )
+
+
+def fragmentations(trace: Trace, allocators: Iterable[str] | None = None, at_us: int | None = None) -> TraceFragmentation:
+    """The named allocators in the order given, or all of them, most waste first, plus trace-wide anomalies."""
+    if allocators is not None:
+        found = [fragmentation(trace, name, at_us) for name in allocators]
+    else:
+        found = sorted(
+            (fragmentation(trace, name, at_us) for name in trace.allocators),
+            key=lambda f: (-f.total.waste_bytes, f.allocator),
+        )
+    return TraceFragmentation(tuple(found), tuple(_trace_anomalies(trace)))
+
+
+def unique_buffer_rows(trace: Trace, index: int) -> list[int]:
+    """One Outputs row per unique buffer of the allocator, as ``replay.owned_outputs`` decides.
+
+    Only buffers with a non-zero allocation id and a known ``allocated_bytes`` are measurable;
+    forwarded aliases are the producer's buffer and count once.
+    """
+    outputs = trace.outputs
+    rows = owned_outputs(trace, index)
+    keep = (outputs.allocation_id[rows] != 0) & (outputs.allocated_bytes[rows] > 0)
+    return [int(r) for r in rows[keep]]
+
+
+def size_class(requested_bytes: int) -> int:
+    """The histogram class of a request: the smallest power of two at least its size (1 for 0)."""
+    return 1 << max(requested_bytes - 1, 0).bit_length()
+
+
+def _buffer(trace: Trace, row: int) -> Buffer:
+    outputs = trace.outputs
+    return Buffer(
+        node=trace.node_name(int(outputs.node[row])),
+        slot=int(outputs.slot[row]),
+        allocation_id=int(outputs.allocation_id[row]),
+        ptr=int(outputs.ptr[row]),
+        requested_bytes=int(outputs.requested_bytes[row]),
+        allocated_bytes=int(outputs.allocated_bytes[row]),
+        dtype=trace.strings[outputs.dtype[row]] or None,
+        shape=trace.output_shape(row),
+    )
+
+
+def _total(buffers: Iterable[Buffer]) -> Waste:
+    return sum((b.waste for b in buffers), Waste())
+
+
+def _at_peak(trace: Trace, replayed: Replay) -> Moment:
+    """The first event reaching the replay's maximum: the peak as ``memtrace.peak`` defines it."""
+    if not len(replayed.live_bytes) or int(replayed.live_bytes.max()) <= 0:
+        return Moment(None, 0, Waste(), None)
+    event = int(np.argmax(replayed.live_bytes))
+    return _moment(trace, replayed, event, (int(replayed.time_ns[event]) - trace.step_start_ns) // 1000)
+
+
+def _at_time(trace: Trace, replayed: Replay, time_us: int) -> Moment:
+    """After every event at or before ``time_us`` (relative to the step start)."""
+    event = int(np.searchsorted(replayed.time_ns, trace.step_start_ns + time_us * 1000, side="right")) - 1
+    if event < 0:
+        return Moment(time_us, 0, Waste(), None)
+    return _moment(trace, replayed, event, time_us)
+
+
+def _moment(trace: Trace, replayed: Replay, event: int, time_us: int) -> Moment:
+    """The output buffers alive after ``event``, in replay order."""
+    alive = (replayed.alloc_event <= event) & ((replayed.free_event < 0) | (replayed.free_event > event))
+    rows = [r for r in replayed.output_row[alive].tolist() if r >= 0]
+    outputs = trace.outputs
+    unique = [r for r in rows if outputs.allocation_id[r] != 0 and outputs.allocated_bytes[r] > 0]
+    live = sum((_buffer(trace, r).waste for r in unique), Waste())
+    ranges = [
+        AddressRange(int(outputs.ptr[r]), output_bytes(trace, r), trace.node_name(int(outputs.node[r])), int(outputs.allocation_id[r]))
+        for r in rows
+        if outputs.ptr[r] != 0 and output_bytes(trace, r) > 0
+    ]
+    return Moment(time_us, int(replayed.live_bytes[event]), live, _external(ranges))
+
+
+def _external(ranges: list[AddressRange]) -> External | None:
+    """Sort the ranges by address and walk them, collecting gaps and bytes claimed twice."""
+    if not ranges:
+        return None
+    ordered = sorted(ranges, key=lambda r: (r.start, r.end))
+    holes: list[Hole] = []
+    overlaps: list[tuple[AddressRange, AddressRange]] = []
+    top = ordered[0]  # the range that reaches highest so far
+    for r in ordered[1:]:
+        if r.start >= top.end:
+            if r.start > top.end:
+                holes.append(Hole(top.end, r.start - top.end, top.node, r.node))
+        else:
+            overlaps.append((r, top))
+        if r.end > top.end:
+            top = r
+    return External(tuple(ordered), tuple(holes), tuple(overlaps))
+
+
+# -- anomalies ----------------------------------------------------------------------------------
+
+
+class _Findings:
+    """Counts per anomaly kind, keeping the first few examples."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.examples: dict[str, list[str]] = defaultdict(list)
+
+    def add(self, kind: str, example: str) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        if len(self.examples[kind]) < EXAMPLES:
+            self.examples[kind].append(example)
+
+    def anomalies(self, details: dict[str, str]) -> list[Anomaly]:
+        return [
+            Anomaly(kind, count, details[kind].format(count=count), tuple(self.examples[kind]))
+            for kind, count in self.counts.items()
+        ]
+
+
+_DETAILS = {
+    "requested-exceeds-allocated": "{count} output(s) requested more bytes than the allocator reports allocating",
+    "size-not-tracked": "{count} output(s) request bytes but report allocated_bytes 0, while other outputs of "
+    "this allocator report sizes: their waste is unknown and they are left out",
+    "id-reused-with-another-size": "{count} allocation id(s) appear with more than one size for one buffer "
+    "(same pointer, or on BFC, where ids are unique per allocator, any pointer)",
+    "not-256-aligned": "{count} allocation(s) on a BFC allocator are not multiples of 256 bytes or not 256-aligned",
+    "overlapping-live-buffers": "{count} live buffer(s) overlap the address range of another live buffer: "
+    "a lifetime in the replay is too long or a pointer is wrong",
+    "output-without-allocator": "{count} output(s) have an empty allocator name: they belong to no allocator "
+    "and are left out of every number",
+}
+
+
+def _label(trace: Trace, row: int) -> str:
+    return f"{trace.node_name(int(trace.outputs.node[row]))}:{int(trace.outputs.slot[row])}"
+
+
+def _allocator_anomalies(trace: Trace, allocator: str, index: int, moments: list[Moment]) -> list[Anomaly]:
+    outputs = trace.outputs
+    found = _Findings()
+    rows = np.flatnonzero(outputs.allocator == index).tolist()
+    tracks_sizes = any(outputs.allocated_bytes[r] > 0 for r in rows)
+    bfc = is_bfc(allocator)
+    sizes: dict[tuple[int, int], dict[tuple[int, int], int]] = defaultdict(dict)  # key -> size -> first row
+    for row in rows:
+        requested, allocated = int(outputs.requested_bytes[row]), int(outputs.allocated_bytes[row])
+        if 0 < allocated < requested:
+            found.add("requested-exceeds-allocated", f"{_label(trace, row)} requested {requested:,} B, allocated {allocated:,} B")
+        elif allocated == 0 and requested > 0 and tracks_sizes:
+            found.add("size-not-tracked", f"{_label(trace, row)} requested {requested:,} B, allocated_bytes 0")
+        allocation_id = int(outputs.allocation_id[row])
+        if allocation_id != 0:
+            # BFC numbers its chunks once per allocator; other allocators repeat ids at other pointers.
+            key = (allocation_id, 0 if bfc else int(outputs.ptr[row]))
+            sizes[key].setdefault((requested, allocated), row)
+    for (allocation_id, _), seen in sizes.items():
+        if len(seen) > 1:
+            shown = ", ".join(f"{a:,} B ({_label(trace, r)})" for (_, a), r in list(seen.items())[:3])
+            found.add("id-reused-with-another-size", f"id {allocation_id}: {shown}")
+    if bfc:
+        for row in unique_buffer_rows(trace, index):
+            ptr, allocated = int(outputs.ptr[row]), int(outputs.allocated_bytes[row])
+            if ptr % BFC_ALIGNMENT_BYTES or allocated % BFC_ALIGNMENT_BYTES:
+                found.add("not-256-aligned", f"{_label(trace, row)} {allocated:,} B at {ptr:#x}")
+        records = trace.records
+        odd = (records.allocator == index) & (records.bytes > 0) & (records.bytes % BFC_ALIGNMENT_BYTES != 0)
+        for row in np.flatnonzero(odd).tolist():
+            found.add("not-256-aligned", f"record of {int(records.bytes[row]):,} B on {trace.node_name(int(records.node[row]))}")
+    reported: set[tuple[AddressRange, AddressRange]] = set()
+    for moment in moments:
+        for pair in moment.external.overlaps if moment.external is not None else ():
+            if pair not in reported:
+                reported.add(pair)
+                a, b = pair
+                found.add(
+                    "overlapping-live-buffers",
+                    f"at {moment.time_us:,} us: {a.node} (id {a.allocation_id}) at {a.start:#x} "
+                    f"overlaps {b.node} (id {b.allocation_id})",
+                )
+    return found.anomalies(_DETAILS)
+
+
+def _trace_anomalies(trace: Trace) -> list[Anomaly]:
+    found = _Findings()
+    for row in np.flatnonzero(trace.outputs.allocator < 0).tolist():
+        found.add("output-without-allocator", f"{_label(trace, row)} requested {int(trace.outputs.requested_bytes[row]):,} B")
+    return found.anomalies(_DETAILS)

@@ -1,0 +1,344 @@
+"""Fragmentation: hand-worked traces, the seeds' known answers, an independent recount, and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import memtrace
+from memtrace.cli import main
+from memtrace.errors import UsageError
+from memtrace.frag import Waste, fragmentation, fragmentations, round_up, rounding_waste, size_class
+
+from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
+
+FRAG_BFC = TINY / "frag_bfc.pbtxt"
+FRAG_ANOMALIES = TINY / "frag_anomalies.pbtxt"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def by_kind(anomalies: tuple[memtrace.frag.Anomaly, ...]) -> dict[str, int]:
+    return {a.kind: a.count for a in anomalies}
+
+
+# -- the BFC model --------------------------------------------------------------------------------
+
+
+def test_round_up_to_256_byte_multiples() -> None:
+    assert [round_up(n) for n in (0, 1, 16, 255, 256, 257, 1000)] == [0, 256, 256, 256, 256, 512, 1024]
+
+
+def test_rounding_waste_is_capped_by_the_waste_and_the_rest_is_an_unsplit_chunk() -> None:
+    assert rounding_waste(16, 256) == 240  # all rounding
+    assert rounding_waste(300, 1024) == 212  # 300 -> 512, the other 512 is an unsplit chunk
+    assert rounding_waste(4096, 8192) == 0  # already a multiple: all unsplit
+    assert rounding_waste(100, 120) == 20  # never more than the waste itself
+
+
+def test_size_classes_are_powers_of_two_of_the_request() -> None:
+    assert [size_class(n) for n in (0, 1, 2, 3, 16, 17, 4096, 4097)] == [1, 1, 2, 4, 16, 32, 4096, 8192]
+
+
+def test_waste_adds_up_and_has_no_fraction_without_allocation() -> None:
+    total = Waste(1, 16, 256, 240) + Waste(1, 300, 1024, 212)
+    assert total == Waste(2, 316, 1280, 452)
+    assert (total.waste_bytes, total.unsplit_waste_bytes) == (964, 512)
+    assert Waste().waste_fraction == 0.0
+
+
+# -- hand-worked traces (answers in the fixtures' headers) ----------------------------------------
+
+
+def test_hand_worked_totals_count_aliases_once_and_skip_zero_ids() -> None:
+    f = fragmentation(memtrace.load(FRAG_BFC), "gpu_bfc")
+    assert f.bfc
+    assert f.total == Waste(tensors=3, requested_bytes=5396, allocated_bytes=10240, rounding_waste_bytes=236)
+    assert (f.total.waste_bytes, f.total.unsplit_waste_bytes) == (4844, 4608)
+    assert f.total.waste_fraction == pytest.approx(4844 / 10240)
+    # c forwards b (same id and pointer): one buffer, attributed to b; d has allocation id 0.
+    assert sorted((b.node, b.allocation_id) for b in f.buffers) == [("a", 1), ("b", 2), ("e", 3)]
+
+
+def test_same_allocation_id_in_two_allocators_is_two_buffers() -> None:
+    trace = memtrace.load(FRAG_BFC)
+    gpu, host = fragmentation(trace, "gpu_bfc"), fragmentation(trace, "host_bfc")
+    assert [(b.node, b.allocation_id) for b in host.buffers] == [("f", 1)]
+    assert ("a", 1) in [(b.node, b.allocation_id) for b in gpu.buffers]
+    assert host.total == Waste(1, 16, 256, 240)
+
+
+def test_hand_worked_split_histogram_and_top_wasters() -> None:
+    f = fragmentation(memtrace.load(FRAG_BFC), "gpu_bfc")
+    assert [(b.node, b.waste.rounding_waste_bytes, b.waste.unsplit_waste_bytes) for b in f.buffers] == [
+        ("e", 0, 4096), ("b", 212, 512), ("a", 24, 0),
+    ]
+    assert [(c.max_bytes, c.waste.tensors, c.waste.waste_bytes) for c in f.histogram] == [(512, 1, 724), (1024, 1, 24), (4096, 1, 4096)]
+    assert [(o.node, o.waste.waste_bytes) for o in f.ops] == [("e", 4096), ("b", 724), ("a", 24)]
+
+
+def test_hand_worked_peak_internal_and_address_space() -> None:
+    f = fragmentation(memtrace.load(FRAG_BFC), "gpu_bfc")
+    peak = f.at_peak
+    assert (peak.time_us, peak.replay_live_bytes) == (61, 9216)
+    assert (peak.live.tensors, peak.live.requested_bytes, peak.live.allocated_bytes, peak.live.waste_bytes) == (2, 4396, 9216, 4820)
+    e = f.external
+    assert e is not None and e is peak.external
+    assert [(r.node, r.start, r.end) for r in e.ranges] == [("b", 67072, 68096), ("e", 70144, 78336)]
+    assert (e.span_bytes, e.live_bytes, e.hole_bytes, e.largest_hole_bytes) == (11264, 9216, 2048, 2048)
+    assert [(h.start, h.bytes, h.below, h.above) for h in e.holes] == [(68096, 2048, "b", "e")]
+    assert e.free_fraction == pytest.approx(2048 / 11264)
+    assert (e.overlaps, f.anomalies) == ((), ())
+
+
+def test_at_a_given_time_measures_the_buffers_alive_then() -> None:
+    f = fragmentation(memtrace.load(FRAG_BFC), "gpu_bfc", at_us=25)
+    assert f.at is not None and f.at.time_us == 25
+    assert (f.at.live.tensors, f.at.live.requested_bytes, f.at.live.allocated_bytes, f.at.live.waste_bytes) == (2, 1300, 2048, 748)
+    e = f.external
+    assert e is not None and e is f.at.external
+    assert (e.start, e.span_bytes, e.live_bytes, len(e.holes), e.largest_hole_bytes) == (65536, 2560, 2048, 1, 512)
+    assert e.free_fraction == pytest.approx(0.2)
+    assert f.at_peak.time_us == 61  # the peak is still reported
+
+
+def test_a_time_before_any_allocation_sees_nothing() -> None:
+    f = fragmentation(memtrace.load(FRAG_BFC), "gpu_bfc", at_us=-5)
+    assert f.at is not None and (f.at.live, f.at.external, f.external) == (Waste(), None, None)
+
+
+def test_allocator_without_records_uses_output_lifetimes() -> None:
+    f = fragmentation(memtrace.load(FRAG_BFC), "host_bfc")
+    assert (f.at_peak.time_us, f.at_peak.live) == (80, Waste(1, 16, 256, 240))
+    assert f.external is not None and (f.external.span_bytes, f.external.holes) == (256, ())
+
+
+def test_every_anomaly_kind_is_counted_with_examples_and_never_fatal() -> None:
+    result = fragmentations(memtrace.load(FRAG_ANOMALIES))
+    found = {f.allocator: f for f in result.allocators}
+    assert by_kind(found["gpu_bfc"].anomalies) == {
+        "requested-exceeds-allocated": 1,
+        "size-not-tracked": 1,
+        "id-reused-with-another-size": 1,
+        "not-256-aligned": 2,
+    }
+    examples = {a.kind: a.examples for a in found["gpu_bfc"].anomalies}
+    assert examples["requested-exceeds-allocated"] == ("x:0 requested 2,000 B, allocated 1,024 B",)
+    assert examples["id-reused-with-another-size"] == ("id 2: 512 B (y:0), 1,024 B (z:0)",)
+    assert found["gpu_bfc"].total == Waste(3, 2612, 1836, -976 + 0 + 156)
+    assert by_kind(result.anomalies) == {"output-without-allocator": 1}
+
+
+def test_cpu_allocators_repeat_ids_at_other_pointers_without_anomaly() -> None:
+    f = fragmentation(memtrace.load(FRAG_ANOMALIES), "cpu")
+    assert not f.bfc
+    assert sorted((b.node, b.allocation_id, b.ptr) for b in f.buffers) == [("p", 1, 1000), ("q", 1, 2000)]
+    assert f.anomalies == ()
+
+
+def test_overlapping_live_buffers_are_a_finding() -> None:
+    f = fragmentation(memtrace.load(FRAG_ANOMALIES), "ov_bfc")
+    e = f.external
+    assert e is not None and f.at_peak.time_us == 80
+    assert (e.span_bytes, e.live_bytes, e.holes, e.overlap_bytes) == (768, 768, (), 256)
+    assert by_kind(f.anomalies) == {"overlapping-live-buffers": 1}
+
+
+def test_unknown_allocator_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="no allocator 'nope'"):
+        fragmentation(memtrace.load(FRAG_BFC), "nope")
+
+
+# -- the seeds --------------------------------------------------------------------------------------
+
+
+def test_alexnet_host_waste_is_sixteen_byte_constants_in_256_byte_chunks() -> None:
+    f = fragmentation(memtrace.load(ALEXNET), "cuda_host_bfc")
+    assert f.total == Waste(tensors=11, requested_bytes=176, allocated_bytes=2816, rounding_waste_bytes=2640)
+    assert f.total.waste_bytes == 2640 and f.total.unsplit_waste_bytes == 0
+    assert [(c.max_bytes, c.waste.tensors, c.waste.waste_bytes) for c in f.histogram] == [(16, 11, 2640)]
+    assert all((b.requested_bytes, b.allocated_bytes, b.dtype, b.shape) == (16, 256, "int32", [4]) for b in f.buffers)
+
+
+def test_alexnet_gpu_waste_is_unsplit_chunks() -> None:
+    f = fragmentation(memtrace.load(ALEXNET), "GPU_0_bfc")
+    assert (f.total.tensors, f.total.waste_bytes, f.total.rounding_waste_bytes) == (59, 143_328_768, 0)
+    assert (f.buffers[0].node, f.buffers[0].waste.waste_bytes) == ("lrn1/LRN", 52_069_888)
+    assert f.anomalies == ()
+
+
+def test_ptb_cpu_outputs_without_allocated_size_are_anomalies() -> None:
+    result = fragmentations(memtrace.load(PTB))
+    cpu = next(f for f in result.allocators if f.allocator == "cpu")
+    assert by_kind(cpu.anomalies) == {"size-not-tracked": 10}
+    assert cpu.total == Waste(1, 136, 136, 0)  # the one output whose size is tracked
+    assert by_kind(result.anomalies) == {"output-without-allocator": 2}
+
+
+def independent_recount(trace: memtrace.Trace, allocator: str) -> tuple[int, int, int, int]:
+    """Unique buffers counted with a plain loop over the Outputs table, without memtrace.frag."""
+    index = trace.allocators.index(allocator)
+    seen: dict[tuple[int, int], tuple[int, int]] = {}
+    o = trace.outputs
+    for row in range(len(o)):
+        if o.allocator[row] == index and o.allocation_id[row] != 0 and o.allocated_bytes[row] > 0:
+            seen.setdefault((int(o.allocation_id[row]), int(o.ptr[row])), (int(o.requested_bytes[row]), int(o.allocated_bytes[row])))
+    rounding = sum(min(a - r, (r + 255) // 256 * 256 - r) for r, a in seen.values())
+    return len(seen), sum(r for r, _ in seen.values()), sum(a for _, a in seen.values()), rounding
+
+
+def _ids_reused(trace: memtrace.Trace, allocator: str) -> bool:
+    o = trace.outputs
+    index = trace.allocators.index(allocator)
+    pairs = {(int(o.allocation_id[r]), int(o.ptr[r])) for r in range(len(o)) if o.allocator[r] == index and o.allocation_id[r]}
+    return len(pairs) != len({i for i, _ in pairs})
+
+
+def _own_allocations(trace: memtrace.Trace, allocator: str) -> int:
+    """Outputs whose own node has an allocation record of their size: buffers it surely created."""
+    index = trace.allocators.index(allocator)
+    r, o = trace.records, trace.outputs
+    left: dict[tuple[int, int], int] = {}
+    for k in range(len(r)):
+        if r.allocator[k] == index and r.bytes[k] > 0:
+            key = (int(r.node[k]), int(r.bytes[k]))
+            left[key] = left.get(key, 0) + 1
+    found = 0
+    for row in range(len(o)):
+        key = (int(o.node[row]), int(o.allocated_bytes[row]))
+        if o.allocator[row] == index and o.allocation_id[row] and o.allocated_bytes[row] > 0 and left.get(key, 0) > 0:
+            left[key] -= 1
+            found += 1
+    return found
+
+
+@pytest.mark.parametrize("trace_path", REAL_TRACES, ids=lambda p: p.name)
+def test_totals_match_an_independent_recount_on_every_real_trace(trace_path: Path) -> None:
+    """Where ids are unique (BFC), (id, ptr) identifies a buffer and a plain loop recounts exactly.
+
+    CPU allocators number ids per op and reuse freed pointers, so there the count must lie
+    between the buffers whose node recorded their allocation and all tracked output rows.
+    """
+    trace = memtrace.load(trace_path)
+    for f in fragmentations(trace).allocators:
+        ours = (f.total.tensors, f.total.requested_bytes, f.total.allocated_bytes, f.total.rounding_waste_bytes)
+        if not _ids_reused(trace, f.allocator):
+            assert ours == independent_recount(trace, f.allocator), f.allocator
+            continue
+        index = trace.allocators.index(f.allocator)
+        o = trace.outputs
+        tracked_rows = int(((o.allocator == index) & (o.allocation_id != 0) & (o.allocated_bytes > 0)).sum())
+        assert _own_allocations(trace, f.allocator) <= f.total.tensors <= tracked_rows, f.allocator
+        assert independent_recount(trace, f.allocator)[0] <= f.total.tensors, f.allocator
+
+
+def test_alexnet_gpu_recount_by_hand_numbers() -> None:
+    assert independent_recount(memtrace.load(ALEXNET), "GPU_0_bfc") == (59, 2_162_620_928, 2_305_949_696, 0)
+
+
+@pytest.mark.parametrize("trace_path", REAL_TRACES, ids=lambda p: p.name)
+def test_identities_and_the_peak_agree_with_memtrace_peak(trace_path: Path) -> None:
+    trace = memtrace.load(trace_path)
+    for f in fragmentations(trace).allocators:
+        assert sum((c.waste for c in f.histogram), Waste()) == f.total
+        assert sum((o.waste for o in f.ops), Waste()) == f.total
+        p = trace.peak(f.allocator)
+        assert f.at_peak.time_us == (p.peak_time_us if p.peak_node is not None else None)
+        assert f.at_peak.replay_live_bytes == p.peak_delta_bytes
+        # Independent route: memtrace.peak's live set, its output entries with an allocation id.
+        outputs = [a for a in p.live_at_peak if a.kind == "output" and a.allocation_id]
+        live = f.at_peak.live
+        assert (live.tensors, live.requested_bytes, live.allocated_bytes) == (
+            len(outputs), sum(a.requested_bytes or 0 for a in outputs), sum(a.bytes for a in outputs)
+        ), f.allocator
+        e = f.external
+        if e is not None:
+            assert e.live_bytes + e.hole_bytes == e.span_bytes
+            assert e.largest_hole_bytes <= e.hole_bytes
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+
+def test_text_makes_the_alexnet_host_story_obvious(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "frag", str(ALEXNET), "--allocator", "cuda_host_bfc")
+    assert code == 0
+    assert out.startswith("cuda_host_bfc (BFC): 11 buffers, requested 176 B, allocated 2.75 KiB (2,816 bytes)")
+    assert "11 small tensors of at most 16 B each take a whole 256-byte chunk" in out
+    row = next(line for line in out.splitlines() if line.strip().startswith("<= 16 B"))
+    assert row.split()[3:7] == ["11", "176", "2,816", "2,640"]
+
+
+def test_text_shows_peak_address_space_and_says_what_it_cannot_see(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "frag", str(FRAG_BFC), "--allocator", "gpu_bfc")
+    assert code == 0
+    assert "address space at the peak: 2 buffers from 0x10600 to 0x13200" in out
+    assert "1 hole of 2 KiB: 18.2% of the span is free" in out
+    assert "only output buffers the trace describes" in out
+
+
+def test_json_contract(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "frag", str(FRAG_BFC), "--json", "--at", "25")
+    assert code == 0
+    document = json.loads(out)
+    assert document["schema"] == "memtrace.frag/1" and document["trace"] == str(FRAG_BFC)
+    gpu = next(a for a in document["allocators"] if a["allocator"] == "gpu_bfc")
+    assert {k: gpu[k] for k in ("tensors", "requested_bytes", "allocated_bytes", "waste_bytes", "rounding_waste_bytes", "unsplit_waste_bytes")} == {
+        "tensors": 3, "requested_bytes": 5396, "allocated_bytes": 10240, "waste_bytes": 4844,
+        "rounding_waste_bytes": 236, "unsplit_waste_bytes": 4608,
+    }
+    assert gpu["waste_fraction"] == pytest.approx(4844 / 10240)
+    assert {k: gpu["at_peak"][k] for k in ("requested_bytes", "allocated_bytes", "waste_bytes")} == {
+        "requested_bytes": 4396, "allocated_bytes": 9216, "waste_bytes": 4820,
+    }
+    external = gpu["external"]  # at --at 25
+    assert {k: external[k] for k in ("time_us", "span_bytes", "live_bytes", "holes", "largest_hole_bytes")} == {
+        "time_us": 25, "span_bytes": 2560, "live_bytes": 2048, "holes": 1, "largest_hole_bytes": 512,
+    }
+    assert gpu["histogram"][0].keys() >= {"max_bytes", "tensors", "waste_bytes"}
+    assert gpu["anomalies"] == []
+    cpu_free = json.loads(run(capsys, "frag", str(ALEXNET), "--json", "--allocator", "cpu")[1])
+    assert cpu_free["allocators"][0]["external"] is None
+
+
+def test_json_anomalies_carry_kind_count_and_detail(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "frag", str(PTB), "--json", "--allocator", "cpu", "--top", "2")
+    assert code == 0
+    document = json.loads(out)
+    (anomaly,) = document["allocators"][0]["anomalies"]
+    assert (anomaly["kind"], anomaly["count"], len(anomaly["examples"])) == ("size-not-tracked", 10, 3)
+    assert "allocated_bytes 0" in anomaly["detail"]
+    assert [a["kind"] for a in document["anomalies"]] == ["output-without-allocator"]
+
+
+def test_top_limits_the_wasters(capsys: pytest.CaptureFixture[str]) -> None:
+    document = json.loads(run(capsys, "frag", str(ALEXNET), "--json", "--top", "2")[1])
+    assert all(len(a["top_buffers"]) <= 2 and len(a["top_ops"]) <= 2 for a in document["allocators"])
+    _, out, _ = run(capsys, "frag", str(ALEXNET), "--allocator", "cuda_host_bfc", "--top", "2")
+    assert "(9 more)" in out
+
+
+def test_unknown_allocator_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "frag", str(ALEXNET), "--allocator", "nope")
+    assert (code, out) == (2, "")
+    assert err.count("\n") == 1 and "nope" in err
+
+
+def test_names_from_the_trace_are_escaped(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    trace = tmp_path / "evil.pbtxt"
+    trace.write_text(
+        'dev_stats { device: "/job:localhost/replica:0/task:0/device:GPU:0" node_stats {\n'
+        '  node_name: "evil\\033[31m" all_start_micros: 10 all_end_rel_micros: 5\n'
+        '  output { slot: 0 tensor_description { allocation_description {\n'
+        '    requested_bytes: 4 allocated_bytes: 256 allocator_name: "bfc\\033[2J" allocation_id: 1 ptr: 512 } } } } }\n'
+    )
+    code, out, _ = run(capsys, "frag", str(trace))
+    assert code == 0
+    assert "\x1b" not in out
+    assert "evil\\x1b[31m:0" in out and out.startswith("bfc\\x1b[2J (BFC): 1 buffer,")
