@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from typing import Any
+from collections.abc import Callable
+from typing import IO, Any
 
 COMMANDS = ("summary", "peak", "timeline", "ops", "frag")
 
@@ -42,3 +43,14 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
     return value
+
+
+def write_report(args: argparse.Namespace, to_json: Callable[[], dict[str, Any]], render_text: Callable[[IO[str]], None]) -> None:
+    """Write a command's result where ``-o`` says (stdout by default), as JSON with ``--json``."""
+    from ..reporters.common import open_output, write_json
+
+    with open_output(args.output) as out:
+        if args.json:
+            write_json(to_json(), out)
+        else:
+            render_text(out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import add_allocator_option, add_output_options, add_trace_options, positive_int
+from . import add_allocator_option, add_output_options, add_trace_options, positive_int, write_report
 
 
 def register(subparsers: Any) -> None:
@@ -32,13 +32,10 @@ def run(args: argparse.Namespace) -> int:
     from .. import load
     from ..frag import fragmentations
     from ..reporters import frag as report
-    from ..reporters.common import open_output, write_json
 
     trace = load(args.trace, graph=args.graph)
     result = fragmentations(trace, args.allocator, args.at)
-    with open_output(args.output) as out:
-        if args.json:
-            write_json(report.to_json(trace.path, result, args.top), out)
-        else:
-            report.render_text(result, out, args.top or 10)
+    write_report(
+        args, lambda: report.to_json(trace.path, result, args.top), lambda out: report.render_text(result, out, args.top or 10)
+    )
     return 0

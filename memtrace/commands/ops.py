@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import add_allocator_option, add_output_options, add_trace_options, positive_int
+from . import add_allocator_option, add_output_options, add_trace_options, positive_int, write_report
 
 
 def register(subparsers: Any) -> None:
@@ -35,15 +35,12 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from ..ops import ops
     from ..reporters import ops as report
-    from ..reporters.common import open_output, write_json
 
     if args.depth is not None and args.by != "scope":
         raise UsageError("--depth goes with --by scope")
     trace = load(args.trace, graph=args.graph)
     result = ops(trace, by=args.by, sort=args.sort, depth=args.depth, allocators=args.allocator, device=args.device)
-    with open_output(args.output) as out:
-        if args.json:
-            write_json(report.to_json(trace.path, result, args.top), out)
-        else:
-            report.render_text(result, out, args.top or 20)
+    write_report(
+        args, lambda: report.to_json(trace.path, result, args.top), lambda out: report.render_text(result, out, args.top or 20)
+    )
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import add_output_options, add_trace_options
+from . import add_output_options, add_trace_options, write_report
 
 
 def register(subparsers: Any) -> None:
@@ -23,13 +23,8 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from .. import load
     from ..reporters import summary as report
-    from ..reporters.common import open_output, write_json
     from ..summary import summarize
 
     result = summarize(load(args.trace, graph=args.graph))
-    with open_output(args.output) as out:
-        if args.json:
-            write_json(report.to_json(result), out)
-        else:
-            report.render_text(result, out)
+    write_report(args, lambda: report.to_json(result), lambda out: report.render_text(result, out))
     return 0
