@@ -312,9 +312,9 @@ def _total(buffers: Iterable[Buffer]) -> Waste:
 
 def _at_peak(trace: Trace, replayed: Replay) -> Moment:
     """The first event reaching the replay's maximum: the peak as ``memtrace.peak`` defines it."""
-    if not len(replayed.live_bytes) or int(replayed.live_bytes.max()) <= 0:
+    event = replayed.peak_event()
+    if event is None:
         return Moment(None, 0, Waste(), None)
-    event = int(np.argmax(replayed.live_bytes))
     return _moment(trace, replayed, event, (int(replayed.time_ns[event]) - trace.step_start_ns) // 1000)
 
 
@@ -328,7 +328,7 @@ def _at_time(trace: Trace, replayed: Replay, time_us: int) -> Moment:
 
 def _moment(trace: Trace, replayed: Replay, event: int, time_us: int) -> Moment:
     """The output buffers alive after ``event``, in replay order."""
-    alive = (replayed.alloc_event <= event) & ((replayed.free_event < 0) | (replayed.free_event > event))
+    alive = replayed.alive_after(event)
     rows = [r for r in replayed.output_row[alive].tolist() if r >= 0]
     outputs = trace.outputs
     unique = [r for r in rows if outputs.allocation_id[r] != 0 and outputs.allocated_bytes[r] > 0]

@@ -60,11 +60,11 @@ def peak(trace: Trace, allocator: str) -> AllocatorPeak:
     reconciliation = reconcile(trace, replayed)
     baseline = reconciliation.baseline_bytes
     origin = trace.step_start_ns
-    if len(replayed.live_bytes) == 0 or int(replayed.live_bytes.max()) <= 0:
+    at = replayed.peak_event()
+    if at is None:
         return AllocatorPeak(
             allocator, replayed.source, baseline or 0, 0, baseline, 0, None, (), reconciliation, ()
         )
-    at = int(np.argmax(replayed.live_bytes))  # the first event reaching the maximum
     delta = int(replayed.live_bytes[at])
     time_ns = int(replayed.time_ns[at])
     return AllocatorPeak(
@@ -103,7 +103,7 @@ def _relative_us(trace: Trace, time_ns: int) -> int:
 
 
 def _live_set(trace: Trace, replayed: Replay, at: int) -> list[LiveAllocation]:
-    alive = (replayed.alloc_event <= at) & ((replayed.free_event < 0) | (replayed.free_event > at))
+    alive = replayed.alive_after(at)
     outputs = trace.outputs
     live = []
     for allocation in np.flatnonzero(alive).tolist():

@@ -24,6 +24,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from .errors import UsageError
 from .model import Int32Array, IntArray, Trace
@@ -47,6 +48,16 @@ class Replay:
     free_event: IntArray  # per allocation: its free's event position, -1 if never freed
     output_row: IntArray  # per allocation: the Outputs row it holds, -1 when unknown
     unpaired_free_events: IntArray  # frees of memory allocated before the step
+
+    def peak_event(self) -> int | None:
+        """The first event at which live bytes reach their maximum; None if they never rise above 0."""
+        if not len(self.live_bytes) or int(self.live_bytes.max()) <= 0:
+            return None
+        return int(np.argmax(self.live_bytes))
+
+    def alive_after(self, event: int) -> npt.NDArray[np.bool_]:
+        """Per allocation: allocated at or before ``event`` and not freed by then (replay order)."""
+        return (self.alloc_event <= event) & ((self.free_event < 0) | (self.free_event > event))
 
     def live_at(self, time_ns: int) -> int:
         """Relative live bytes after every event at or before ``time_ns``."""
