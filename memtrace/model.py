@@ -21,8 +21,11 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
+    import networkx as nx
+
     from .peak import AllocatorPeak
     from .summary import Summary
+    from .tensor import BufferStory
     from .timeline import Timeline
 
 IntArray = npt.NDArray[np.int64]
@@ -217,6 +220,18 @@ class Trace:
         from .timeline import timeline
 
         return timeline(self, allocator, points)
+
+    def dataflow(self) -> nx.MultiDiGraph:
+        """Ops and the buffers flowing between them as a networkx graph (see ``memtrace.dataflow``)."""
+        from .dataflow import graph
+
+        return graph(self)
+
+    def buffer(self, name: str) -> BufferStory:
+        """The story of one buffer, named ``ALLOCATOR:ALLOCATION_ID`` or ``NODE:SLOT`` (see ``memtrace.tensor``)."""
+        from .tensor import buffer_story
+
+        return buffer_story(self, name)
 
     # -- lookups ---------------------------------------------------------------------------
 

@@ -6,12 +6,13 @@ relative to the step start. Allocations and frees are paired within one node's r
 allocator, by size; among same-size allocations a free takes the most recent one (temporary
 buffers are stack-like), and a free that finds no allocation freed memory from before the step.
 Each allocation that survives its node is matched, by size, to one of the output buffers the
-node created (not forwarded), so the live set can say what the bytes are.
+node created (not forwarded), so the live set can say what the bytes are; among same-size
+outputs the dataflow decides, since an output is freed only after its last reader's kernel.
 
 Outputs mode (no records, e.g. host allocators): each output buffer is live from its producer's
-start to the end of the last consumer of the buffer or of any alias of it (same allocator,
-allocation id and pointer), or its producer's end when nothing consumes it. Allocations come
-before frees at equal times, so the peak is an upper bound.
+start to the end of the last reader of the buffer or of any alias of it (``dataflow``), or its
+producer's end when nothing reads it. Allocations come before frees at equal times, so the
+peak is an upper bound.
 
 Baseline: where the allocator left ``allocator_bytes_in_use`` snapshots (taken when a node's op
 ended), ``snapshot - replay(at that time)`` for each; the most common value is the baseline,
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from .dataflow import dataflow
 from .errors import UsageError
 from .model import Int32Array, IntArray, Trace
 
@@ -172,51 +174,8 @@ def _replay_records(trace: Trace, allocator: str, rows: IntArray) -> Replay:
 
 
 def owned_outputs(trace: Trace, allocator_index: int) -> IntArray:
-    """Output rows on this allocator that created their buffer rather than forwarding one.
-
-    A forwarding op (Identity, in-place BiasAdd/Relu, Reshape) reports the buffer of one of its
-    inputs again: the same (allocation id, pointer). Where the allocator's ids are unique (BFC:
-    every id has one pointer), that is enough. Where they are not (CPU allocators number ids per
-    op and hand a freed pointer out again), the output is an alias only when its node consumes
-    the producer or another alias of that buffer. Ids of 0 (untracked) never alias.
-    """
-    outputs, nodes = trace.outputs, trace.nodes
-    rows = np.flatnonzero(outputs.allocator == allocator_index)
-    rows = rows[np.lexsort((rows, nodes.start_ns[outputs.node[rows]]))]
-    ids_unique = _ids_unique(trace, rows)
-    holders: dict[tuple[int, int], set[int]] = {}  # buffer -> names of the nodes holding it
-    owned = []
-    for row, allocation_id, ptr in zip(rows.tolist(), outputs.allocation_id[rows].tolist(), outputs.ptr[rows].tolist()):
-        node = int(outputs.node[row])
-        name = int(nodes.name[node])
-        if allocation_id == 0:
-            owned.append(row)
-            continue
-        key = (allocation_id, ptr)
-        held_by = holders.get(key)
-        if held_by is not None and (ids_unique or _consumes_any(trace, node, held_by)):
-            held_by.add(name)
-            continue
-        holders[key] = {name}
-        owned.append(row)
-    return np.array(sorted(owned), dtype=np.int64)
-
-
-def _ids_unique(trace: Trace, rows: IntArray) -> bool:
-    """Whether every nonzero allocation id among these outputs comes with a single pointer."""
-    ids, ptrs = trace.outputs.allocation_id[rows], trace.outputs.ptr[rows]
-    tracked = ids != 0
-    pairs = set(zip(ids[tracked].tolist(), ptrs[tracked].tolist()))
-    return len(pairs) == len(set(ids[tracked].tolist()))
-
-
-def _consumes_any(trace: Trace, node: int, names: set[int]) -> bool:
-    """Whether the node's data inputs include one of these names; True when its inputs are unknown."""
-    nodes = trace.nodes
-    lo, hi = int(nodes.input_offsets[node]), int(nodes.input_offsets[node + 1])
-    if lo == hi:
-        return True  # no label to tell: trust the shared id and pointer
-    return any(int(nodes.input_name[k]) in names and not nodes.input_is_control[k] for k in range(lo, hi))
+    """Output rows on this allocator that created their buffer rather than forwarding one (see ``dataflow``)."""
+    return dataflow(trace).owned_outputs(allocator_index)
 
 
 def output_bytes(trace: Trace, row: int) -> int:
@@ -234,76 +193,62 @@ def _match_outputs(
     delta: IntArray,
     event_node: Int32Array,
 ) -> IntArray:
-    """For each allocation, the output buffer it holds (-1 for temporaries and unknowns)."""
+    """For each allocation, the output buffer it holds (-1 for temporaries and unknowns).
+
+    An allocation can hold one of its node's output buffers only if it outlives the node and has
+    the buffer's size. Among a node's same-size allocations that do, the dataflow decides: an
+    output buffer stays alive until the kernel of its last reader (consumer or alias) finished,
+    so it is held by an allocation freed at or after that moment (never freed counts as after).
+    Each output takes the earliest allocation that fits it; an output no free fits takes the
+    earliest remaining allocation. Frees are recorded in whole microseconds,
+    so the last read is compared in whole microseconds too.
+    """
     matched = np.full(len(allocs), -1, dtype=np.int64)
-    by_node: dict[int, list[int]] = defaultdict(list)
-    for row in owned_outputs(trace, allocator_index).tolist():
-        by_node[int(trace.outputs.node[row])].append(row)
-    if not by_node:
+    flow = dataflow(trace)
+    wanted: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)  # (node, size) -> (last read us, row)
+    for row in flow.owned_outputs(allocator_index).tolist():
+        last_read_us = flow.last_read_ns(int(flow.buffer_of_output[row])) // 1000
+        wanted[(int(trace.outputs.node[row]), output_bytes(trace, row))].append((last_read_us, row))
+    if not wanted:
         return matched
     end_ns = trace.nodes.end_ns
+    never = np.iinfo(np.int64).max
+    surviving: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)  # (node, size) -> (free us, allocation)
     for allocation, (event, free) in enumerate(zip(allocs.tolist(), frees.tolist())):
         node = int(event_node[event])
-        candidates = by_node.get(node)
-        if not candidates:
-            continue
         if free >= 0 and time_ns[free] <= end_ns[node]:
             continue  # freed before its node finished: a temporary
-        size = int(delta[event])
-        for i, row in enumerate(candidates):
-            if output_bytes(trace, row) == size:
-                matched[allocation] = row
-                del candidates[i]
-                break
+        key = (node, int(delta[event]))
+        if key in wanted:
+            surviving[key].append((int(time_ns[free]) // 1000 if free >= 0 else never, allocation))
+    for key, candidates in surviving.items():
+        # The outputs read longest choose first: the allocations that fit a later last read also
+        # fit every earlier one, so no choice can leave an output without a fit that had one.
+        # Among those that fit, the earliest allocated, as kernels allocate outputs in slot order.
+        unserved = []
+        for last_read_us, row in sorted(wanted[key], key=lambda w: (-w[0], w[1])):
+            fit = next((c for c in candidates if c[0] >= last_read_us), None)
+            if fit is None:
+                unserved.append(row)
+                continue
+            matched[fit[1]] = row
+            candidates.remove(fit)
+        for row, (_, allocation) in zip(sorted(unserved), candidates):
+            matched[allocation] = row
     return matched
 
 
 # -- outputs mode -------------------------------------------------------------------------------
 
 
-def consumers_end_ns(trace: Trace) -> dict[tuple[int, int], int]:
-    """(producer name, slot) -> the latest end of a node consuming that output (data edges only).
-
-    Inputs come from the graph when the trace has one, else from the timeline labels. A name
-    that executes several times (while loops) counts with its latest execution.
-    """
-    nodes = trace.nodes
-    last_end: dict[int, int] = {}
-    for name, end in zip(nodes.name.tolist(), nodes.end_ns.tolist()):
-        if end > last_end.get(name, -1):
-            last_end[name] = end
-    source = trace.graph if trace.graph is not None else nodes
-    result: dict[tuple[int, int], int] = {}
-    offsets = source.input_offsets
-    for consumer, consumer_name in enumerate(source.name.tolist()):
-        end = last_end.get(consumer_name)
-        if end is None:
-            continue
-        for k in range(offsets[consumer], offsets[consumer + 1]):
-            if source.input_is_control[k]:
-                continue
-            key = (int(source.input_name[k]), int(source.input_slot[k]))
-            if end > result.get(key, -1):
-                result[key] = end
-    return result
-
-
 def _replay_outputs(trace: Trace, allocator: str, index: int) -> Replay:
     outputs, nodes = trace.outputs, trace.nodes
-    rows = np.flatnonzero(outputs.allocator == index)
-    consumed = consumers_end_ns(trace)
-    # The end of a buffer's life: the last consumer of any alias, at least its producer's end.
-    last_use: dict[tuple[int, int], int] = {}
-    for row in rows.tolist():
-        node = int(outputs.node[row])
-        use = max(int(nodes.end_ns[node]), consumed.get((int(nodes.name[node]), int(outputs.slot[row])), -1))
-        key = _buffer_key(trace, row)
-        last_use[key] = max(last_use.get(key, -1), use)
-    owned = [r for r in owned_outputs(trace, index).tolist() if output_bytes(trace, r) > 0]
+    flow = dataflow(trace)
+    owned = [r for r in flow.owned_outputs(index).tolist() if output_bytes(trace, r) > 0]
     owned = [r for r in owned if nodes.start_ns[outputs.node[r]] > 0]
     n = len(owned)
     start = np.array([nodes.start_ns[outputs.node[r]] for r in owned], dtype=np.int64)
-    end = np.array([last_use[_buffer_key(trace, r)] for r in owned], dtype=np.int64)
+    end = np.array([flow.last_use_ns(int(flow.buffer_of_output[r])) for r in owned], dtype=np.int64)
     size = np.array([output_bytes(trace, r) for r in owned], dtype=np.int64)
     time = np.concatenate([start, end])
     delta = np.concatenate([size, -size])
@@ -324,11 +269,3 @@ def _replay_outputs(trace: Trace, allocator: str, index: int) -> Replay:
         output_row=np.array(owned, dtype=np.int64),
         unpaired_free_events=np.zeros(0, dtype=np.int64),
     )
-
-
-def _buffer_key(trace: Trace, row: int) -> tuple[int, int]:
-    """Outputs with one nonzero (allocation id, pointer) are one buffer; others stand alone."""
-    allocation_id = int(trace.outputs.allocation_id[row])
-    if allocation_id == 0:
-        return (-1, row)
-    return (allocation_id, int(trace.outputs.ptr[row]))
