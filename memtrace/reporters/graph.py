@@ -1,0 +1,85 @@
+"""Writing the dataflow graph for Graphviz (DOT), Gephi or yEd (GraphML) and scripts (node-link JSON).
+
+Names from the trace are data: in DOT every identifier and value is a quoted string with quotes
+and backslashes escaped; in GraphML control characters (which XML 1.0 cannot carry) are escaped
+as ``\\xNN`` before the XML writer escapes the rest; JSON escapes everything itself.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import IO, TYPE_CHECKING, Any
+
+from ..units import format_bytes
+from .common import clean
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+SCHEMA = "memtrace.graph/1"
+FORMATS = ("dot", "graphml", "json")
+
+
+def write(graph: nx.MultiDiGraph, fmt: str, out: IO[str]) -> None:
+    {"dot": write_dot, "graphml": write_graphml, "json": write_json}[fmt](graph, out)
+
+
+def write_json(graph: nx.MultiDiGraph, out: IO[str]) -> None:
+    """networkx node-link data (``nx.node_link_graph(data, edges="edges")`` reads it back)."""
+    import networkx as nx
+
+    data = nx.node_link_data(graph, edges="edges")
+    data["graph"] = {"schema": SCHEMA, **data["graph"]}
+    json.dump(data, out, indent=1)
+    out.write("\n")
+
+
+def write_graphml(graph: nx.MultiDiGraph, out: IO[str]) -> None:
+    import networkx as nx
+
+    safe = nx.MultiDiGraph(**{k: _safe(v) for k, v in graph.graph.items()})
+    for name, attributes in graph.nodes(data=True):
+        safe.add_node(clean(name), **{k: _safe(v) for k, v in attributes.items()})
+    for producer, consumer, key, attributes in graph.edges(keys=True, data=True):
+        safe.add_edge(clean(producer), clean(consumer), key=key, **{k: _safe(v) for k, v in attributes.items()})
+    for line in nx.generate_graphml(safe):
+        out.write(line + "\n")
+
+
+def _safe(value: Any) -> Any:
+    return clean(value) if isinstance(value, str) else value
+
+
+def _quote(value: Any) -> str:
+    """A DOT quoted string: control characters, backslashes and quotes escaped."""
+    text = clean(str(value)) if not isinstance(value, bool) else str(value).lower()
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _label(*lines: str) -> str:
+    """A DOT label of several lines: each line quoted as data, joined with DOT's own line break."""
+    escaped = [_quote(line)[1:-1] for line in lines if line]
+    return '"' + "\\n".join(escaped) + '"'
+
+
+def write_dot(graph: nx.MultiDiGraph, out: IO[str]) -> None:
+    out.write("digraph memtrace {\n")
+    for key, value in graph.graph.items():
+        out.write(f"  graph [{key}={_quote(value)}];\n")
+    out.write('  node [shape=box, fontname="Helvetica", fontsize=10];\n')
+    out.write('  edge [fontname="Helvetica", fontsize=8];\n')
+    for name, attributes in graph.nodes(data=True):
+        held = attributes.get("live_at_peak_bytes")
+        caption = _label(str(name), str(attributes.get("op_type", "")),
+                         f"live at peak: {format_bytes(held)}" if held is not None else "")
+        extra = ", ".join(f"{k}={_quote(v)}" for k, v in attributes.items())
+        style = ', style=filled, fillcolor="#fde0dd"' if held else ""
+        out.write(f"  {_quote(name)} [label={caption}{style}" + (f", {extra}" if extra else "") + "];\n")
+    for producer, consumer, attributes in graph.edges(data=True):
+        size = attributes.get("allocated_bytes") or attributes.get("requested_bytes")
+        caption = _label(f":{attributes['slot']}", str(attributes.get("shape", "")),
+                         format_bytes(size) if size else "")
+        extra = ", ".join(f"{k}={_quote(v)}" for k, v in attributes.items())
+        style = ', color="#d7301f", penwidth=2' if attributes.get("live_at_peak") else ""
+        out.write(f"  {_quote(producer)} -> {_quote(consumer)} [label={caption}{style}, {extra}];\n")
+    out.write("}\n")
