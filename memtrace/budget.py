@@ -118,10 +118,10 @@ def parse_limit(metric: str, value: object, where: str) -> tuple[int | float, st
         raise UsageError(f"{where}: {metric} must be a size such as \"1.3GiB\" or a whole number of bytes, "
                          + ("or a percentage such as \"5%\", " if metric == "max_waste" else "")
                          + f"not {value!r}")
+    if metric == "max_waste" and str(value).strip().replace(".", "", 1).isdigit():
+        raise UsageError(f"{where}: max_waste {str(value).strip()} is ambiguous: write {str(value).strip()}% for a share "
+                         f"of the allocated bytes or {str(value).strip()}B for bytes")
     if isinstance(value, int):
-        if metric == "max_waste":
-            raise UsageError(f"{where}: max_waste = {value} is ambiguous: write \"{value}%\" for a share of the "
-                             f"allocated bytes or \"{value}B\" for bytes")
         if value < 0:
             raise UsageError(f"{where}: {metric} cannot be negative: {value}")
         return value, "bytes"

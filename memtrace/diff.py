@@ -5,6 +5,9 @@ Three views, each from numbers memtrace already defines:
 - **Allocators**: each allocator's ``peak_bytes`` (``memtrace.peak``) in both traces, the change
   in bytes and as a fraction of the base peak. An allocator missing from one trace counts as
   peak 0 there; growth from 0 has no fraction (``None``) and exceeds any ``max_increase``.
+  Where a baseline rests on a minority of its snapshots (oneDNN's ``mklcpu``), ``peak_bytes``
+  moves with whichever snapshot won; ``measure="peak_delta_bytes"`` compares the step's own
+  peaks instead.
 - **Ops**: per node name, tfprof's ``peak_bytes`` and ``residual_bytes`` and memtrace's
   ``at_peak_bytes`` (``memtrace.ops``), in both traces; the ops whose largest change among the
   three is biggest come first. Ops whose three numbers did not change are left out, as are ops
@@ -26,14 +29,21 @@ from .model import Trace
 from .ops import OpRow, node_rows
 from .peak import AllocatorPeak, LiveAllocation, peak
 
+MEASURES = ("peak_bytes", "peak_delta_bytes")
+
 
 @dataclass(frozen=True)
 class AllocatorChange:
-    """One allocator's peak in both traces (None where the trace lacks the allocator)."""
+    """One allocator's peak in both traces (None where the trace lacks the allocator).
+
+    ``measure`` says which peak the change is computed on: ``peak_bytes`` (absolute where a
+    baseline is known) or ``peak_delta_bytes`` (the step's own allocations, baseline left out).
+    """
 
     allocator: str
     base: AllocatorPeak | None
     new: AllocatorPeak | None
+    measure: str = "peak_bytes"
 
     @property
     def base_peak_bytes(self) -> int:
@@ -44,15 +54,44 @@ class AllocatorChange:
         return self.new.peak_bytes if self.new is not None else 0
 
     @property
+    def base_peak_delta_bytes(self) -> int:
+        return self.base.peak_delta_bytes if self.base is not None else 0
+
+    @property
+    def new_peak_delta_bytes(self) -> int:
+        return self.new.peak_delta_bytes if self.new is not None else 0
+
+    @property
+    def base_bytes(self) -> int:
+        """The compared peak of the base trace (``measure``)."""
+        return self.base_peak_bytes if self.measure == "peak_bytes" else self.base_peak_delta_bytes
+
+    @property
+    def new_bytes(self) -> int:
+        return self.new_peak_bytes if self.measure == "peak_bytes" else self.new_peak_delta_bytes
+
+    @property
     def delta_bytes(self) -> int:
-        return self.new_peak_bytes - self.base_peak_bytes
+        return self.new_bytes - self.base_bytes
 
     @property
     def delta_fraction(self) -> float | None:
         """The change over the base peak; None for growth from a base peak of 0."""
-        if self.base_peak_bytes:
-            return self.delta_bytes / self.base_peak_bytes
+        if self.base_bytes:
+            return self.delta_bytes / self.base_bytes
         return 0.0 if self.delta_bytes == 0 else None
+
+    @property
+    def weak_baseline(self) -> bool:
+        """True when a baseline in ``peak_bytes`` rests on fewer than half of its trace's snapshots.
+
+        oneDNN's ``mklcpu`` snapshots count only part of what it hands out, so each implies a
+        different baseline; comparing ``peak_delta_bytes`` is then the sounder comparison.
+        """
+        return any(
+            p is not None and p.baseline_bytes is not None and 2 * p.reconciliation.matched < p.reconciliation.snapshots
+            for p in (self.base, self.new)
+        )
 
     @property
     def same_basis(self) -> bool:
@@ -113,6 +152,7 @@ class NewAtPeak:
 class TraceDiff:
     base_path: str
     new_path: str
+    measure: str  # "peak_bytes" or "peak_delta_bytes": what the allocator changes compare
     allocators: tuple[AllocatorChange, ...]  # largest peak (new or base) first
     ops: tuple[OpChange, ...]  # changed ops only, biggest change first
     new_at_peak: tuple[NewAtPeak, ...]  # largest first
@@ -132,19 +172,30 @@ class TraceDiff:
 
 
 def diff(
-    base: Trace, new: Trace, allocators: Iterable[str] | None = None, max_increase: float | None = None
+    base: Trace,
+    new: Trace,
+    allocators: Iterable[str] | None = None,
+    max_increase: float | None = None,
+    measure: str = "peak_bytes",
 ) -> TraceDiff:
-    """Compare two traces of the same model: allocator peaks, per-op changes, new buffers at the peak."""
+    """Compare two traces of the same model: allocator peaks, per-op changes, new buffers at the peak.
+
+    ``measure`` is the peak the allocator changes (and ``max_increase``) are computed on:
+    ``peak_bytes`` or ``peak_delta_bytes``.
+    """
+    if measure not in MEASURES:
+        raise UsageError(f"cannot compare {measure!r}: choose one of {', '.join(MEASURES)}")
     names = _allocators(base, new, allocators)
     changes = [
         AllocatorChange(
             name,
             peak(base, name) if name in base.allocators else None,
             peak(new, name) if name in new.allocators else None,
+            measure,
         )
         for name in names
     ]
-    changes.sort(key=lambda c: (-max(c.new_peak_bytes, c.base_peak_bytes), c.allocator))
+    changes.sort(key=lambda c: (-max(c.new_bytes, c.base_bytes), c.allocator))
     ops = _op_changes(
         node_rows(base, [n for n in names if n in base.allocators]),
         node_rows(new, [n for n in names if n in new.allocators]),
@@ -156,7 +207,7 @@ def diff(
         for a in unmatched_at_peak(c.base.live_at_peak if c.base is not None else (), c.new.live_at_peak)
     ]
     fresh.sort(key=lambda f: (-f.allocation.bytes, f.allocator, f.allocation.node))
-    return TraceDiff(base.path, new.path, tuple(changes), tuple(ops), tuple(fresh), max_increase)
+    return TraceDiff(base.path, new.path, measure, tuple(changes), tuple(ops), tuple(fresh), max_increase)
 
 
 def unmatched_at_peak(base: Sequence[LiveAllocation], new: Sequence[LiveAllocation]) -> list[LiveAllocation]:

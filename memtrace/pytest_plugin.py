@@ -48,6 +48,7 @@ class MemoryBudget:
 
     def __call__(self, trace: Any) -> CheckResult:
         """Check every budget on ``trace``; AssertionError naming the failures, else the CheckResult."""
+        __tracebackhide__ = True
         from .testing import _assert_budgets, _trace
 
         self._item.stash[_CHECKED] = True

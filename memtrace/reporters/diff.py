@@ -25,6 +25,7 @@ def to_json(result: TraceDiff, top: int | None = None) -> dict[str, Any]:
         "schema": SCHEMA,
         "base": result.base_path,
         "new": result.new_path,
+        "compared": result.measure,
         "max_increase": result.max_increase,
         "passed": result.passed if result.max_increase is not None else None,
         "allocators": [
@@ -32,8 +33,11 @@ def to_json(result: TraceDiff, top: int | None = None) -> dict[str, Any]:
                 "allocator": c.allocator,
                 "base_peak_bytes": c.base_peak_bytes,
                 "new_peak_bytes": c.new_peak_bytes,
-                "delta_bytes": c.delta_bytes,
+                "delta_bytes": c.delta_bytes,  # of the compared measure, as is delta_fraction
                 "delta_fraction": c.delta_fraction,
+                "base_peak_delta_bytes": c.base_peak_delta_bytes,
+                "new_peak_delta_bytes": c.new_peak_delta_bytes,
+                "weak_baseline": c.weak_baseline,
                 "status": _status(c),
                 "base_baseline_bytes": c.base.baseline_bytes if c.base is not None else None,
                 "new_baseline_bytes": c.new.baseline_bytes if c.new is not None else None,
@@ -109,16 +113,24 @@ def render_text(result: TraceDiff, out: IO[str], top: int = 10) -> None:
         out.write("no allocator in either trace: they hold no memory information\n")
         return
     rows = [
-        (clean(c.allocator), f"{format_bytes(c.base_peak_bytes)} ({c.base_peak_bytes:,} B)",
-         f"{format_bytes(c.new_peak_bytes)} ({c.new_peak_bytes:,} B)", signed_bytes(c.delta_bytes), fraction_text(c))
+        (clean(c.allocator), f"{format_bytes(c.base_bytes)} ({c.base_bytes:,} B)",
+         f"{format_bytes(c.new_bytes)} ({c.new_bytes:,} B)", signed_bytes(c.delta_bytes), fraction_text(c))
         for c in result.allocators
     ]
-    out.write(table(rows, ("allocator", "base peak", "new peak", "change", "fraction"),
+    what = "peak" if result.measure == "peak_bytes" else "step peak"
+    if result.measure != "peak_bytes":
+        out.write("comparing peak_delta_bytes: the peaks of the bytes allocated during each step, baselines left out\n")
+    out.write(table(rows, ("allocator", f"base {what}", f"new {what}", "change", "fraction"),
                     ("left", "right", "right", "right", "right")) + "\n")
     for c in result.allocators:
-        if not c.same_basis:
+        if result.measure == "peak_bytes" and not c.same_basis:
             out.write(f"  note: {clean(c.allocator)}'s peak is absolute in one trace and relative to the step start "
                       "in the other (only one has snapshots that give a baseline)\n")
+        elif result.measure == "peak_bytes" and c.weak_baseline:
+            out.write(f"  note: {clean(c.allocator)}'s baseline rests on fewer than half of its snapshots; without "
+                      f"baselines (--exclude-baseline) the peaks are {format_bytes(c.base_peak_delta_bytes)} -> "
+                      f"{format_bytes(c.new_peak_delta_bytes)} "
+                      f"({signed_bytes(c.new_peak_delta_bytes - c.base_peak_delta_bytes)})\n")
     out.write("\n")
     if result.ops:
         out.write(f"ops that changed most ({min(top, len(result.ops))} of {len(result.ops)} changed; "
