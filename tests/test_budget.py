@@ -313,3 +313,12 @@ def test_check_relative_peak_says_so(capsys: pytest.CaptureFixture[str]) -> None
     code, out, _ = run(capsys, "check", str(FIXTURES / "tiny" / "outputs_only.pbtxt"), "--max-peak", "host=1", "--json")
     budget = json.loads(out)["budgets"][0]
     assert code == 1 and budget["note"] == "relative to the step start: no snapshot gives a baseline"
+
+
+def test_names_from_the_trace_are_escaped_in_explanations(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = write(tmp_path, 'dev_stats { device: "/device:GPU:0" node_stats { node_name: "evil\\033[31m" '
+                 "all_start_micros: 10 all_end_rel_micros: 5 memory { allocator_name: \"bfc\" "
+                 "allocation_records { alloc_micros: 11 alloc_bytes: 256 } } } }", "evil.pbtxt")
+    code, out, _ = run(capsys, "check", str(path), "--max-peak", "bfc=255")
+    assert code == 1 and "\x1b" not in out
+    assert "    evil\\x1b[31m persistent: 256 B (100.0%)\n" in out  # never freed in the step

@@ -25,10 +25,10 @@ def register(subparsers: Any) -> None:
         help="check memory budgets (peak, waste) and exit 1 when one fails: for CI",
         description="Measure each budget on the trace and list it with its limit, measured value, margin "
         "(limit minus value) and PASS/FAIL. Limits are inclusive: a value equal to its limit passes. "
-        "Sizes: 1234, 300MB (10^6), 1.5GiB (2^30), 64KiB; percentages: 5%%. "
+        "Sizes: 1234, 300MB (10^6), 1.5GiB (2^30), 64KiB; percentages: 5%. "
         "Exit codes: 0 all budgets pass, 1 one or more fail, 2 bad usage or input.",
         epilog="Budget file (TOML), one table per allocator: [GPU_0_bfc] max_peak = \"1.3GiB\" "
-        "max_peak_delta = \"1.2GiB\" max_waste = \"5%%\" (quote allocator names that hold dots).",
+        "max_peak_delta = \"1.2GiB\" max_waste = \"5%\" (quote allocator names that hold dots).",
     )
     add_trace_options(parser)
     parser.add_argument("--max-peak", dest="limits", action="append", type=_limit("max_peak"), metavar="ALLOC=SIZE",
