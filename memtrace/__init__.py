@@ -29,4 +29,8 @@ def __getattr__(name: str) -> Any:
         from .model import Trace
 
         return Trace
+    if name in ("testing", "tensorflow"):  # imported on first use: numpy, or TensorFlow itself
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'memtrace' has no attribute {name!r}")

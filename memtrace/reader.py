@@ -40,6 +40,18 @@ def load(path: str | os.PathLike[str], graph: str | os.PathLike[str] | None = No
     """Read the trace at ``path`` (and optionally a GraphDef at ``graph``) into a Trace."""
     path = os.fspath(path)
     data, compressed = _read_bytes(path)
+    return _load_data(path, data, compressed, graph)
+
+
+def load_bytes(data: bytes, name: str = "<bytes>") -> Trace:
+    """Read a trace held in memory (e.g. a serialized ``RunMetadata``); ``name`` stands for its path."""
+    if not data:
+        raise TraceFormatError(name, "no data")
+    data, compressed = _decompress(name, data)
+    return _load_data(name, data, compressed, None)
+
+
+def _load_data(path: str, data: bytes, compressed: bool, graph: str | os.PathLike[str] | None) -> Trace:
     builder = TraceBuilder()
     kind, message = _parse_trace(path, data)
     run_metadata = message if isinstance(message, pb.RunMetadata) else None
@@ -71,6 +83,11 @@ def _read_bytes(path: str) -> tuple[bytes, bool]:
         raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from None
     if not data:
         raise TraceFormatError(path, "the file is empty")
+    return _decompress(path, data)
+
+
+def _decompress(path: str, data: bytes) -> tuple[bytes, bool]:
+    """The data, decompressed when it is gzip; the flag says whether it was."""
     if not data.startswith(_GZIP_MAGIC):
         return data, False
     try:

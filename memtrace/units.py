@@ -2,7 +2,7 @@
 
 ``format_bytes(1325898496)`` -> ``"1.23 GiB"``; ``parse_size("1.5GiB")`` -> 1610612736. Decimal
 suffixes (KB, MB, GB) are powers of 10 and binary ones (KiB, MiB, GiB) powers of 2, as the
-IEC and SI define them.
+IEC and SI define them. ``parse_percent("5%")`` -> 0.05; ``format_percent(0.05)`` -> ``"5%"``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ _FACTORS = {
     "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4,
 }
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")
+_PERCENT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*%\s*$")
 
 
 def format_bytes(value: int) -> str:
@@ -40,6 +41,22 @@ def parse_size(text: str) -> int:
     if match is None or factor is None:
         raise UsageError(f"not a size: {text!r} (write e.g. 1234, 300MB, 64KiB, 1.5GiB)")
     return round(float(match.group(1)) * factor)
+
+
+def parse_percent(text: str) -> float:
+    """``"5%"`` -> 0.05, ``"0.5 %"`` -> 0.005; a number without ``%`` is a UsageError (5 or 0.05?)."""
+    match = _PERCENT.match(text)
+    if match is None:
+        raise UsageError(f"not a percentage: {text!r} (write e.g. 5%, 0.5%, 120%)")
+    return float(match.group(1)) / 100
+
+
+def format_percent(fraction: float) -> str:
+    """A fraction as a percentage with three significant digits: 0.05 -> ``"5%"``, 0.8911 -> ``"89.1%"``."""
+    value = 100 * fraction
+    if value != 0 and abs(value) < 0.01:
+        return f"{'-' if value < 0 else ''}<0.01%"
+    return f"{value:.0f}%" if abs(value) >= 100 else f"{value:.3g}%"
 
 
 def format_us(value_ns: int) -> str:

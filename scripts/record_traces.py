@@ -1,7 +1,8 @@
 """Record small, real TensorFlow CPU step traces for memtrace's test fixtures.
 
 Run from anywhere: ``python scripts/record_traces.py [--out DIR]`` (default
-``fixtures/recorded`` in the repository). It needs TensorFlow (CPU is enough), makes no
+``fixtures/recorded`` in the repository). It needs TensorFlow (CPU is enough) and memtrace
+(``pip install -e .[tensorflow]``; it records through ``memtrace.tensorflow``), makes no
 network access and finishes in well under a minute on two cores.
 
 Each model is built in its own ``tf.Graph`` in TF1 graph mode and run in a
@@ -45,6 +46,8 @@ import numpy as np
 import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow.core.protobuf.config_pb2 import RunMetadata
+
+from memtrace.tensorflow import record_metadata
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "fixtures" / "recorded"
@@ -158,7 +161,11 @@ def build_cast_concat_slice() -> Built:
 
 
 def trace(built: Built) -> RunMetadata:
-    """Initialise variables, run one untraced warm-up step, then one FULL_TRACE step."""
+    """Initialise variables, run one untraced warm-up step, then one FULL_TRACE step.
+
+    The traced step goes through ``memtrace.tensorflow.record_metadata``, the one recording path
+    that users' tests take too.
+    """
     config = v1.ConfigProto(
         intra_op_parallelism_threads=1,
         inter_op_parallelism_threads=1,
@@ -168,15 +175,7 @@ def trace(built: Built) -> RunMetadata:
         init = v1.global_variables_initializer()
     with v1.Session(graph=built.graph, config=config) as sess:
         sess.run(init)
-        sess.run(built.fetches, feed_dict=built.feed)
-        options = v1.RunOptions(
-            trace_level=v1.RunOptions.FULL_TRACE, output_partition_graphs=True
-        )
-        metadata = RunMetadata()
-        sess.run(
-            built.fetches, feed_dict=built.feed, options=options, run_metadata=metadata
-        )
-    return metadata
+        return record_metadata(sess, built.fetches, built.feed, warmup=1)
 
 
 MODELS: dict[str, Callable[[], Built]] = {

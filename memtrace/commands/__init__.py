@@ -10,7 +10,7 @@ import importlib
 from collections.abc import Callable
 from typing import IO, Any
 
-COMMANDS = ("summary", "peak", "timeline", "ops", "frag", "tensor", "graph")
+COMMANDS = ("summary", "peak", "timeline", "ops", "frag", "tensor", "graph", "check", "diff")
 
 
 def register_all(subparsers: Any) -> None:

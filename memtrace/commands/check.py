@@ -1,0 +1,62 @@
+"""``memtrace check TRACE``: memory budgets for CI; exit 0 when every budget passes, 1 when one fails."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from . import add_output_options, add_trace_options, write_report
+
+
+def _limit(metric: str) -> Callable[[str], tuple[str, str]]:
+    """An argparse type that keeps which option a value came with, so budgets stay in command-line order."""
+
+    def keep(text: str) -> tuple[str, str]:
+        return metric, text
+
+    keep.__name__ = metric
+    return keep
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="check memory budgets (peak, waste) and exit 1 when one fails: for CI",
+        description="Measure each budget on the trace and list it with its limit, measured value, margin "
+        "(limit minus value) and PASS/FAIL. Limits are inclusive: a value equal to its limit passes. "
+        "Sizes: 1234, 300MB (10^6), 1.5GiB (2^30), 64KiB; percentages: 5%. "
+        "Exit codes: 0 all budgets pass, 1 one or more fail, 2 bad usage or input.",
+        epilog="Budget file (TOML), one table per allocator: [GPU_0_bfc] max_peak = \"1.3GiB\" "
+        "max_peak_delta = \"1.2GiB\" max_waste = \"5%\" (quote allocator names that hold dots).",
+    )
+    add_trace_options(parser)
+    parser.add_argument("--max-peak", dest="limits", action="append", type=_limit("max_peak"), metavar="ALLOC=SIZE",
+                        help="the allocator's peak_bytes (absolute when snapshots give a baseline, else relative to "
+                        "the step start) must be at most SIZE; repeatable")
+    parser.add_argument("--max-peak-delta", dest="limits", action="append", type=_limit("max_peak_delta"),
+                        metavar="ALLOC=SIZE",
+                        help="the peak of the bytes allocated during the step (baseline left out) must be at most SIZE")
+    parser.add_argument("--max-waste", dest="limits", action="append", type=_limit("max_waste"), metavar="ALLOC=LIMIT",
+                        help="internal fragmentation over unique buffers: with a percentage, allocated minus requested "
+                        "bytes over allocated bytes (as 'memtrace frag' reports it); with a size, the wasted bytes")
+    parser.add_argument("--budget", metavar="FILE", help="a TOML budget file, one table per allocator")
+    add_output_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import load
+    from ..budget import check, load_budget_file, parse_assignment
+    from ..reporters import check as report
+
+    budgets = load_budget_file(args.budget) if args.budget else []
+    budgets += [parse_assignment(metric, text, "--" + metric.replace("_", "-")) for metric, text in args.limits or ()]
+    if not budgets:
+        from ..errors import UsageError
+
+        raise UsageError("no budget to check: give --max-peak, --max-peak-delta, --max-waste or --budget FILE")
+    trace = load(args.trace, graph=args.graph)
+    result = check(trace, budgets)
+    write_report(args, lambda: report.to_json(result), lambda out: report.render_text(result, out))
+    return 0 if result.passed else 1

@@ -1,0 +1,269 @@
+"""Run-to-run diffs: what grew between a base trace and a new one.
+
+Three views, each from numbers memtrace already defines:
+
+- **Allocators**: each allocator's ``peak_bytes`` (``memtrace.peak``) in both traces, the change
+  in bytes and as a fraction of the base peak. An allocator missing from one trace counts as
+  peak 0 there; growth from 0 has no fraction (``None``) and exceeds any ``max_increase``.
+  Where a baseline rests on a minority of its snapshots (oneDNN's ``mklcpu``), ``peak_bytes``
+  moves with whichever snapshot won; ``measure="peak_delta_bytes"`` compares the step's own
+  peaks instead.
+- **Ops**: per node name, tfprof's ``peak_bytes`` and ``residual_bytes`` and memtrace's
+  ``at_peak_bytes`` (``memtrace.ops``), in both traces; the ops whose largest change among the
+  three is biggest come first. Ops whose three numbers did not change are left out, as are ops
+  that appear in only one trace and hold no bytes there.
+- **New at the peak**: allocations live at an allocator's new peak with no counterpart at its
+  base peak. Counterparts are matched by producer (node name) and output slot (allocations
+  that are not outputs match by producer and kind); where one producer holds several such
+  allocations, the largest pair up first and the smallest are left over as new.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from .errors import UsageError
+from .model import Trace
+from .ops import OpRow, node_rows
+from .peak import AllocatorPeak, LiveAllocation, peak
+
+MEASURES = ("peak_bytes", "peak_delta_bytes")
+
+
+@dataclass(frozen=True)
+class AllocatorChange:
+    """One allocator's peak in both traces (None where the trace lacks the allocator).
+
+    ``measure`` says which peak the change is computed on: ``peak_bytes`` (absolute where a
+    baseline is known) or ``peak_delta_bytes`` (the step's own allocations, baseline left out).
+    """
+
+    allocator: str
+    base: AllocatorPeak | None
+    new: AllocatorPeak | None
+    measure: str = "peak_bytes"
+
+    @property
+    def base_peak_bytes(self) -> int:
+        return self.base.peak_bytes if self.base is not None else 0
+
+    @property
+    def new_peak_bytes(self) -> int:
+        return self.new.peak_bytes if self.new is not None else 0
+
+    @property
+    def base_peak_delta_bytes(self) -> int:
+        return self.base.peak_delta_bytes if self.base is not None else 0
+
+    @property
+    def new_peak_delta_bytes(self) -> int:
+        return self.new.peak_delta_bytes if self.new is not None else 0
+
+    @property
+    def base_bytes(self) -> int:
+        """The compared peak of the base trace (``measure``)."""
+        return self.base_peak_bytes if self.measure == "peak_bytes" else self.base_peak_delta_bytes
+
+    @property
+    def new_bytes(self) -> int:
+        return self.new_peak_bytes if self.measure == "peak_bytes" else self.new_peak_delta_bytes
+
+    @property
+    def delta_bytes(self) -> int:
+        return self.new_bytes - self.base_bytes
+
+    @property
+    def delta_fraction(self) -> float | None:
+        """The change over the base peak; None for growth from a base peak of 0."""
+        if self.base_bytes:
+            return self.delta_bytes / self.base_bytes
+        return 0.0 if self.delta_bytes == 0 else None
+
+    @property
+    def weak_baseline(self) -> bool:
+        """True when a baseline in ``peak_bytes`` rests on fewer than half of its trace's snapshots.
+
+        oneDNN's ``mklcpu`` snapshots count only part of what it hands out, so each implies a
+        different baseline; comparing ``peak_delta_bytes`` is then the sounder comparison.
+        """
+        return any(
+            p is not None and p.baseline_bytes is not None and 2 * p.reconciliation.matched < p.reconciliation.snapshots
+            for p in (self.base, self.new)
+        )
+
+    @property
+    def same_basis(self) -> bool:
+        """False when one peak is absolute (baseline known) and the other relative to its step start."""
+        if self.base is None or self.new is None:
+            return True
+        return (self.base.baseline_bytes is None) == (self.new.baseline_bytes is None)
+
+    def exceeds(self, max_increase: float) -> bool:
+        """True when the peak grew by more than ``max_increase`` (a fraction) of the base peak."""
+        if self.delta_bytes <= 0:
+            return False
+        fraction = self.delta_fraction
+        return fraction is None or fraction > max_increase
+
+
+@dataclass(frozen=True)
+class OpChange:
+    """One op (node name) in both traces; an op missing from a trace has zeros there."""
+
+    name: str
+    status: str  # "changed", "added" (only in new) or "removed" (only in base)
+    base_peak_bytes: int
+    new_peak_bytes: int
+    base_residual_bytes: int
+    new_residual_bytes: int
+    base_at_peak_bytes: int
+    new_at_peak_bytes: int
+
+    @property
+    def delta_bytes(self) -> int:
+        """The change of tfprof's per-op peak_bytes."""
+        return self.new_peak_bytes - self.base_peak_bytes
+
+    @property
+    def residual_delta_bytes(self) -> int:
+        return self.new_residual_bytes - self.base_residual_bytes
+
+    @property
+    def at_peak_delta_bytes(self) -> int:
+        return self.new_at_peak_bytes - self.base_at_peak_bytes
+
+    @property
+    def largest_change_bytes(self) -> int:
+        """The biggest of the three changes, by magnitude (what the ranking uses)."""
+        return max(abs(self.delta_bytes), abs(self.residual_delta_bytes), abs(self.at_peak_delta_bytes))
+
+
+@dataclass(frozen=True)
+class NewAtPeak:
+    """An allocation live at the new peak whose producer and slot held nothing at the base peak."""
+
+    allocator: str
+    allocation: LiveAllocation
+
+
+@dataclass(frozen=True)
+class TraceDiff:
+    base_path: str
+    new_path: str
+    measure: str  # "peak_bytes" or "peak_delta_bytes": what the allocator changes compare
+    allocators: tuple[AllocatorChange, ...]  # largest peak (new or base) first
+    ops: tuple[OpChange, ...]  # changed ops only, biggest change first
+    new_at_peak: tuple[NewAtPeak, ...]  # largest first
+    max_increase: float | None  # the allowed growth, when one was given
+
+    @property
+    def exceeded(self) -> tuple[AllocatorChange, ...]:
+        """The allocators whose peak grew by more than ``max_increase`` (none when it is not given)."""
+        if self.max_increase is None:
+            return ()
+        limit = self.max_increase
+        return tuple(a for a in self.allocators if a.exceeds(limit))
+
+    @property
+    def passed(self) -> bool:
+        return not self.exceeded
+
+
+def diff(
+    base: Trace,
+    new: Trace,
+    allocators: Iterable[str] | None = None,
+    max_increase: float | None = None,
+    measure: str = "peak_bytes",
+) -> TraceDiff:
+    """Compare two traces of the same model: allocator peaks, per-op changes, new buffers at the peak.
+
+    ``measure`` is the peak the allocator changes (and ``max_increase``) are computed on:
+    ``peak_bytes`` or ``peak_delta_bytes``.
+    """
+    if measure not in MEASURES:
+        raise UsageError(f"cannot compare {measure!r}: choose one of {', '.join(MEASURES)}")
+    names = _allocators(base, new, allocators)
+    changes = [
+        AllocatorChange(
+            name,
+            peak(base, name) if name in base.allocators else None,
+            peak(new, name) if name in new.allocators else None,
+            measure,
+        )
+        for name in names
+    ]
+    changes.sort(key=lambda c: (-max(c.new_bytes, c.base_bytes), c.allocator))
+    ops = _op_changes(
+        node_rows(base, [n for n in names if n in base.allocators]),
+        node_rows(new, [n for n in names if n in new.allocators]),
+    )
+    fresh = [
+        NewAtPeak(c.allocator, a)
+        for c in changes
+        if c.new is not None
+        for a in unmatched_at_peak(c.base.live_at_peak if c.base is not None else (), c.new.live_at_peak)
+    ]
+    fresh.sort(key=lambda f: (-f.allocation.bytes, f.allocator, f.allocation.node))
+    return TraceDiff(base.path, new.path, measure, tuple(changes), tuple(ops), tuple(fresh), max_increase)
+
+
+def unmatched_at_peak(base: Sequence[LiveAllocation], new: Sequence[LiveAllocation]) -> list[LiveAllocation]:
+    """The allocations of ``new`` with no counterpart in ``base``, matched by producer and slot.
+
+    Negative entries (frees of memory from before the step) are not buffers and never listed.
+    """
+    available: dict[tuple[str, int | None, str | None], int] = defaultdict(int)
+    for a in base:
+        if a.bytes > 0:
+            available[_key(a)] += 1
+    left = []
+    for a in sorted((a for a in new if a.bytes > 0), key=lambda a: -a.bytes):
+        key = _key(a)
+        if available[key]:
+            available[key] -= 1
+        else:
+            left.append(a)
+    return left
+
+
+def _key(a: LiveAllocation) -> tuple[str, int | None, str | None]:
+    """Producer and slot; allocations that are not outputs have no slot and match by kind instead."""
+    return (a.node, a.slot, None) if a.slot is not None else (a.node, None, a.kind)
+
+
+def _allocators(base: Trace, new: Trace, chosen: Iterable[str] | None) -> list[str]:
+    known = list(dict.fromkeys((*base.allocators, *new.allocators)))
+    if chosen is None:
+        return known
+    names = list(dict.fromkeys(chosen))
+    for name in names:
+        if name not in known:
+            raise UsageError(
+                f"no allocator {name!r} in {base.path} or {new.path} (they have: {', '.join(known) or 'none'})"
+            )
+    return names
+
+
+def _op_changes(base_rows: list[OpRow], new_rows: list[OpRow]) -> list[OpChange]:
+    before = {r.name: r for r in base_rows}
+    after = {r.name: r for r in new_rows}
+    changes = []
+    for name in dict.fromkeys((*before, *after)):
+        b, n = before.get(name), after.get(name)
+        change = OpChange(
+            name=name,
+            status="changed" if b is not None and n is not None else ("added" if b is None else "removed"),
+            base_peak_bytes=b.peak_bytes if b else 0,
+            new_peak_bytes=n.peak_bytes if n else 0,
+            base_residual_bytes=b.residual_bytes if b else 0,
+            new_residual_bytes=n.residual_bytes if n else 0,
+            base_at_peak_bytes=b.at_peak_bytes if b else 0,
+            new_at_peak_bytes=n.at_peak_bytes if n else 0,
+        )
+        if change.largest_change_bytes:
+            changes.append(change)
+    changes.sort(key=lambda c: (-c.largest_change_bytes, c.name))
+    return changes

@@ -1,0 +1,107 @@
+"""Rendering budget checks as text or JSON (``memtrace.check/1``), and explaining a failed budget.
+
+``explain`` is shared with ``memtrace.testing``: a failed assertion reads like a failed
+``memtrace check`` line (the limit, the value, and who holds the bytes).
+"""
+
+from __future__ import annotations
+
+from typing import IO, Any
+
+from ..budget import Budget, CheckResult, Contributor, Outcome
+from ..units import format_bytes, format_percent
+from .common import clean, table
+
+SCHEMA = "memtrace.check/1"
+
+
+def to_json(result: CheckResult) -> dict[str, Any]:
+    """Every budget with its limit, measured value, margin (limit - value) and whether it passed."""
+    return {
+        "schema": SCHEMA,
+        "trace": result.trace,
+        "passed": result.passed,
+        "budgets": [
+            {
+                "allocator": o.budget.allocator,
+                "metric": o.budget.metric,
+                "unit": o.budget.unit,
+                "limit": o.budget.limit,
+                "measured": o.measured,
+                "margin": o.margin,
+                "passed": o.passed,
+                "source": o.budget.source,
+                "note": o.note,
+                "contributors": [{"name": c.name, "kinds": list(c.kinds), "bytes": c.bytes} for c in o.contributors],
+            }
+            for o in result.outcomes
+        ],
+    }
+
+
+def value_text(value: float, unit: str) -> str:
+    """``1.23 GiB (1,325,898,496 B)`` for bytes, ``5%`` for a fraction."""
+    if unit == "fraction":
+        return format_percent(value)
+    return f"{format_bytes(int(value))} ({int(value):,} B)"
+
+
+def margin_text(outcome: Outcome) -> str:
+    margin = outcome.margin
+    sign = "+" if margin >= 0 else "-"
+    if outcome.budget.unit == "fraction":
+        return f"{sign}{format_percent(abs(margin))}"
+    return f"{sign}{format_bytes(abs(int(margin)))}"
+
+
+def budget_name(budget: Budget) -> str:
+    return f"{clean(budget.allocator)} {budget.metric}"
+
+
+def render_text(result: CheckResult, out: IO[str]) -> None:
+    """One row per budget, then an explanation of every failure and the verdict."""
+    rows = [
+        (clean(o.budget.allocator), o.budget.metric, value_text(o.budget.limit, o.budget.unit),
+         value_text(o.measured, o.budget.unit), margin_text(o), "PASS" if o.passed else "FAIL")
+        for o in result.outcomes
+    ]
+    headers = ("allocator", "budget", "limit", "measured", "margin", "result")
+    out.write(f"memtrace check {clean(result.trace)}\n")
+    out.write(table(rows, headers, ("left", "left", "right", "right", "right", "left")) + "\n")
+    for o in result.failed:
+        out.write("\n" + explain(o) + "\n")
+    failed = len(result.failed)
+    verdict = "PASS" if not failed else "FAIL"
+    out.write(f"\n{verdict}: {len(result.outcomes) - failed} of {len(result.outcomes)} budgets passed\n")
+
+
+def _contributor_line(c: Contributor, whole: int) -> str:
+    share = f" ({100 * c.bytes / whole:.1f}%)" if whole > 0 else ""
+    kinds = f" {'/'.join(c.kinds)}" if c.kinds else ""
+    return f"    {clean(c.name)}{kinds}: {format_bytes(c.bytes)}{share}"
+
+
+def explain(outcome: Outcome) -> str:
+    """Several lines: the value against the limit, what the value is, and its largest contributors."""
+    b = outcome.budget
+    over = "within" if outcome.passed else "over"
+    lines = [
+        (f"{budget_name(b)}: {value_text(outcome.measured, b.unit)} is {over} the limit "
+         f"{value_text(b.limit, b.unit)} (margin {margin_text(outcome)}; limit from {b.source})"),
+        f"  {outcome.note}",
+    ]
+    p = outcome.peak
+    if p is not None and p.peak_node is not None:
+        lines.append(f"  peak at {p.peak_time_us:,} us into the step, reached by {clean(p.peak_node)}")
+    if outcome.contributors:
+        if p is not None:
+            lines.append("  top contributors at the peak:")
+            whole = p.peak_bytes if b.metric == "max_peak" else p.peak_delta_bytes
+        else:
+            lines.append("  most wasteful ops:")
+            whole = 0  # no share: the note says the total waste
+        lines.extend(_contributor_line(c, whole) for c in outcome.contributors)
+    if p is not None and b.metric == "max_peak" and p.baseline_bytes:
+        lines.append(f"    live before the step (baseline): {format_bytes(p.baseline_bytes)} "
+                     f"({100 * p.baseline_bytes / p.peak_bytes:.1f}%)")
+    return "\n".join(lines)

@@ -1,0 +1,163 @@
+"""Rendering a run-to-run diff as text or JSON (``memtrace.diff/1``)."""
+
+from __future__ import annotations
+
+from typing import IO, Any
+
+from ..diff import AllocatorChange, OpChange, TraceDiff
+from ..peak import LiveAllocation
+from ..units import format_bytes, format_percent
+from .common import clean, table
+
+SCHEMA = "memtrace.diff/1"
+
+
+def _status(c: AllocatorChange) -> str:
+    if c.base is None:
+        return "added"
+    return "removed" if c.new is None else "both"
+
+
+def to_json(result: TraceDiff, top: int | None = None) -> dict[str, Any]:
+    """The contract other tools read; ``ops`` and ``new_at_peak`` are complete unless ``top`` cuts them."""
+    exceeded = {c.allocator for c in result.exceeded}
+    return {
+        "schema": SCHEMA,
+        "base": result.base_path,
+        "new": result.new_path,
+        "compared": result.measure,
+        "max_increase": result.max_increase,
+        "passed": result.passed if result.max_increase is not None else None,
+        "allocators": [
+            {
+                "allocator": c.allocator,
+                "base_peak_bytes": c.base_peak_bytes,
+                "new_peak_bytes": c.new_peak_bytes,
+                "delta_bytes": c.delta_bytes,  # of the compared measure, as is delta_fraction
+                "delta_fraction": c.delta_fraction,
+                "base_peak_delta_bytes": c.base_peak_delta_bytes,
+                "new_peak_delta_bytes": c.new_peak_delta_bytes,
+                "weak_baseline": c.weak_baseline,
+                "status": _status(c),
+                "base_baseline_bytes": c.base.baseline_bytes if c.base is not None else None,
+                "new_baseline_bytes": c.new.baseline_bytes if c.new is not None else None,
+                "exceeds_max_increase": c.allocator in exceeded,
+            }
+            for c in result.allocators
+        ],
+        "ops": [
+            {
+                "name": o.name,
+                "status": o.status,
+                "base_peak_bytes": o.base_peak_bytes,
+                "new_peak_bytes": o.new_peak_bytes,
+                "delta_bytes": o.delta_bytes,
+                "base_residual_bytes": o.base_residual_bytes,
+                "new_residual_bytes": o.new_residual_bytes,
+                "residual_delta_bytes": o.residual_delta_bytes,
+                "base_at_peak_bytes": o.base_at_peak_bytes,
+                "new_at_peak_bytes": o.new_at_peak_bytes,
+                "at_peak_delta_bytes": o.at_peak_delta_bytes,
+            }
+            for o in result.ops[:top]
+        ],
+        "new_at_peak": [
+            {
+                "allocator": f.allocator,
+                "node": f.allocation.node,
+                "slot": f.allocation.slot,
+                "kind": f.allocation.kind,
+                "bytes": f.allocation.bytes,
+                "dtype": f.allocation.dtype,
+                "shape": f.allocation.shape,
+            }
+            for f in result.new_at_peak[:top]
+        ],
+    }
+
+
+def signed_bytes(value: int) -> str:
+    return ("+" if value >= 0 else "-") + format_bytes(abs(value))
+
+
+def fraction_text(c: AllocatorChange) -> str:
+    fraction = c.delta_fraction
+    if fraction is None:
+        return "new"
+    return ("+" if fraction >= 0 else "-") + format_percent(abs(fraction))
+
+
+def _tensor(a: LiveAllocation) -> str:
+    parts = [a.dtype or ""]
+    if a.shape is not None:
+        parts.append("[" + ",".join(str(d) for d in a.shape) + "]")
+    if a.slot is not None:
+        parts.append(f"slot {a.slot}")
+    return " ".join(p for p in parts if p)
+
+
+def _op_row(o: OpChange) -> tuple[str, ...]:
+    name = clean(o.name) + ("" if o.status == "changed" else f" ({o.status})")
+    return (
+        name,
+        f"{format_bytes(o.base_peak_bytes)} -> {format_bytes(o.new_peak_bytes)}",
+        signed_bytes(o.delta_bytes),
+        signed_bytes(o.residual_delta_bytes),
+        signed_bytes(o.at_peak_delta_bytes),
+    )
+
+
+def render_text(result: TraceDiff, out: IO[str], top: int = 10) -> None:
+    out.write(f"base  {clean(result.base_path)}\nnew   {clean(result.new_path)}\n\n")
+    if not result.allocators:
+        out.write("no allocator in either trace: they hold no memory information\n")
+        return
+    rows = [
+        (clean(c.allocator), f"{format_bytes(c.base_bytes)} ({c.base_bytes:,} B)",
+         f"{format_bytes(c.new_bytes)} ({c.new_bytes:,} B)", signed_bytes(c.delta_bytes), fraction_text(c))
+        for c in result.allocators
+    ]
+    what = "peak" if result.measure == "peak_bytes" else "step peak"
+    if result.measure != "peak_bytes":
+        out.write("comparing peak_delta_bytes: the peaks of the bytes allocated during each step, baselines left out\n")
+    out.write(table(rows, ("allocator", f"base {what}", f"new {what}", "change", "fraction"),
+                    ("left", "right", "right", "right", "right")) + "\n")
+    for c in result.allocators:
+        if result.measure == "peak_bytes" and not c.same_basis:
+            out.write(f"  note: {clean(c.allocator)}'s peak is absolute in one trace and relative to the step start "
+                      "in the other (only one has snapshots that give a baseline)\n")
+        elif result.measure == "peak_bytes" and c.weak_baseline:
+            out.write(f"  note: {clean(c.allocator)}'s baseline rests on fewer than half of its snapshots; without "
+                      f"baselines (--exclude-baseline) the peaks are {format_bytes(c.base_peak_delta_bytes)} -> "
+                      f"{format_bytes(c.new_peak_delta_bytes)} "
+                      f"({signed_bytes(c.new_peak_delta_bytes - c.base_peak_delta_bytes)})\n")
+    out.write("\n")
+    if result.ops:
+        out.write(f"ops that changed most ({min(top, len(result.ops))} of {len(result.ops)} changed; "
+                  "peak and residual as tfprof counts them, at-peak as held at the allocators' peaks)\n")
+        text = table([_op_row(o) for o in result.ops[:top]], ("op", "peak base -> new", "peak", "residual", "at peak"),
+                     ("left", "right", "right", "right", "right"))
+        out.write("".join(f"  {line}\n" for line in text.splitlines()))
+    else:
+        out.write("no op's peak, residual or at-peak bytes changed\n")
+    out.write("\n")
+    fresh = result.new_at_peak
+    if fresh:
+        out.write(f"new at the new peak: {len(fresh)} allocations whose producer and slot held nothing at the base peak\n")
+        rows = [(clean(f.allocator), clean(f.allocation.node), f.allocation.kind, format_bytes(f.allocation.bytes),
+                 _tensor(f.allocation)) for f in fresh[:top]]
+        text = table(rows, ("allocator", "node", "kind", "size", "tensor"), ("left", "left", "left", "right", "left"))
+        out.write("".join(f"  {line}\n" for line in text.splitlines()))
+        if len(fresh) > top:
+            out.write(f"  ({len(fresh) - top} more)\n")
+    else:
+        out.write("new at the new peak: nothing; every allocation there has a counterpart at the base peak\n")
+    if result.max_increase is not None:
+        limit = format_percent(result.max_increase)
+        out.write("\n")
+        if result.passed:
+            out.write(f"PASS: no allocator's peak grew by more than {limit}\n")
+        for c in result.exceeded:
+            grew = "from nothing" if c.delta_fraction is None else f"by {format_percent(c.delta_fraction)}"
+            out.write(f"FAIL: {clean(c.allocator)} peak grew {grew} ({signed_bytes(c.delta_bytes)}), "
+                      f"more than the {limit} allowed\n")

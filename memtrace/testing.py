@@ -1,0 +1,119 @@
+"""Assertions for tests: memory budgets and regressions, with messages that say who holds the bytes.
+
+::
+
+    trace = memtrace.load("run.pbtxt")
+    memtrace.testing.assert_peak_below(trace, "GPU_0_bfc", "1.3GiB")
+    memtrace.testing.assert_no_regression(base, new, max_increase="5%")
+
+A failed assertion raises ``AssertionError`` stating the limit, the value and the top three
+contributors at the peak. Asking for something the trace cannot answer (an allocator it lacks, a
+malformed size) raises :class:`~memtrace.errors.UsageError` instead: a mistake, not a failure.
+Limits are inclusive, as in ``memtrace check``: a peak equal to its limit passes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .budget import Budget, CheckResult, budgets_from_mapping, check, load_budget_file, parse_limit, peak_contributors
+from .diff import TraceDiff, diff
+from .errors import UsageError
+from .model import Trace
+from .reporters.check import explain
+from .reporters.common import clean
+from .reporters.diff import signed_bytes
+from .units import format_bytes, format_percent, parse_percent
+
+TraceLike = Trace | str | os.PathLike[str]
+
+__all__ = ["assert_no_regression", "assert_peak_below", "assert_waste_below", "assert_within_budget"]
+
+
+def _trace(value: TraceLike) -> Trace:
+    """A Trace as given, or loaded from a path."""
+    if isinstance(value, Trace):
+        return value
+    from .reader import load
+
+    return load(value)
+
+
+def _assert_budgets(trace: Trace, budgets: list[Budget]) -> CheckResult:
+    __tracebackhide__ = True  # pytest shows the assertion in the caller
+    result = check(trace, budgets)
+    if not result.passed:
+        raise AssertionError("\n".join(explain(o) for o in result.failed) + f"\n  trace: {clean(trace.path)}")
+    return result
+
+
+def assert_peak_below(trace: TraceLike, allocator: str, limit: str | int) -> CheckResult:
+    """The allocator's ``peak_bytes`` is at most ``limit`` (``"1.3GiB"``, ``"300MB"`` or bytes)."""
+    __tracebackhide__ = True
+    value, unit = parse_limit("max_peak", limit, "assert_peak_below")
+    return _assert_budgets(_trace(trace), [Budget(allocator, "max_peak", value, unit, "assert_peak_below")])
+
+
+def assert_waste_below(trace: TraceLike, allocator: str, limit: str | int) -> CheckResult:
+    """The allocator's waste is at most ``limit``: ``"5%"`` of allocated bytes, or a size."""
+    __tracebackhide__ = True
+    value, unit = parse_limit("max_waste", limit, "assert_waste_below")
+    return _assert_budgets(_trace(trace), [Budget(allocator, "max_waste", value, unit, "assert_waste_below")])
+
+
+def assert_within_budget(
+    trace: TraceLike, budget: str | os.PathLike[str] | Mapping[str, Mapping[str, Any]]
+) -> CheckResult:
+    """Every budget in a TOML budget file, or in ``{"GPU_0_bfc": {"max_peak": "1.3GiB"}}``, passes."""
+    __tracebackhide__ = True
+    budgets = budgets_from_mapping(budget, "assert_within_budget") if isinstance(budget, Mapping) else load_budget_file(budget)
+    return _assert_budgets(_trace(trace), budgets)
+
+
+def assert_no_regression(
+    base: TraceLike,
+    new: TraceLike,
+    *,
+    max_increase: str = "0%",
+    allocators: Iterable[str] | None = None,
+    exclude_baseline: bool = False,
+) -> TraceDiff:
+    """No allocator's ``peak_bytes`` grew by more than ``max_increase`` (``"5%"``) of its base peak.
+
+    ``exclude_baseline=True`` compares ``peak_delta_bytes`` (the step's own allocations) instead:
+    sounder where snapshots disagree on the baseline, as oneDNN's ``mklcpu`` ones do. An
+    allocator that appears in ``new`` only (or grew from a peak of 0) has grown without bound and
+    fails. On failure the message names the allocators, their peaks, the top contributors at the
+    new peak and the ops that grew most.
+    """
+    __tracebackhide__ = True
+    if not isinstance(max_increase, str):
+        raise UsageError(f"max_increase must be a percentage such as \"5%\", not {max_increase!r}")
+    base_trace, new_trace = _trace(base), _trace(new)
+    measure = "peak_delta_bytes" if exclude_baseline else "peak_bytes"
+    result = diff(base_trace, new_trace, allocators, parse_percent(max_increase), measure)
+    if result.passed:
+        return result
+    lines = []
+    for c in result.exceeded:
+        grew = "from nothing" if c.delta_fraction is None else f"by {format_percent(c.delta_fraction)}"
+        what = "peak" if measure == "peak_bytes" else "peak without baseline"
+        lines.append(
+            f"{clean(c.allocator)} {what} grew {grew}, more than the {max_increase} allowed: "
+            f"{format_bytes(c.base_bytes)} ({c.base_bytes:,} B) -> "
+            f"{format_bytes(c.new_bytes)} ({c.new_bytes:,} B), {signed_bytes(c.delta_bytes)}"
+        )
+        if c.new is not None:
+            lines.append("  top contributors at the new peak:")
+            for contributor in peak_contributors(c.new):
+                share = 100 * contributor.bytes / c.new.peak_bytes if c.new.peak_bytes else 0.0
+                lines.append(f"    {clean(contributor.name)} {'/'.join(contributor.kinds)}: "
+                             f"{format_bytes(contributor.bytes)} ({share:.1f}%)")
+    grown = [o for o in result.ops if o.at_peak_delta_bytes > 0 or o.delta_bytes > 0][:3]
+    if grown:
+        lines.append("  ops that grew most (tfprof peak; bytes held at the peaks):")
+        lines.extend(f"    {clean(o.name)}: {signed_bytes(o.delta_bytes)}; {signed_bytes(o.at_peak_delta_bytes)}" for o in grown)
+    lines.append(f"  base: {clean(base_trace.path)}\n  new:  {clean(new_trace.path)}")
+    raise AssertionError("\n".join(lines))

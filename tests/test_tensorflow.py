@@ -1,0 +1,115 @@
+"""Recording from TensorFlow: a tiny CPU graph traced by memtrace.tensorflow, and life without TensorFlow."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import memtrace
+import memtrace.testing
+from memtrace.errors import MemtraceError
+from memtrace.reader import load_bytes
+
+from .conftest import ROOT
+
+# TensorFlow made unimportable, as where it is not installed: `import tensorflow` raises ImportError.
+WITHOUT_TF = "import sys\nsys.modules['tensorflow'] = None\n"
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=ROOT)
+
+
+def test_core_works_without_tensorflow() -> None:
+    done = _python(WITHOUT_TF + (
+        "import memtrace, memtrace.testing\n"
+        "from memtrace.cli import main\n"
+        "trace = memtrace.load('fixtures/recorded/cpu_convnet_b8.pbtxt')\n"
+        "memtrace.testing.assert_peak_below(trace, 'mklcpu', '1MiB')\n"
+        "assert main(['check', 'fixtures/recorded/cpu_convnet_b8.pbtxt', '--max-peak', 'mklcpu=1MiB']) == 0\n"
+        "print('CORE-OK')\n"
+    ))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("CORE-OK")
+
+
+@pytest.mark.parametrize("how", ["import memtrace.tensorflow", "import memtrace; memtrace.tensorflow.record"])
+def test_tensorflow_module_names_the_extra_when_tensorflow_is_missing(how: str) -> None:
+    done = _python(WITHOUT_TF + (
+        "from memtrace.errors import MemtraceError\n"
+        "try:\n"
+        f"    {how}\n"
+        "except MemtraceError as error:\n"
+        "    print(type(error).__name__, isinstance(error, ImportError))\n"
+        "    print(error)\n"
+    ))
+    assert done.returncode == 0, done.stderr
+    kind, message = done.stdout.splitlines()
+    assert kind == "MissingExtraError True"  # an ImportError too, so pytest.importorskip skips on it
+    assert message.startswith("memtrace.tensorflow needs TensorFlow, which is not installed")
+    assert message.endswith("install it with: pip install 'memtrace[tensorflow]'")
+
+
+# -- with TensorFlow ------------------------------------------------------------------------------
+
+BATCH, IN, OUT = 64, 256, 128
+
+
+@pytest.fixture(scope="module")
+def tiny_session():
+    """x[64,256] @ w[256,128] then a sum: the step allocates the product and a scalar."""
+    mtf = pytest.importorskip("memtrace.tensorflow")
+    import numpy as np
+    import tensorflow as tf
+
+    v1 = tf.compat.v1
+    graph = tf.Graph()
+    with graph.as_default():
+        x = v1.placeholder(tf.float32, [BATCH, IN], name="x")
+        w = v1.get_variable("w", [IN, OUT], initializer=v1.ones_initializer())
+        loss = tf.reduce_sum(tf.matmul(x, w, name="product"), name="loss")
+        init = v1.global_variables_initializer()
+    config = v1.ConfigProto(device_count={"GPU": 0}, intra_op_parallelism_threads=1, inter_op_parallelism_threads=1)
+    with v1.Session(graph=graph, config=config) as session:
+        session.run(init)
+        yield mtf, session, loss, {x: np.ones((BATCH, IN), np.float32)}
+
+
+def test_record_returns_the_step_with_its_allocations(tiny_session) -> None:
+    mtf, session, loss, feed = tiny_session
+    trace = mtf.record(session, loss, feed, warmup=1)
+    assert trace.path == "<recorded>" and trace.message == "RunMetadata"
+    assert trace.graph_source == "partition_graphs"  # asked for with output_partition_graphs=True
+    (allocator,) = trace.allocators
+    p = trace.peak(allocator)
+    product = next(a for a in p.live_at_peak if a.node == "product")
+    # worked out from the graph: a float32 [64, 128] product (4 bytes each) ...
+    assert (product.kind, product.dtype, product.shape, product.bytes) == ("output", "float32", [BATCH, OUT], BATCH * OUT * 4)
+    # ... and, while it is still alive, the 4-byte float32 sum
+    assert p.peak_delta_bytes == BATCH * OUT * 4 + 4
+    memtrace.testing.assert_peak_below(trace, allocator, BATCH * OUT * 4 + 4)
+    with pytest.raises(AssertionError, match="product output: 32 KiB"):
+        memtrace.testing.assert_peak_below(trace, allocator, BATCH * OUT * 4)
+
+
+def test_record_can_save_the_metadata(tiny_session, tmp_path: Path) -> None:
+    mtf, session, loss, feed = tiny_session
+    metadata = mtf.record_metadata(session, loss, feed)
+    in_memory = load_bytes(metadata.SerializeToString())
+    for name, source_format in (("run.pbtxt", "text"), ("run.pb", "binary"), ("run.pbtxt.gz", "text+gzip")):
+        mtf.save_metadata(metadata, tmp_path / name)
+        saved = memtrace.load(tmp_path / name)
+        assert saved.source_format == source_format and saved.same_content(in_memory), name
+    trace = mtf.record(session, loss, feed, save=tmp_path / "again.pb")
+    assert trace.path == str(tmp_path / "again.pb") and (tmp_path / "again.pb").stat().st_size > 0
+
+
+def test_record_refuses_what_is_not_a_session(tiny_session) -> None:
+    mtf, _, loss, _ = tiny_session
+    with pytest.raises(MemtraceError, match="needs a tf.compat.v1.Session"):
+        mtf.record(object(), loss)
+    with pytest.raises(MemtraceError, match="warmup must be 0 or more"):
+        mtf.record(tiny_session[1], loss, tiny_session[3], warmup=-1)
