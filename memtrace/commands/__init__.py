@@ -10,7 +10,7 @@ import importlib
 from collections.abc import Callable
 from typing import IO, Any
 
-COMMANDS = ("summary", "peak", "timeline", "ops", "frag")
+COMMANDS = ("summary", "peak", "timeline", "ops", "frag", "report", "export")
 
 
 def register_all(subparsers: Any) -> None:
