@@ -109,7 +109,7 @@ def _allocator_events(trace: Trace, allocator: str, pid: int, order: int, buffer
     level = baseline or 0
     origin = trace.step_start_ns
     times = replayed.time_ns
-    start = min(0.0, *_us(times[:1], origin))
+    start = min([0.0, *_us(times[:1], origin)])
     yield {"ph": "C", "name": name, "pid": pid, "tid": 0, "ts": start, "args": {series: level}}
     for t, live in zip(_us(times, origin), replayed.live_bytes.tolist()):
         yield {"ph": "C", "name": name, "pid": pid, "tid": 0, "ts": t, "args": {series: level + live}}
