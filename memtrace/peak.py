@@ -102,17 +102,6 @@ def _relative_us(trace: Trace, time_ns: int) -> int:
     return (time_ns - trace.step_start_ns) // 1000
 
 
-def allocation_kind(trace: Trace, replayed: Replay, allocation: int) -> str:
-    """``output``, ``temp`` (freed before its node finished), ``persistent`` (never freed) or ``unknown``."""
-    if replayed.output_row[allocation] >= 0:
-        return "output"
-    free = int(replayed.free_event[allocation])
-    node = int(replayed.event_node[replayed.alloc_event[allocation]])
-    if free >= 0 and replayed.time_ns[free] <= trace.nodes.end_ns[node]:
-        return "temp"
-    return "persistent" if free < 0 else "unknown"
-
-
 def _live_set(trace: Trace, replayed: Replay, at: int) -> list[LiveAllocation]:
     alive = replayed.alive_after(at)
     outputs = trace.outputs
@@ -122,10 +111,16 @@ def _live_set(trace: Trace, replayed: Replay, at: int) -> list[LiveAllocation]:
         free = int(replayed.free_event[allocation])
         node = int(replayed.event_node[event])
         row = int(replayed.output_row[allocation])
+        if row >= 0:
+            kind = "output"
+        elif free >= 0 and replayed.time_ns[free] <= trace.nodes.end_ns[node]:
+            kind = "temp"
+        else:
+            kind = "persistent" if free < 0 else "unknown"
         live.append(
             LiveAllocation(
                 node=trace.node_name(node),
-                kind=allocation_kind(trace, replayed, allocation),
+                kind=kind,
                 bytes=int(replayed.delta_bytes[event]),
                 alloc_time_us=_relative_us(trace, int(replayed.time_ns[event])),
                 free_time_us=_relative_us(trace, int(replayed.time_ns[free])) if free >= 0 else None,
@@ -150,3 +145,18 @@ def _live_set(trace: Trace, replayed: Replay, at: int) -> list[LiveAllocation]:
             )
         )
     return live
+
+
+def allocation_kind(trace: Trace, replayed: Replay, allocation: int) -> str:
+    """``output``, ``temp`` (freed before its node finished), ``persistent`` (never freed) or ``unknown``.
+
+    The classification of the live set, for one allocation of a replay (``memtrace export``
+    labels every buffer with it).
+    """
+    if replayed.output_row[allocation] >= 0:
+        return "output"
+    free = int(replayed.free_event[allocation])
+    node = int(replayed.event_node[replayed.alloc_event[allocation]])
+    if free >= 0 and replayed.time_ns[free] <= trace.nodes.end_ns[node]:
+        return "temp"
+    return "persistent" if free < 0 else "unknown"

@@ -1,7 +1,8 @@
 """The report in a real browser: headless Chromium runs its script, and a screenshot shows a page.
 
 Needs Debian's ``chromium`` (``.ci/run`` installs it). Where it is missing the tests skip, except
-under CI (``CI`` set), where a missing browser fails them: the check must not vanish silently.
+under CI (``CI`` or ``MEMTRACE_CI`` set), where a missing browser fails them: the check must not
+vanish silently.
 
 The page exercises itself when its URL ends in ``#selftest`` (hover at the peak, a redraw of
 the whole step, a drag to zoom) and writes what it saw into ``data-`` attributes; any script
@@ -33,7 +34,7 @@ def chromium() -> str:
     found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if found:
         return found
-    if os.environ.get("CI"):
+    if os.environ.get("CI") or os.environ.get("MEMTRACE_CI"):
         pytest.fail("headless Chromium is required in CI: .ci/run installs Debian's chromium")
     pytest.skip("headless Chromium is not installed (apt-get install chromium); CI runs these tests")
 
