@@ -553,6 +553,7 @@ figcaption{font-size:12.5px;margin-top:4px}
 .bar .seg{height:100%}
 .keys{font-size:12.5px;margin:4px 0 8px}
 .kind{border-left:4px solid;padding-left:5px}
+table.live td:last-child{white-space:nowrap}
 .minibar{display:inline-block;width:60px;height:8px;background:#eef2f7;margin-right:6px;vertical-align:middle}
 .minibar span{display:block;height:100%;background:var(--curve)}
 ul.anomalies{padding-left:20px}
