@@ -146,3 +146,18 @@ def _live_set(trace: Trace, replayed: Replay, at: int) -> list[LiveAllocation]:
             )
         )
     return live
+
+
+def allocation_kind(trace: Trace, replayed: Replay, allocation: int) -> str:
+    """``output``, ``temp`` (freed before its node finished), ``persistent`` (never freed) or ``unknown``.
+
+    The classification of the live set, for one allocation of a replay (``memtrace export``
+    labels every buffer with it).
+    """
+    if replayed.output_row[allocation] >= 0:
+        return "output"
+    free = int(replayed.free_event[allocation])
+    node = int(replayed.event_node[replayed.alloc_event[allocation]])
+    if free >= 0 and replayed.time_ns[free] <= trace.nodes.end_ns[node]:
+        return "temp"
+    return "persistent" if free < 0 else "unknown"

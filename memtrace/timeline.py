@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
-from .model import IntArray, Trace
+from .model import Int32Array, IntArray, Trace
 from .replay import reconcile, replay
 
 
@@ -45,3 +46,59 @@ def bucket_maxima(time: IntArray, values: IntArray, buckets: int) -> IntArray:
     bounds = np.concatenate([[0], np.searchsorted(time, edges, side="right"), [len(time)]])
     keep = [lo + int(np.argmax(values[lo:hi])) for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()) if hi > lo]
     return np.array(keep, dtype=np.int64)
+
+
+def bucket_extrema(time: IntArray, values: IntArray, buckets: int) -> IntArray:
+    """Indices of each bucket's first maximum and first minimum, plus the first and last point.
+
+    Drawn in time order, these points trace the curve's envelope: the peak survives, and so do
+    the troughs that a maxima-only downsampling would fill in.
+    """
+    if not len(time):
+        return np.zeros(0, dtype=np.int64)
+    keep = np.concatenate([bucket_maxima(time, values, buckets), bucket_maxima(time, -values, buckets), [0, len(time) - 1]])
+    return np.unique(keep)
+
+
+@dataclass(frozen=True, eq=False)
+class Snapshots:
+    """The allocator's own ``allocator_bytes_in_use`` counts, next to the replay at the same instant.
+
+    Each snapshot is taken when a node's op ends. ``replay_bytes`` is the replayed live bytes
+    then, plus the baseline where one is known; where it is, ``agrees`` says which snapshots the
+    replay reproduces exactly (the reconciliation, point by point).
+    """
+
+    allocator: str
+    baseline_bytes: int | None
+    time_us: IntArray  # relative to the step start
+    bytes_in_use: IntArray
+    replay_bytes: IntArray
+    node: Int32Array  # the node whose memory entry carried the snapshot
+
+    @property
+    def agrees(self) -> npt.NDArray[np.bool_]:
+        if self.baseline_bytes is None:
+            return np.zeros(len(self.time_us), dtype=bool)
+        return self.bytes_in_use == self.replay_bytes
+
+
+def snapshots(trace: Trace, allocator: str) -> Snapshots:
+    """Every nonzero snapshot of the allocator, in time order, with the replay it is checked against."""
+    replayed = replay(trace, allocator)
+    baseline = reconcile(trace, replayed).baseline_bytes
+    memory = trace.memory
+    taken = np.flatnonzero((memory.allocator == trace.allocator_index(allocator)) & (memory.bytes_in_use != 0))
+    nodes = memory.node[taken]
+    time_ns = trace.nodes.op_end_ns[nodes]
+    order = np.argsort(time_ns, kind="stable")
+    taken, nodes, time_ns = taken[order], nodes[order], time_ns[order]
+    replay_bytes = np.array([replayed.live_at(int(t)) for t in time_ns.tolist()], dtype=np.int64) + (baseline or 0)
+    return Snapshots(
+        allocator=allocator,
+        baseline_bytes=baseline,
+        time_us=(time_ns - trace.step_start_ns) // 1000,
+        bytes_in_use=memory.bytes_in_use[taken],
+        replay_bytes=replay_bytes,
+        node=nodes.astype(np.int32),
+    )

@@ -10,7 +10,7 @@ import importlib
 from collections.abc import Callable
 from typing import IO, Any
 
-COMMANDS = ("summary", "peak", "timeline", "ops", "frag", "tensor", "graph", "check", "diff")
+COMMANDS = ("summary", "peak", "timeline", "ops", "frag", "tensor", "graph", "check", "diff", "report", "export")
 
 
 def register_all(subparsers: Any) -> None:

@@ -1,0 +1,39 @@
+"""``memtrace export TRACE --format chrome``: the trace as JSON for Perfetto and chrome://tracing."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from . import add_allocator_option, add_trace_options
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "export",
+        help="write the trace for Perfetto's UI or chrome://tracing (Trace Event Format JSON)",
+        description="Write Trace Event Format JSON: per allocator a counter of its bytes (absolute where the "
+        "snapshots give a baseline) and every buffer's lifetime as a slice; per device every op as a slice. "
+        "Times are microseconds relative to the step start. Open the file at ui.perfetto.dev or chrome://tracing.",
+    )
+    add_trace_options(parser)
+    parser.add_argument("--format", choices=("chrome",), default="chrome",
+                        help="chrome: Trace Event Format JSON (the only format so far; the default)")
+    add_allocator_option(parser)
+    parser.add_argument("--no-buffers", action="store_true",
+                        help="leave out the buffer-lifetime slices (counters and op slices only)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import load
+    from ..export import chrome_events, other_data
+    from ..reporters import chrome
+    from ..reporters.common import open_output
+
+    trace = load(args.trace, graph=args.graph)
+    events = chrome_events(trace, args.allocator, buffers=not args.no_buffers)
+    with open_output(args.output) as out:
+        chrome.write(events, other_data(trace), out)
+    return 0

@@ -1,0 +1,39 @@
+"""``memtrace report TRACE -o report.html``: one self-contained HTML page to look at."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from . import add_allocator_option, add_trace_options, positive_int
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="write a self-contained HTML report: memory timelines, live set at the peak, top ops, fragmentation",
+        description="Write one HTML file that works offline: the trace's facts; per allocator a chart of its "
+        "bytes over the step with the peak, the baseline and the allocator's own snapshots, and the live set at "
+        "the peak; the top ops; the fragmentation summary. Hover or click a chart for time and bytes.",
+    )
+    add_trace_options(parser)
+    add_allocator_option(parser)
+    parser.add_argument("-o", "--output", metavar="FILE", required=True, help="the HTML file to write ('-' for stdout)")
+    parser.add_argument("--top", type=positive_int, default=20, metavar="N",
+                        help="rows in the live-set and op tables (default 20)")
+    parser.add_argument("--points", type=positive_int, metavar="N",
+                        help="time buckets per chart; each keeps its maximum and minimum (default 1500)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .. import load
+    from ..report import DEFAULT_POINTS, gather
+    from ..reporters import html
+    from ..reporters.common import open_output
+
+    trace = load(args.trace, graph=args.graph)
+    data = gather(trace, args.allocator, args.points or DEFAULT_POINTS)
+    with open_output(args.output) as out:
+        html.render(data, out, args.top)
+    return 0

@@ -1,0 +1,88 @@
+"""Everything the HTML report shows, gathered from the analyses once and bounded in size.
+
+The report is a picture of the other commands' results: per allocator its peak and live set
+(``peak``), its timeline downsampled to an envelope (``timeline``) and its snapshots (the
+reconciliation, point by point), then the top ops (``ops``) and the fragmentation (``frag``).
+Whatever the size of the trace, the report holds at most ``2 * points + 2`` timeline points and
+``points`` snapshots per allocator: the curve keeps every time bucket's maximum and minimum,
+the snapshots keep each bucket's largest disagreement with the replay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .frag import AllocatorFragmentation, Anomaly, fragmentations
+from .model import Trace
+from .ops import OpsReport, ops
+from .peak import AllocatorPeak, peak
+from .replay import allocator_index, replay
+from .summary import Summary, summarize
+from .timeline import Snapshots, Timeline, bucket_extrema, bucket_maxima, snapshots, timeline
+
+DEFAULT_POINTS = 1500
+
+
+@dataclass(frozen=True, eq=False)
+class AllocatorView:
+    """One allocator as the report draws it."""
+
+    peak: AllocatorPeak
+    timeline: Timeline  # downsampled; bytes absolute where the baseline is known
+    events: int  # points in the full timeline, before downsampling
+    event_nodes: tuple[str, ...]  # per drawn point: the node whose record (or output) it follows
+    snapshots: Snapshots  # downsampled
+    snapshot_count: int  # before downsampling
+    snapshot_nodes: tuple[str, ...]  # per drawn snapshot: the node that carried it
+    fragmentation: AllocatorFragmentation
+
+
+@dataclass(frozen=True, eq=False)
+class ReportData:
+    summary: Summary
+    step_duration_us: int
+    allocators: tuple[AllocatorView, ...]  # largest peak first, or in the order asked for
+    ops: OpsReport  # by node, sorted by peak bytes
+    anomalies: tuple[Anomaly, ...]  # trace-wide ones (each allocator's are in its fragmentation)
+
+
+def gather(trace: Trace, allocators: Iterable[str] | None = None, points: int = DEFAULT_POINTS) -> ReportData:
+    """The report's results for the named allocators (default: all of them, largest peak first)."""
+    names = list(allocators) if allocators is not None else list(trace.allocators)
+    for name in names:
+        allocator_index(trace, name)  # a clear UsageError for an unknown name
+    frag = fragmentations(trace, names)
+    by_name = {f.allocator: f for f in frag.allocators}
+    views = [_view(trace, name, points, by_name[name]) for name in names]
+    if allocators is None:
+        views.sort(key=lambda v: (-v.peak.peak_bytes, v.peak.allocator))
+    return ReportData(
+        summary=summarize(trace),
+        step_duration_us=(trace.step_end_ns - trace.step_start_ns) // 1000,
+        allocators=tuple(views),
+        ops=ops(trace, by="node", sort="peak_bytes", allocators=names),
+        anomalies=frag.anomalies,
+    )
+
+
+def _view(trace: Trace, name: str, points: int, fragmentation: AllocatorFragmentation) -> AllocatorView:
+    full = timeline(trace, name)  # one point per replay event, in replay order
+    everything = np.arange(len(full.time_us))
+    keep = everything if len(everything) <= 2 * points else bucket_extrema(full.time_us, full.live_bytes, points)
+    drawn = Timeline(full.allocator, full.source, full.baseline_bytes, full.time_us[keep], full.live_bytes[keep])
+    event_nodes = tuple(trace.node_name(int(n)) for n in replay(trace, name).event_node[keep])
+    snaps = snapshots(trace, name)
+    count = len(snaps.time_us)
+    if count > points:
+        chosen = bucket_maxima(snaps.time_us, np.abs(snaps.bytes_in_use - snaps.replay_bytes), points)
+        snaps = Snapshots(
+            snaps.allocator, snaps.baseline_bytes, snaps.time_us[chosen], snaps.bytes_in_use[chosen],
+            snaps.replay_bytes[chosen], snaps.node[chosen],
+        )
+    snapshot_nodes = tuple(trace.node_name(int(n)) for n in snaps.node)
+    return AllocatorView(
+        peak(trace, name), drawn, len(full.time_us), event_nodes, snaps, count, snapshot_nodes, fragmentation
+    )

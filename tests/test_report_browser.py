@@ -1,0 +1,107 @@
+"""The report in a real browser: headless Chromium runs its script, and a screenshot shows a page.
+
+Needs Debian's ``chromium`` (``.ci/run`` installs it). Where it is missing the tests skip, except
+under CI (``CI`` or ``MEMTRACE_CI`` set), where a missing browser fails them: the check must not
+vanish silently.
+
+The page exercises itself when its URL ends in ``#selftest`` (hover at the peak, a redraw of
+the whole step, a drag to zoom) and writes what it saw into ``data-`` attributes; any script
+error is recorded on ``<html data-errors>`` by a guard that runs first, and Chromium's console
+log (``--enable-logging=stderr``) must show no uncaught error either.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import memtrace
+from memtrace.cli import main
+
+from .conftest import ALEXNET, PTB, TINY
+from .pngimage import read_png
+from .test_report import Page
+
+HOSTILE = TINY / "hostile_names.pbtxt"
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if found:
+        return found
+    if os.environ.get("CI") or os.environ.get("MEMTRACE_CI"):
+        pytest.fail("headless Chromium is required in CI: .ci/run installs Debian's chromium")
+    pytest.skip("headless Chromium is not installed (apt-get install chromium); CI runs these tests")
+
+
+def run_chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # The background-networking flags keep it from waiting on a network that is not there.
+    command = [
+        chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0", *args,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+def report(tmp_path: Path, trace: Path) -> Path:
+    target = tmp_path / "report.html"
+    assert main(["report", str(trace), "-o", str(target)]) == 0
+    return target
+
+
+def console_errors(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line and "Uncaught" in line]
+
+
+@pytest.mark.parametrize("path", [ALEXNET, PTB, HOSTILE], ids=lambda p: p.name)
+def test_report_script_runs_in_chromium(tmp_path: Path, path: Path) -> None:
+    page_file = report(tmp_path, path)
+    done = run_chromium(tmp_path, "--window-size=1280,1000", "--dump-dom", page_file.as_uri() + "#selftest")
+    assert not console_errors(done.stderr)
+    dom = Page(done.stdout)
+    (root,) = dom.find("html")
+    assert "data-errors" not in root.attrs
+    figures = dom.find("figure", "chart")
+    assert figures and root.attrs["data-ready"] == str(len(figures))
+    assert len(dom.find("script")) == 3 and not dom.find("img") and not dom.find("b")
+    trace = memtrace.load(path)
+    peaks = {p.peak_bytes: p for p in trace.peaks() if p.peak_node is not None}
+    for figure in figures:
+        if "data-at-peak" not in figure.attrs:
+            continue
+        # The tooltip at the peak shows the exact peak bytes, as JavaScript formats them.
+        peak = next(p for b, p in peaks.items() if f"({b:,} bytes)" in figure.attrs["data-at-peak"])
+        assert f"({peak.peak_time_us:,} us)" in figure.attrs["data-at-peak"]
+        assert peak.peak_node is not None and f"after {peak.peak_node}" in figure.attrs["data-at-peak"]
+        assert " bytes)" in figure.attrs["data-hover"]  # a real mouse event reached the chart
+        assert figure.attrs["data-redraw"] == "same"  # the script's drawing matches the server's
+        assert figure.attrs["data-zoomed"].endswith("reset-shown")  # a drag zoomed in
+        start, end = (float(v) for v in figure.attrs["data-zoomed"].split()[0].split(","))
+        assert 0 <= start < end
+    assert len([f for f in figures if "data-at-peak" in f.attrs]) == len(peaks)
+
+
+def test_report_screenshot_shows_the_chart(tmp_path: Path) -> None:
+    page_file = report(tmp_path, ALEXNET)
+    shot = tmp_path / "shot.png"
+    done = run_chromium(tmp_path, "--window-size=1000,900", f"--screenshot={shot}", page_file.as_uri())
+    assert not console_errors(done.stderr)
+    image = read_png(shot)[:, :, :3].astype(np.int64)
+    assert image.shape == (900, 1000, 3)
+    background = np.array([0xF8, 0xFA, 0xFC])
+    assert (np.abs(image - background).sum(axis=2) > 30).mean() > 0.05  # something is drawn
+    assert len(np.unique(image.reshape(-1, 3), axis=0)) > 100  # text and shapes, not a flat fill
+
+    def pixels_near(colour: tuple[int, int, int]) -> int:
+        return int((np.abs(image - np.array(colour)).sum(axis=2) < 40).sum())
+
+    assert pixels_near((0x25, 0x63, 0xEB)) > 200  # the curve's blue
+    assert pixels_near((0xDC, 0x26, 0x26)) > 20  # the peak's red
