@@ -112,12 +112,7 @@ def _live_set(trace: Trace, replayed: Replay, at: int) -> list[LiveAllocation]:
         free = int(replayed.free_event[allocation])
         node = int(replayed.event_node[event])
         row = int(replayed.output_row[allocation])
-        if row >= 0:
-            kind = "output"
-        elif free >= 0 and replayed.time_ns[free] <= trace.nodes.end_ns[node]:
-            kind = "temp"
-        else:
-            kind = "persistent" if free < 0 else "unknown"
+        kind = allocation_kind(trace, replayed, allocation)
         live.append(
             LiveAllocation(
                 node=trace.node_name(node),

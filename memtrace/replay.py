@@ -21,6 +21,7 @@ the bytes already live when the step began. How many snapshots agree is the reco
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
@@ -50,6 +51,12 @@ class Replay:
     free_event: IntArray  # per allocation: its free's event position, -1 if never freed
     output_row: IntArray  # per allocation: the Outputs row it holds, -1 when unknown
     unpaired_free_events: IntArray  # frees of memory allocated before the step
+
+    def __post_init__(self) -> None:
+        # Replays are cached per trace and shared by every analysis: nobody may change one.
+        for value in vars(self).values():
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
 
     def peak_event(self) -> int | None:
         """The first event at which live bytes reach their maximum; None if they never rise above 0."""
@@ -86,13 +93,20 @@ def allocator_index(trace: Trace, allocator: str) -> int:
         raise UsageError(f"{trace.path}: no allocator {allocator!r} in this trace (it has: {have})") from None
 
 
+_replayed: weakref.WeakKeyDictionary[Trace, dict[str, Replay]] = weakref.WeakKeyDictionary()
+
+
 def replay(trace: Trace, allocator: str) -> Replay:
-    """The allocator's replay: from its records when it has any, else from output lifetimes."""
-    index = allocator_index(trace, allocator)
-    rows = np.flatnonzero(trace.records.allocator == index)
-    if len(rows):
-        return _replay_records(trace, allocator, rows)
-    return _replay_outputs(trace, allocator, index)
+    """The allocator's replay: from its records when it has any, else from output lifetimes.
+
+    Built once per trace and allocator (peak, frag, ops, the report and the export all ask).
+    """
+    done = _replayed.setdefault(trace, {})
+    if allocator not in done:
+        index = allocator_index(trace, allocator)
+        rows = np.flatnonzero(trace.records.allocator == index)
+        done[allocator] = _replay_records(trace, allocator, rows) if len(rows) else _replay_outputs(trace, allocator, index)
+    return done[allocator]
 
 
 def reconcile(trace: Trace, replayed: Replay) -> Reconciliation:

@@ -52,6 +52,24 @@ def test_output_file_is_written_whole(capsys: pytest.CaptureFixture[str], tmp_pa
     assert [p.name for p in tmp_path.iterdir()] == ["s.json"]
 
 
+def test_output_file_gets_the_mode_a_new_file_would_get(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Written through a private temporary file, a report must still be as readable as any new file."""
+    import os
+
+    old_umask = os.umask(0o022)
+    try:
+        fresh = tmp_path / "fresh.json"
+        assert run(capsys, "summary", str(ALEXNET), "--json", "-o", str(fresh))[0] == 0
+        assert fresh.stat().st_mode & 0o777 == 0o644
+        kept = tmp_path / "kept.json"
+        kept.write_text("old")
+        kept.chmod(0o640)
+        assert run(capsys, "summary", str(ALEXNET), "--json", "-o", str(kept))[0] == 0
+        assert kept.stat().st_mode & 0o777 == 0o640 and kept.read_text() != "old"
+    finally:
+        os.umask(old_umask)
+
+
 def test_failed_command_leaves_existing_output_untouched(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     target = tmp_path / "s.json"
     target.write_text("precious")

@@ -51,8 +51,20 @@ def open_output(path: str | None) -> Iterator[IO[str]]:
     try:
         with handle:
             yield handle
+        # The temporary file is private (0600); the report gets the mode a new file would get,
+        # or keeps the mode of the file it replaces.
+        os.chmod(handle.name, _mode_for(path))
         os.replace(handle.name, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(handle.name)
         raise
+
+
+def _mode_for(path: str) -> int:
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
