@@ -98,13 +98,14 @@ def _running_at(trace: Trace, time_ns: int) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _relative_us(trace: Trace, time_ns: int) -> int:
-    return (time_ns - trace.step_start_ns) // 1000
-
-
 def _live_set(trace: Trace, replayed: Replay, at: int) -> list[LiveAllocation]:
     alive = replayed.alive_after(at)
     outputs = trace.outputs
+    origin = trace.step_start_ns
+
+    def relative_us(event: int) -> int:
+        return (int(replayed.time_ns[event]) - origin) // 1000
+
     live = []
     for allocation in np.flatnonzero(alive).tolist():
         event = int(replayed.alloc_event[allocation])
@@ -122,8 +123,8 @@ def _live_set(trace: Trace, replayed: Replay, at: int) -> list[LiveAllocation]:
                 node=trace.node_name(node),
                 kind=kind,
                 bytes=int(replayed.delta_bytes[event]),
-                alloc_time_us=_relative_us(trace, int(replayed.time_ns[event])),
-                free_time_us=_relative_us(trace, int(replayed.time_ns[free])) if free >= 0 else None,
+                alloc_time_us=relative_us(event),
+                free_time_us=relative_us(free) if free >= 0 else None,
                 allocation_id=int(outputs.allocation_id[row]) if row >= 0 else None,
                 slot=int(outputs.slot[row]) if row >= 0 else None,
                 requested_bytes=int(outputs.requested_bytes[row]) if row >= 0 else None,
@@ -139,8 +140,8 @@ def _live_set(trace: Trace, replayed: Replay, at: int) -> list[LiveAllocation]:
                 node=trace.node_name(int(replayed.event_node[event])),
                 kind="freed-from-before-step",
                 bytes=int(replayed.delta_bytes[event]),
-                alloc_time_us=_relative_us(trace, int(replayed.time_ns[event])),
-                free_time_us=_relative_us(trace, int(replayed.time_ns[event])),
+                alloc_time_us=relative_us(event),
+                free_time_us=relative_us(event),
                 allocation_id=None, slot=None, requested_bytes=None, dtype=None, shape=None,
             )
         )
