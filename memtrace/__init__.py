@@ -17,11 +17,14 @@ __version__ = "0.1.0"
 __all__ = ["MemtraceError", "Trace", "TraceFormatError", "UsageError", "__version__", "load"]
 
 
-def load(path: Any, graph: Any = None) -> Trace:
-    """Read a trace file (and optionally a separate GraphDef) into a :class:`Trace`."""
+def load(path: Any, graph: Any = None, progress: Any = None) -> Trace:
+    """Read a trace file (and optionally a separate GraphDef) into a :class:`Trace`.
+
+    ``progress(bytes_read, file_bytes)``, when given, is called as the file is read.
+    """
     from .reader import load as _load
 
-    return _load(path, graph)
+    return _load(path, graph, progress)
 
 
 def __getattr__(name: str) -> Any:
