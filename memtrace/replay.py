@@ -135,22 +135,26 @@ def _replay_records(trace: Trace, allocator: str, rows: IntArray) -> Replay:
     alloc_event: list[int] = []
     free_event: list[int] = []
     unpaired: list[int] = []
-    offsets = trace.memory.record_offsets
-    for entry in np.unique(records.memory[rows]).tolist():
-        open_by_size: dict[int, list[int]] = defaultdict(list)  # size -> allocation indices
-        entry_positions = np.sort(position[offsets[entry] : offsets[entry + 1]])
-        for event in entry_positions.tolist():
-            size = int(delta[event])
-            if size > 0:
-                open_by_size[size].append(len(alloc_event))
-                alloc_event.append(event)
-                free_event.append(-1)
-            elif size < 0:
-                stack = open_by_size.get(-size)
-                if stack:
-                    free_event[stack.pop()] = event
-                else:
-                    unpaired.append(event)
+    # Each memory entry's records in replay order, entry after entry (one sort, not one per entry).
+    entries = records.memory[rows]
+    by_entry = np.lexsort((position[rows], entries))
+    current = -1
+    open_by_size: dict[int, list[int]] = {}  # size -> allocation indices, within the current entry
+    for entry, event, size in zip(
+        entries[by_entry].tolist(), position[rows][by_entry].tolist(), delta[position[rows][by_entry]].tolist()
+    ):
+        if entry != current:
+            current, open_by_size = entry, {}
+        if size > 0:
+            open_by_size.setdefault(size, []).append(len(alloc_event))
+            alloc_event.append(event)
+            free_event.append(-1)
+        elif size < 0:
+            stack = open_by_size.get(-size)
+            if stack:
+                free_event[stack.pop()] = event
+            else:
+                unpaired.append(event)
     allocs = np.array(alloc_event, dtype=np.int64)
     frees = np.array(free_event, dtype=np.int64)
     sorted_by_event = np.argsort(allocs, kind="stable")

@@ -185,18 +185,65 @@ def _delimiters(word: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return zero != 0, ((low.astype(np.float64).view(np.int64) >> 52) - 1030) >> 3
 
 
-def _first_delimiter(words: np.ndarray, start: IntArray, first_word: np.ndarray) -> IntArray:
-    """Offset of the first ':' or ' ' within 40 bytes of each start (a name's length); 0 where none."""
+def _first_delimiter(words: np.ndarray, start: IntArray, first_word: np.ndarray, nwords: int = _WORDS) -> IntArray:
+    """Offset of the first ':' or ' ' within ``8 * nwords`` bytes of each start (a name's length); 0 where none."""
     found, offset = _delimiters(first_word)
     length = offset * found
     todo = np.flatnonzero(~found)
-    for j in range(1, _WORDS):
+    for j in range(1, nwords):
         if not len(todo):
             break
         found, offset = _delimiters(words[start[todo] + 8 * j])
         length[todo[found]] = 8 * j + offset[found]
         todo = todo[~found]
     return length
+
+
+_SLOT_BITS = 16
+
+
+def _names(words: np.ndarray, start: IntArray) -> tuple[IntArray, IntArray]:
+    """Each line's field name: its length (up to the first ':' or ' ') and key id (-1 if unknown).
+
+    Lines share their first sixteen bytes far more often than not, so each distinct sixteen is
+    read once: a table indexed by a hash of them holds one line of each, and every line whose
+    sixteen bytes equal its table line's takes that line's answer when its name ends within them.
+    The rest (names of sixteen bytes or more, and hash collisions) are read one by one.
+    """
+    w0 = words[start]
+    w1 = words[start + 8]
+    with np.errstate(over="ignore"):
+        slot = (((w0 * _U64(0x9E3779B97F4A7C15)) ^ (w1 * _U64(0xC2B2AE3D27D4EB4F))) >> _U64(64 - _SLOT_BITS)).astype(np.intp)
+    table_line = np.empty(1 << _SLOT_BITS, dtype=np.int64)
+    table_line[slot] = np.arange(len(start))
+    used = np.zeros(1 << _SLOT_BITS, dtype=np.bool_)
+    used[slot] = True
+    used_slots = np.flatnonzero(used)
+    samples = table_line[used_slots]
+    sample_length = _first_delimiter(words, start[samples], w0[samples])
+    sample_key = _KEY_TOKENS.match(words, start[samples], sample_length, w0[samples])
+    table_length = np.zeros(1 << _SLOT_BITS, dtype=np.int64)
+    table_key = np.zeros(1 << _SLOT_BITS, dtype=np.int64)
+    table_length[used_slots] = sample_length
+    table_key[used_slots] = sample_key
+    mine = table_line[slot]
+    length = table_length[slot]
+    key = table_key[slot]
+    differ = (w0[mine] != w0) | (w1[mine] != w1)
+    # Names of sixteen bytes or more: the bytes after the sixteenth, delimiter included, must match too.
+    longer = np.flatnonzero(length >= 16)
+    for j in range(2, _WORDS):
+        if not len(longer):
+            break
+        count = np.minimum(length[longer] + 1 - 8 * j, 8)
+        masks = _MASKS[count]
+        differ[longer] |= (words[start[longer] + 8 * j] & masks) != (words[start[mine[longer]] + 8 * j] & masks)
+        longer = longer[length[longer] + 1 > 8 * (j + 1)]
+    rest = np.flatnonzero(differ | (length == 0))
+    if len(rest):
+        length[rest] = _first_delimiter(words, start[rest], w0[rest])
+        key[rest] = _KEY_TOKENS.match(words, start[rest], length[rest], w0[rest])
+    return length, key
 
 
 # -- integers, eight digits at a time -----------------------------------------------------------
@@ -379,8 +426,7 @@ def _classify(padded: bytes, state: TextState) -> _Chunk | None:
     # Field names: up to the first ':' or ' ', which must begin ": " (fields), " {" or ": {" (messages).
     named = np.flatnonzero(~is_close)
     name_start = key_start[named]
-    first_word = words[name_start]
-    name_length = _first_delimiter(words, name_start, first_word)
+    name_length, matched = _names(words, name_start)
     after = name_start + name_length
     colon = data[after] == ord(":")
     opening = is_open[named]
@@ -390,7 +436,6 @@ def _classify(padded: bytes, state: TextState) -> _Chunk | None:
     if not fine.all():
         raise Unrecognised("a line written other than `name: value`, `name {` or `}`")
     key = np.full(n, len(_KEYS), dtype=np.int64)
-    matched = _KEY_TOKENS.match(words, name_start, name_length, first_word)
     key[named] = matched + (matched < 0) * (len(_KEYS) + 1)
     opens = np.flatnonzero(is_open)
     fields = np.compress(~opening, named)
@@ -512,7 +557,8 @@ def _check_strings(chunk: _Chunk, rows: IntArray) -> None:
     data = chunk.data
     if ((data[start] != ord('"')) | (data[end - 1] != ord('"')) | (end - start < 2)).any():
         raise Unrecognised("a string value not in double quotes")
-    chunk.plain_strings = chunk.padded.count(b'"') == 2 * len(rows) and b"\\" not in chunk.padded
+    quotes = int(np.count_nonzero(data == ord('"')))
+    chunk.plain_strings = quotes == 2 * len(rows) and b"\\" not in chunk.padded
     if chunk.padded.isascii():
         chunk.text = chunk.padded.decode("ascii")
 
