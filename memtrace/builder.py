@@ -162,13 +162,14 @@ def _parse(label: str) -> _ParsedLabel:
 
 def _codes(values: Sequence[str]) -> tuple[IntArray, list[str], IntArray]:
     """Local codes in order of first appearance, the distinct values, and each one's first row."""
-    local: dict[str, int] = {}
-    codes = np.fromiter((local.setdefault(v, len(local)) for v in values), dtype=np.int64, count=len(values))
+    distinct = list(dict.fromkeys(values))  # C-level dedupe, first appearance first
+    local = {value: code for code, value in enumerate(distinct)}
+    codes = np.fromiter(map(local.__getitem__, values), dtype=np.int64, count=len(values))
     if not len(codes):
         return codes, [], np.zeros(0, dtype=np.int64)
     running = np.maximum.accumulate(codes)
     first = np.flatnonzero(np.diff(running, prepend=-1) > 0)
-    return codes, list(local), first
+    return codes, distinct, first
 
 
 def _ragged_take(offsets: IntArray, values: np.ndarray, rows: IntArray) -> tuple[IntArray, np.ndarray]:
@@ -258,9 +259,10 @@ class TraceBuilder:
         dtype_names = [dtype_display_name(dtype_enum_name(v)) for v in dtype_numbers.tolist()]
 
         # Intern new strings in the order a node-by-node reading meets them.
-        name_ids = np.fromiter((index.get(s, -1) for s in block.name), dtype=np.int64, count=n)
-        new_names = np.flatnonzero(name_ids < 0).tolist()
-        pending: list[tuple[int, int, str]] = [(i, 0, block.name[i]) for i in new_names]  # (node, sub-position, string)
+        name_codes, names, name_first = _codes(block.name)
+        pending: list[tuple[int, int, str]] = [  # (node, sub-position, string)
+            (first, 0, name) for name, first in zip(names, name_first.tolist()) if name not in index
+        ]
         for label, found, first in zip(labels, parsed, label_first.tolist()):
             if found.op is not None and found.op not in index:
                 pending.append((first, 1, found.op))
@@ -275,8 +277,7 @@ class TraceBuilder:
             sub_key = np.fromiter((p[1] for p in pending), dtype=np.int64, count=len(pending))
             for k in np.lexsort((sub_key, node_key)).tolist():
                 strings.intern(pending[k][2])
-            for i in new_names:
-                name_ids[i] = index[block.name[i]]
+        name_ids = np.array([index[name] for name in names], dtype=np.int64)[name_codes] if n else name_codes
 
         # Nodes.
         op_ids = np.array([index[p.op] if p.op is not None else 0 for p in parsed], dtype=np.int64)

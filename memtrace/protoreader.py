@@ -234,3 +234,8 @@ def parse_delegated(texts: list[bytes]) -> Any:
         singular_seen.add(descriptor.name)
         merged.MergeFrom(part)
     return merged
+
+
+def parse_binary_run_metadata(data: bytes) -> Any | None:
+    """A RunMetadata's fields other than ``step_stats`` (cut out by the fast binary reader), or None if upb rejects them."""
+    return _parse_binary(data, pb.RunMetadata())

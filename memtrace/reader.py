@@ -118,8 +118,16 @@ def _load_fast(path: str, progress: Progress | None) -> tuple[TraceBuilder, str,
             stream: Any = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
             head = stream.read(_SNIFF_BYTES)
             text = textreader.sniff_text(head, complete=len(head) < _SNIFF_BYTES)
-            if not head or text is None or _CONTROL.search(text, 0, _SNIFF_CHARS):
+            if not head:
                 return None
+            if text is None or _CONTROL.search(text, 0, _SNIFF_CHARS):
+                fast = _load_fast_binary(head + stream.read())
+                if fast is None:
+                    return None
+                message_name, builder, run_metadata = fast
+                if progress is not None:
+                    progress(size, size)
+                return builder, "binary" + ("+gzip" if compressed else ""), message_name, run_metadata
             first = first_field(text)
             if first in STEP_STATS_FIELDS:
                 message_name = "StepStats"
@@ -140,6 +148,25 @@ def _load_fast(path: str, progress: Progress | None) -> tuple[TraceBuilder, str,
     if progress is not None:
         progress(size, size)
     return builder, "text" + ("+gzip" if compressed else ""), message_name, run_metadata
+
+
+def _load_fast_binary(data: bytes) -> tuple[str, TraceBuilder, Any] | None:
+    """Decode binary protobuf with memtrace's own reader; None where upb must decide."""
+    from . import binreader
+
+    builder = TraceBuilder()
+    try:
+        message_name, rest = binreader.read(data, builder)
+    except binreader.Unrecognised:
+        return None
+    run_metadata = None
+    if rest is not None:
+        from . import protoreader
+
+        run_metadata = protoreader.parse_binary_run_metadata(rest)
+        if run_metadata is None:
+            return None
+    return message_name, builder, run_metadata
 
 
 # -- bytes -------------------------------------------------------------------------------

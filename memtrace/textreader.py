@@ -36,7 +36,7 @@ _WORDS = 5  # names and enum values of up to 40 bytes are matched
 
 
 class Unrecognised(Exception):
-    """The text is outside what this reader handles; protobuf's parser must read it."""
+    """The input is outside what a fast reader handles; protobuf's parser must read it."""
 
 
 # -- the schema: message types, the fields of each, and how their values are written -----------
@@ -569,9 +569,9 @@ def _strings(chunk: _Chunk, rows: IntArray) -> list[str]:
     text, padded = chunk.text, chunk.padded
     if chunk.plain_strings:
         if text is not None:
-            return [text[s:e] for s, e in zip(start, end)]
+            return list(map(text.__getitem__, map(slice, start, end)))
         try:
-            return [padded[s:e].decode() for s, e in zip(start, end)]
+            return list(map(bytes.decode, map(padded.__getitem__, map(slice, start, end))))
         except UnicodeDecodeError:
             raise Unrecognised("a string that is not UTF-8") from None
     data = chunk.data
