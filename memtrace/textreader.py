@@ -766,12 +766,13 @@ ROOTS = {"StepStats": SS, "RunMetadata": RM}
 
 
 def read(stream: IO[bytes], head: bytes, root: str, builder: TraceBuilder,
-         on_chunk: Callable[[], None] | None = None, chunk_bytes: int = CHUNK_BYTES) -> list[bytes]:
+         on_chunk: Callable[[], None] | None = None, chunk_bytes: int | None = None) -> list[bytes]:
     """Read a whole text trace whose first bytes (already read) are ``head``; returns delegated fields.
 
     The delegated fields are the texts of top-level RunMetadata fields other than ``step_stats``
     (graphs), each a complete RunMetadata text with one field, for protobuf to parse.
     """
+    chunk_bytes = chunk_bytes or CHUNK_BYTES
     state = TextState(ROOTS[root])
     node_line = b"\n" + b" " * (2 if state.root == SS else 4) + b"node_stats {\n"
     pending = head
