@@ -26,11 +26,12 @@ from typing import IO
 
 import numpy as np
 
-from .builder import NodeBlock, TraceBuilder
+from .builder import NodeBlock, TraceBuilder, release_memory
 from .dtypes import DATA_TYPE_NUMBERS
 from .model import IntArray
 
-CHUNK_BYTES = 8 << 20
+CHUNK_BYTES = 4 << 20
+_TRIM_EVERY = 8  # chunks between giving freed memory back to the system (see builder.release_memory)
 _PAD = 48  # zero bytes around a chunk so 8-byte reads near either end stay inside the buffer
 _WORDS = 5  # names and enum values of up to 40 bytes are matched
 
@@ -773,6 +774,7 @@ def read(stream: IO[bytes], head: bytes, root: str, builder: TraceBuilder,
     (graphs), each a complete RunMetadata text with one field, for protobuf to parse.
     """
     chunk_bytes = chunk_bytes or CHUNK_BYTES
+    chunks = 0
     state = TextState(ROOTS[root])
     node_line = b"\n" + b" " * (2 if state.root == SS else 4) + b"node_stats {\n"
     pending = head
@@ -788,6 +790,9 @@ def read(stream: IO[bytes], head: bytes, root: str, builder: TraceBuilder,
             continue  # no place to cut yet: read on
         read_chunk(pending[:cut], state, builder)
         pending = pending[cut:]
+        chunks += 1
+        if chunks % _TRIM_EVERY == 0:
+            release_memory()
         if on_chunk is not None:
             on_chunk()
     if pending:
