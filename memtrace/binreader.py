@@ -99,6 +99,8 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
     """One varint, in Python: (value, position after it)."""
     result = shift = 0
     while True:
+        if pos >= len(data):
+            raise Unrecognised("a varint cut off by the end of the data")
         byte = data[pos]
         pos += 1
         result |= (byte & 0x7F) << shift

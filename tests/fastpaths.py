@@ -7,6 +7,8 @@ from pathlib import Path
 from memtrace import reader
 from memtrace.model import Trace
 
+reader.RAISE_UNEXPECTED = True  # a fast reader crashing is a bug to see, not a fallback to take
+
 
 def fast(path: Path | str) -> Trace | None:
     """The trace as memtrace's own streaming readers produce it; None where they leave it to protobuf."""
