@@ -101,10 +101,6 @@ for _t, _k in _SINGULAR_CHILDREN:
     _SINGULAR_CHILD[_t, _KEY_ID[_k]] = True
 
 
-def _field_id(message: int, name: str) -> int:
-    return int(_FIELD[message, _KEY_ID[name]])
-
-
 # -- matching short byte strings as 64-bit words -------------------------------------------------
 
 _U64 = np.uint64
