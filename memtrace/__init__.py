@@ -6,6 +6,7 @@ gzip) into a columnar :class:`Trace`; the analyses are methods and functions on 
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from .errors import MemtraceError, TraceFormatError, UsageError
@@ -16,12 +17,18 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 __all__ = ["MemtraceError", "Trace", "TraceFormatError", "UsageError", "__version__", "load"]
 
+# The progress callback ``load`` uses when given none (the command line sets one for terminals).
+_progress: ContextVar[Any] = ContextVar("memtrace_progress", default=None)
 
-def load(path: Any, graph: Any = None) -> Trace:
-    """Read a trace file (and optionally a separate GraphDef) into a :class:`Trace`."""
+
+def load(path: Any, graph: Any = None, progress: Any = None) -> Trace:
+    """Read a trace file (and optionally a separate GraphDef) into a :class:`Trace`.
+
+    ``progress(bytes_read, file_bytes)``, when given, is called as the file is read.
+    """
     from .reader import load as _load
 
-    return _load(path, graph)
+    return _load(path, graph, progress if progress is not None else _progress.get())
 
 
 def __getattr__(name: str) -> Any:

@@ -1,21 +1,30 @@
-"""Turning a stream of parsed trace facts into the columnar :class:`~memtrace.model.Trace`.
+"""Turning parsed trace facts into the columnar :class:`~memtrace.model.Trace`.
 
-Readers (protobuf text, protobuf binary, and any faster path added later) call the ``add_*``
-methods in trace order and then :meth:`TraceBuilder.build`; nothing downstream knows which
-reader ran. The builder interns strings, parses timeline labels, and notes oddities.
+Readers (protobuf's parsers, memtrace's own fast text and binary readers) hand over runs of
+consecutive ``NodeExecStats`` as :class:`NodeBlock` columns, in trace order, and then call
+:meth:`TraceBuilder.build`; nothing downstream knows which reader ran. The builder interns
+strings, parses timeline labels (once per distinct label), and notes oddities. Everything is
+done per block with numpy, so a reader that produces columns never pays a Python call per node.
+
+The result is defined as if every node were added one at a time: strings are interned in the
+order name, op type, label, label inputs, then the dtypes of the node's outputs; allocators are
+numbered by first appearance (memory entries before outputs within a node); oddity kinds are
+listed in the order they first occur. Readers that produce equal blocks produce equal traces.
 """
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from .dtypes import DATA_TYPE_NAMES
 from .labels import parse_input, parse_label
 from .model import (
     Devices,
     GraphNodes,
+    IntArray,
     Memory,
     Nodes,
     Oddity,
@@ -26,6 +35,7 @@ from .model import (
 )
 
 _DTYPE_ALIASES = {"FLOAT": "float32", "DOUBLE": "float64", "HALF": "float16"}
+_AFTER_INPUTS = 1 << 40  # sub-position of a node's output dtypes: after any number of label inputs
 
 
 def dtype_display_name(enum_name: str) -> str:
@@ -40,21 +50,84 @@ def dtype_display_name(enum_name: str) -> str:
     return name + "_ref" if ref else name
 
 
-class _Inputs:
-    """Ragged input lists (name, slot, control flag) for nodes or graph nodes."""
+def dtype_enum_name(value: int) -> str:
+    """The ``DataType`` enum name of a number; ``DT_<n>`` for a value newer than our schema."""
+    return DATA_TYPE_NAMES.get(value, f"DT_{value}")
+
+
+@dataclass
+class NodeBlock:
+    """Consecutive ``NodeExecStats`` as columns; row indices (``mem_node``, ``out_node``) are block-local.
+
+    Times are as TensorFlow writes them: ``start_ns`` absolute, the others relative to it (the
+    reader has already chosen nanoseconds or microseconds x 1000). Ragged values are given by
+    per-row counts followed by the flat values.
+    """
+
+    dev: IntArray  # per node: ordinal of its DeviceStepStats (see TraceBuilder.add_device_stats)
+    name: list[str]
+    label: list[str]
+    start_ns: IntArray
+    op_start_rel_ns: IntArray
+    op_end_rel_ns: IntArray
+    end_rel_ns: IntArray
+    scheduled_ns: IntArray
+    thread_id: IntArray
+    temp_bytes: IntArray
+    persistent_bytes: IntArray
+    persistent_count: IntArray
+    persistent_ids: IntArray
+    mem_node: IntArray
+    mem_allocator: list[str]
+    mem_total: IntArray
+    mem_peak: IntArray
+    mem_live: IntArray
+    mem_in_use: IntArray
+    mem_record_count: IntArray
+    rec_micros: IntArray
+    rec_bytes: IntArray
+    out_node: IntArray
+    out_slot: IntArray
+    out_allocator: list[str]
+    out_allocation_id: IntArray
+    out_requested: IntArray
+    out_allocated: IntArray
+    out_ptr: np.ndarray  # uint64
+    out_single_ref: np.ndarray  # bool
+    out_dtype: IntArray  # DataType enum number
+    out_rank: IntArray  # -1 when the shape is absent or of unknown rank
+    out_dims: IntArray  # the dims of outputs with rank >= 0, concatenated
+
+
+class BlockLists:
+    """Collects a :class:`NodeBlock` one fact at a time (for readers that walk messages)."""
+
+    _INT_FIELDS = (
+        "dev", "start_ns", "op_start_rel_ns", "op_end_rel_ns", "end_rel_ns", "scheduled_ns", "thread_id",
+        "temp_bytes", "persistent_bytes", "persistent_count", "persistent_ids", "mem_node", "mem_total",
+        "mem_peak", "mem_live", "mem_in_use", "mem_record_count", "rec_micros", "rec_bytes", "out_node",
+        "out_slot", "out_allocation_id", "out_requested", "out_allocated", "out_dtype", "out_rank", "out_dims",
+    )
 
     def __init__(self) -> None:
-        self.offsets = array("q", [0])
-        self.name = array("i")
-        self.slot = array("i")
-        self.is_control = array("b")
+        self.lists: dict[str, list[int]] = {name: [] for name in self._INT_FIELDS}
+        self.name: list[str] = []
+        self.label: list[str] = []
+        self.mem_allocator: list[str] = []
+        self.out_allocator: list[str] = []
+        self.out_ptr: list[int] = []
+        self.out_single_ref: list[bool] = []
 
-    def add(self, strings: _Strings, inputs: Iterable[tuple[str, int, bool]]) -> None:
-        for name, slot, is_control in inputs:
-            self.name.append(strings.intern(name))
-            self.slot.append(slot)
-            self.is_control.append(is_control)
-        self.offsets.append(len(self.name))
+    def __len__(self) -> int:
+        return len(self.name)
+
+    def freeze(self) -> NodeBlock:
+        arrays = {name: np.array(values, dtype=np.int64) for name, values in self.lists.items()}
+        return NodeBlock(
+            name=self.name, label=self.label, mem_allocator=self.mem_allocator, out_allocator=self.out_allocator,
+            out_ptr=np.array(self.out_ptr, dtype=np.uint64), out_single_ref=np.array(self.out_single_ref, dtype=np.bool_),
+            **arrays,
+        )
 
 
 class _Strings:
@@ -70,184 +143,298 @@ class _Strings:
         return found
 
 
+@dataclass
+class _ParsedLabel:
+    op: str | None  # None: the label names no op
+    inputs: list[str]
+    slots: list[int]
+    control: list[bool]
+
+
+def _parse(label: str) -> _ParsedLabel:
+    parsed = parse_label(label) if label else None
+    if parsed is None:
+        return _ParsedLabel(None, [], [], [])
+    return _ParsedLabel(
+        parsed.op_type, [i.name for i in parsed.inputs], [i.slot for i in parsed.inputs], [i.is_control for i in parsed.inputs]
+    )
+
+
+def _codes(values: Sequence[str]) -> tuple[IntArray, list[str], IntArray]:
+    """Local codes in order of first appearance, the distinct values, and each one's first row."""
+    distinct = list(dict.fromkeys(values))  # C-level dedupe, first appearance first
+    local = {value: code for code, value in enumerate(distinct)}
+    codes = np.fromiter(map(local.__getitem__, values), dtype=np.int64, count=len(values))
+    if not len(codes):
+        return codes, [], np.zeros(0, dtype=np.int64)
+    running = np.maximum.accumulate(codes)
+    first = np.flatnonzero(np.diff(running, prepend=-1) > 0)
+    return codes, distinct, first
+
+
+_TRIM_BYTES = 32 << 20  # give freed memory back after this much has been freed
+
+
+def release_memory() -> None:
+    """Give freed heap pages back to the operating system, where the C library allows it.
+
+    glibc keeps freed blocks below its mmap threshold for reuse, so the many small arrays a
+    streamed read frees (chunk temporaries, then the per-chunk column parts merged at build)
+    would otherwise stay in the process's resident memory: on a 1 GB trace, as much again as
+    the model. Elsewhere (no ``malloc_trim``) this does nothing.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _ragged_take(offsets: IntArray, values: np.ndarray, rows: IntArray) -> tuple[IntArray, np.ndarray]:
+    """Per-row counts and the concatenated values of ``rows`` of a ragged column."""
+    counts = offsets[rows + 1] - offsets[rows]
+    total = int(counts.sum())
+    if not total:
+        return counts, values[:0]
+    ends = np.cumsum(counts)
+    gather = np.repeat(offsets[rows] - (ends - counts), counts) + np.arange(total)
+    return counts, values[gather]
+
+
 class TraceBuilder:
     """Accumulates one trace in trace order; :meth:`build` freezes it into numpy columns."""
 
     def __init__(self) -> None:
         self._strings = _Strings()
-        self._devices: dict[str, int] = {}
+        self._labels: dict[str, _ParsedLabel] = {}
+        self._dev_names: list[str] = []
         self._allocators: dict[str, int] = {}
-        self._node_cols: dict[str, array[int]] = {
-            name: array("q")
-            for name in (
-                "name", "op_label", "device", "start_ns", "op_start_ns", "op_end_ns", "end_ns",
-                "scheduled_ns", "thread_id", "label", "temp_bytes", "persistent_bytes",
-            )
-        }
-        self._persistent_offsets = array("q", [0])
-        self._persistent_ids = array("q")
-        self._node_inputs = _Inputs()
-        self._mem_cols: dict[str, array[int]] = {
-            name: array("q")
-            for name in ("node", "allocator", "total_bytes", "peak_bytes", "live_bytes", "bytes_in_use")
-        }
-        self._record_offsets = array("q", [0])
-        self._rec_cols: dict[str, array[int]] = {
-            name: array("q") for name in ("allocator", "time_ns", "bytes", "node", "memory")
-        }
-        self._out_cols: dict[str, array[int]] = {
-            name: array("q")
-            for name in (
-                "node", "slot", "allocator", "allocation_id", "requested_bytes", "allocated_bytes",
-                "has_single_reference", "dtype", "rank",
-            )
-        }
-        self._out_ptr = array("Q")
-        self._shape_offsets = array("q", [0])
-        self._shape_dims = array("q")
+        self._parts: dict[str, list[np.ndarray]] = {}
+        self._nodes = 0
+        self._memory = 0
+        self._records = 0
+        self._inputs = 0
+        self._persistent = 0
+        self._dims = 0
         self._graph: tuple[str, list[tuple[str, str, str, list[str]]]] | None = None
         self._oddities: dict[str, list[object]] = {}
+        self._freed = 0  # bytes of merged column parts not yet given back (see release_memory)
 
     # -- facts, in trace order ---------------------------------------------------------------
 
-    def note(self, kind: str, example: str) -> None:
+    def note(self, kind: str, example: str, count: int = 1) -> None:
         """Count an oddity of this kind, keeping the first example."""
         entry = self._oddities.get(kind)
         if entry is None:
-            self._oddities[kind] = [1, example]
+            self._oddities[kind] = [count, example]
         else:
-            entry[0] = int(entry[0]) + 1  # type: ignore[call-overload]
+            entry[0] = int(entry[0]) + count  # type: ignore[call-overload]
 
-    def device(self, name: str) -> int:
-        found = self._devices.get(name)
-        if found is None:
-            found = self._devices[name] = len(self._devices)
-        return found
+    def add_device_stats(self, name: str = "") -> int:
+        """Open the next ``DeviceStepStats``; returns its ordinal. The name may be set later."""
+        self._dev_names.append(name)
+        return len(self._dev_names) - 1
 
-    def _allocator(self, name: str) -> int:
-        if not name:
-            return -1
-        found = self._allocators.get(name)
-        if found is None:
-            found = self._allocators[name] = len(self._allocators)
-        return found
+    def set_device_name(self, ordinal: int, name: str) -> None:
+        self._dev_names[ordinal] = name
 
-    def add_node(
-        self,
-        device: int,
-        name: str,
-        start_ns: int,
-        op_start_rel_ns: int,
-        op_end_rel_ns: int,
-        end_rel_ns: int,
-        scheduled_ns: int,
-        thread_id: int,
-        label: str,
-        temp_bytes: int = 0,
-        persistent_bytes: int = 0,
-        persistent_ids: Sequence[int] = (),
-    ) -> int:
-        """Add a node; times relative to its start as TensorFlow writes them. Returns its index."""
-        node = len(self._node_cols["name"])
-        parsed = parse_label(label) if label else None
-        cols = self._node_cols
-        cols["name"].append(self._strings.intern(name))
-        cols["op_label"].append(self._strings.intern(parsed.op_type) if parsed else 0)
-        cols["device"].append(device)
-        cols["start_ns"].append(start_ns)
-        cols["op_start_ns"].append(start_ns + op_start_rel_ns)
-        cols["op_end_ns"].append(start_ns + op_end_rel_ns)
-        cols["end_ns"].append(start_ns + end_rel_ns)
-        cols["scheduled_ns"].append(scheduled_ns)
-        cols["thread_id"].append(thread_id)
-        cols["label"].append(self._strings.intern(label))
-        cols["temp_bytes"].append(temp_bytes)
-        cols["persistent_bytes"].append(persistent_bytes)
-        self._persistent_ids.extend(persistent_ids)
-        self._persistent_offsets.append(len(self._persistent_ids))
-        inputs = parsed.inputs if parsed else ()
-        self._node_inputs.add(self._strings, ((i.name, i.slot, i.is_control) for i in inputs))
-        if start_ns <= 0:
-            self.note("node-not-started", f"{name!r} has all_start_micros {start_ns // 1000}")
-        elif end_rel_ns < 0 or op_end_rel_ns < op_start_rel_ns:
-            self.note("negative-duration", f"{name!r} ends before it starts")
-        return node
+    def _append(self, column: str, values: np.ndarray) -> None:
+        self._parts.setdefault(column, []).append(values)
 
-    def add_memory(
-        self,
-        node: int,
-        allocator_name: str,
-        total_bytes: int,
-        peak_bytes: int,
-        live_bytes: int,
-        bytes_in_use: int,
-        records: Iterable[tuple[int, int]],
-    ) -> None:
-        """One allocator entry of a node, with its ``(alloc_micros, alloc_bytes)`` records."""
-        allocator = self._allocator(allocator_name)
-        memory = len(self._mem_cols["node"])
-        for col, value in zip(
-            ("node", "allocator", "total_bytes", "peak_bytes", "live_bytes", "bytes_in_use"),
-            (node, allocator, total_bytes, peak_bytes, live_bytes, bytes_in_use),
-        ):
-            self._mem_cols[col].append(value)
-        rec = self._rec_cols
-        for micros, nbytes in records:
-            rec["allocator"].append(allocator)
-            rec["time_ns"].append(micros * 1000)
-            rec["bytes"].append(nbytes)
-            rec["node"].append(node)
-            rec["memory"].append(memory)
-            if nbytes == 0:
-                self.note("zero-byte-record", f"a record of 0 bytes on {self._node_label(node)}")
-        self._record_offsets.append(len(rec["bytes"]))
-        if not allocator_name and self._record_offsets[-1] > self._record_offsets[-2]:
-            self.note("records-without-allocator", f"records with no allocator name on {self._node_label(node)}")
+    def _allocator_codes(self, block: NodeBlock) -> tuple[IntArray, IntArray]:
+        """Allocator indices of the memory rows and output rows, numbering new names by first use."""
+        mem_codes, mem_names, mem_first = _codes(block.mem_allocator)
+        out_codes, out_names, out_first = _codes(block.out_allocator)
+        first_use: dict[str, tuple[int, int, int]] = {}
+        for names, first, rows_node, phase in ((mem_names, mem_first, block.mem_node, 0), (out_names, out_first, block.out_node, 1)):
+            for name, row in zip(names, first.tolist()):
+                if name and name not in self._allocators:
+                    key = (int(rows_node[row]), phase, row)
+                    if name not in first_use or key < first_use[name]:
+                        first_use[name] = key
+        for name in sorted(first_use, key=first_use.__getitem__):
+            self._allocators[name] = len(self._allocators)
+        lookup = lambda names: np.array([self._allocators.get(n, -1) for n in names] or [0], dtype=np.int64)
+        return lookup(mem_names)[mem_codes], lookup(out_names)[out_codes]
 
-    def add_output(
-        self,
-        node: int,
-        slot: int,
-        allocator_name: str,
-        allocation_id: int,
-        requested_bytes: int,
-        allocated_bytes: int,
-        ptr: int,
-        has_single_reference: bool,
-        dtype_enum_name: str,
-        dims: Sequence[int] | None,
-    ) -> None:
-        """One output tensor; ``dims`` is None when the shape is unknown."""
-        cols = self._out_cols
-        cols["node"].append(node)
-        cols["slot"].append(slot)
-        cols["allocator"].append(self._allocator(allocator_name))
-        cols["allocation_id"].append(allocation_id)
-        cols["requested_bytes"].append(requested_bytes)
-        cols["allocated_bytes"].append(allocated_bytes)
-        cols["has_single_reference"].append(int(has_single_reference))
-        cols["dtype"].append(self._strings.intern(dtype_display_name(dtype_enum_name)))
-        cols["rank"].append(-1 if dims is None else len(dims))
-        self._out_ptr.append(ptr)
-        if dims is not None:
-            self._shape_dims.extend(dims)
-        self._shape_offsets.append(len(self._shape_dims))
-        if not allocator_name:
-            self.note("output-without-allocator", f"{self._node_label(node)} output {slot}")
-        if requested_bytes > allocated_bytes:
-            self.note(
-                "requested-exceeds-allocated",
-                f"{self._node_label(node)} output {slot}: requested {requested_bytes} > allocated {allocated_bytes}",
-            )
+    def add_nodes(self, block: NodeBlock) -> None:
+        """Append a block of consecutive nodes with their memory entries, records and outputs."""
+        n = len(block.name)
+        if not n:
+            return
+        strings = self._strings
+        index = strings.index
+        node_base, mem_base = self._nodes, self._memory
+
+        # Labels: parsed once per distinct label, ever.
+        label_codes, labels, label_first = _codes(block.label)
+        parsed = []
+        for label in labels:
+            found = self._labels.get(label)
+            if found is None:
+                found = self._labels[label] = _parse(label)
+            parsed.append(found)
+        dtype_numbers, dtype_first, dtype_codes = np.unique(block.out_dtype, return_index=True, return_inverse=True)
+        dtype_names = [dtype_display_name(dtype_enum_name(v)) for v in dtype_numbers.tolist()]
+
+        # Intern new strings in the order a node-by-node reading meets them.
+        name_codes, names, name_first = _codes(block.name)
+        pending: list[tuple[int, int, str]] = [  # (node, sub-position, string)
+            (first, 0, name) for name, first in zip(names, name_first.tolist()) if name not in index
+        ]
+        for label, found, first in zip(labels, parsed, label_first.tolist()):
+            if found.op is not None and found.op not in index:
+                pending.append((first, 1, found.op))
+            if label not in index:
+                pending.append((first, 2, label))
+            pending.extend((first, 3 + k, name) for k, name in enumerate(found.inputs) if name not in index)
+        for name, first in zip(dtype_names, dtype_first.tolist()):
+            if name not in index:
+                pending.append((int(block.out_node[first]), _AFTER_INPUTS + first, name))
+        if pending:
+            node_key = np.fromiter((p[0] for p in pending), dtype=np.int64, count=len(pending))
+            sub_key = np.fromiter((p[1] for p in pending), dtype=np.int64, count=len(pending))
+            for k in np.lexsort((sub_key, node_key)).tolist():
+                strings.intern(pending[k][2])
+        name_ids = np.array([index[name] for name in names], dtype=np.int64)[name_codes] if n else name_codes
+
+        # Nodes.
+        op_ids = np.array([index[p.op] if p.op is not None else 0 for p in parsed], dtype=np.int64)
+        label_ids = np.array([index[label] for label in labels], dtype=np.int64)
+        start = block.start_ns
+        self._append("node.dev", block.dev)
+        self._append("node.name", name_ids.astype(np.int32))
+        self._append("node.op_label", op_ids[label_codes].astype(np.int32))
+        self._append("node.label", label_ids[label_codes].astype(np.int32))
+        self._append("node.start_ns", start)
+        self._append("node.op_start_ns", start + block.op_start_rel_ns)
+        self._append("node.op_end_ns", start + block.op_end_rel_ns)
+        self._append("node.end_ns", start + block.end_rel_ns)
+        self._append("node.scheduled_ns", block.scheduled_ns)
+        self._append("node.thread_id", block.thread_id)
+        self._append("node.temp_bytes", block.temp_bytes)
+        self._append("node.persistent_bytes", block.persistent_bytes)
+        self._append("node.persistent_ids_offsets", self._persistent + np.cumsum(block.persistent_count))
+        self._append("node.persistent_ids", block.persistent_ids)
+        self._persistent += len(block.persistent_ids)
+        in_counts = np.array([len(p.inputs) for p in parsed], dtype=np.int64)
+        in_offsets = np.concatenate([[0], np.cumsum(in_counts)]).astype(np.int64)
+        in_names = np.array([index[name] for p in parsed for name in p.inputs], dtype=np.int32)
+        in_slots = np.array([s for p in parsed for s in p.slots], dtype=np.int32)
+        in_control = np.array([c for p in parsed for c in p.control], dtype=np.bool_)
+        counts, flat_names = _ragged_take(in_offsets, in_names, label_codes)
+        _, flat_slots = _ragged_take(in_offsets, in_slots, label_codes)
+        _, flat_control = _ragged_take(in_offsets, in_control, label_codes)
+        self._append("node.input_offsets", self._inputs + np.cumsum(counts))
+        self._append("node.input_name", flat_names)
+        self._append("node.input_slot", flat_slots)
+        self._append("node.input_is_control", flat_control)
+        self._inputs += len(flat_names)
+
+        # Memory entries and their records.
+        mem_allocator, out_allocator = self._allocator_codes(block)
+        m = len(block.mem_node)
+        mem_nodes = node_base + block.mem_node
+        self._append("mem.node", mem_nodes.astype(np.int32))
+        self._append("mem.allocator", mem_allocator.astype(np.int32))
+        self._append("mem.total_bytes", block.mem_total)
+        self._append("mem.peak_bytes", block.mem_peak)
+        self._append("mem.live_bytes", block.mem_live)
+        self._append("mem.bytes_in_use", block.mem_in_use)
+        self._append("mem.record_offsets", self._records + np.cumsum(block.mem_record_count))
+        rec_mem = np.repeat(np.arange(m, dtype=np.int64), block.mem_record_count)
+        self._append("rec.allocator", mem_allocator[rec_mem].astype(np.int32))
+        self._append("rec.time_ns", block.rec_micros * 1000)
+        self._append("rec.bytes", block.rec_bytes)
+        self._append("rec.node", mem_nodes[rec_mem].astype(np.int32))
+        self._append("rec.memory", (mem_base + rec_mem).astype(np.int32))
+        self._records += len(block.rec_bytes)
+
+        # Outputs.
+        dtype_ids = np.array([index[name] for name in dtype_names] or [0], dtype=np.int64)
+        rank = block.out_rank
+        self._append("out.node", (node_base + block.out_node).astype(np.int32))
+        self._append("out.slot", block.out_slot.astype(np.int32))
+        self._append("out.allocator", out_allocator.astype(np.int32))
+        self._append("out.allocation_id", block.out_allocation_id)
+        self._append("out.requested_bytes", block.out_requested)
+        self._append("out.allocated_bytes", block.out_allocated)
+        self._append("out.ptr", block.out_ptr.astype(np.uint64))
+        self._append("out.has_single_reference", block.out_single_ref.astype(np.bool_))
+        self._append("out.dtype", dtype_ids[dtype_codes].astype(np.int32))
+        self._append("out.rank", rank.astype(np.int32))
+        self._append("out.shape_offsets", self._dims + np.cumsum(np.maximum(rank, 0)))
+        self._append("out.shape_dims", block.out_dims)
+        self._dims += len(block.out_dims)
+
+        self._note_block(block, rec_mem, mem_allocator, out_allocator)
+        self._nodes += n
+        self._memory += m
+
+    def _note_block(self, block: NodeBlock, rec_mem: IntArray, mem_allocator: IntArray, out_allocator: IntArray) -> None:
+        """The block's oddities, merged as if noted node by node (kinds keep first-seen order)."""
+        name = lambda node: repr(block.name[node])
+        found: list[tuple[tuple[int, int, int, int], str, int, str]] = []  # (first key, kind, count, example)
+
+        def add(kind: str, mask: np.ndarray, key: tuple[int, int, int, int], example: str) -> None:
+            found.append((key, kind, int(np.count_nonzero(mask)), example))
+
+        start = block.start_ns
+        unstarted = start <= 0
+        if unstarted.any():
+            i = int(np.argmax(unstarted))
+            add("node-not-started", unstarted, (i, 0, 0, 0), f"{name(i)} has all_start_micros {int(start[i]) // 1000}")
+        negative = ~unstarted & ((block.end_rel_ns < 0) | (block.op_end_rel_ns < block.op_start_rel_ns))
+        if negative.any():
+            i = int(np.argmax(negative))
+            add("negative-duration", negative, (i, 0, 0, 0), f"{name(i)} ends before it starts")
+        zero = block.rec_bytes == 0
+        if zero.any():
+            row = int(rec_mem[np.argmax(zero)])
+            node = int(block.mem_node[row])
+            add("zero-byte-record", zero, (node, 1, row, 0), f"a record of 0 bytes on {name(node)}")
+        unnamed = (mem_allocator < 0) & (block.mem_record_count > 0)
+        if unnamed.any():
+            row = int(np.argmax(unnamed))
+            node = int(block.mem_node[row])
+            add("records-without-allocator", unnamed, (node, 1, row, 1), f"records with no allocator name on {name(node)}")
+        no_allocator = out_allocator < 0
+        if no_allocator.any():
+            row = int(np.argmax(no_allocator))
+            node = int(block.out_node[row])
+            add("output-without-allocator", no_allocator, (node, 2, row, 0), f"{name(node)} output {int(block.out_slot[row])}")
+        exceeds = block.out_requested > block.out_allocated
+        if exceeds.any():
+            row = int(np.argmax(exceeds))
+            node = int(block.out_node[row])
+            requested, allocated = int(block.out_requested[row]), int(block.out_allocated[row])
+            add("requested-exceeds-allocated", exceeds, (node, 2, row, 1),
+                f"{name(node)} output {int(block.out_slot[row])}: requested {requested} > allocated {allocated}")
+        for _, kind, count, example in sorted(found):
+            self.note(kind, example, count)
 
     def set_graph(self, source: str, nodes: list[tuple[str, str, str, list[str]]]) -> None:
         """The graph's nodes as ``(name, op, device, inputs)``, inputs as GraphDef writes them."""
         self._graph = (source, nodes)
 
-    def _node_label(self, node: int) -> str:
-        return repr(self._strings.values[self._node_cols["name"][node]])
-
     # -- freezing ---------------------------------------------------------------------------
+
+    def _column(self, name: str, dtype: type, first: int | None = None) -> np.ndarray:
+        """One column, concatenated from its blocks (and freed from the builder)."""
+        parts = self._parts.pop(name, [])
+        if first is not None:
+            parts.insert(0, np.array([first], dtype=dtype))
+        if not parts:
+            return np.zeros(0, dtype=dtype)
+        column = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        freed = sum(part.nbytes for part in parts) if len(parts) > 1 else 0
+        del parts
+        self._freed += freed
+        if self._freed > _TRIM_BYTES:
+            release_memory()
+            self._freed = 0
+        return column.astype(dtype, copy=False)
 
     def build(self, path: str, source_format: str, message: str) -> Trace:
         strings = self._strings
@@ -256,75 +443,86 @@ class TraceBuilder:
         graph_ops: dict[int, int] = {}
         if self._graph is not None:
             graph_source, graph_nodes = self._graph
-            inputs = _Inputs()
-            name, op, device = array("i"), array("i"), array("i")
+            name_ids, op_ids, device_ids, offsets = [], [], [], [0]
+            in_names: list[int] = []
+            in_slots: list[int] = []
+            in_control: list[bool] = []
             for node_name, node_op, node_device, node_inputs in graph_nodes:
-                name.append(strings.intern(node_name))
-                op.append(strings.intern(node_op))
-                device.append(strings.intern(node_device))
-                graph_ops.setdefault(name[-1], op[-1])
-                inputs.add(strings, ((i.name, i.slot, i.is_control) for i in map(parse_input, node_inputs)))
+                name_ids.append(strings.intern(node_name))
+                op_ids.append(strings.intern(node_op))
+                device_ids.append(strings.intern(node_device))
+                graph_ops.setdefault(name_ids[-1], op_ids[-1])
+                for parsed in map(parse_input, node_inputs):
+                    in_names.append(strings.intern(parsed.name))
+                    in_slots.append(parsed.slot)
+                    in_control.append(parsed.is_control)
+                offsets.append(len(in_names))
             graph = GraphNodes(
-                name=_i32(name), op=_i32(op), device=_i32(device), **_ragged_inputs(inputs)
+                name=np.array(name_ids, dtype=np.int32), op=np.array(op_ids, dtype=np.int32),
+                device=np.array(device_ids, dtype=np.int32), input_offsets=np.array(offsets, dtype=np.int64),
+                input_name=np.array(in_names, dtype=np.int32), input_slot=np.array(in_slots, dtype=np.int32),
+                input_is_control=np.array(in_control, dtype=np.bool_),
             )
 
-        cols = {k: _i64(v) for k, v in self._node_cols.items()}
-        names = cols["name"].astype(np.int32)
-        op_type = cols["op_label"].astype(np.int32)
+        device_index: dict[str, int] = {}
+        dev_map = np.array([device_index.setdefault(d, len(device_index)) for d in self._dev_names] or [0], dtype=np.int32)
+        col = self._column
+        names = col("node.name", np.int32)
+        op_type = col("node.op_label", np.int32)
         if graph_ops:
-            from_graph = np.array([graph_ops.get(int(n), -1) for n in names], dtype=np.int32)
+            from_graph = np.array([graph_ops.get(n, -1) for n in names.tolist()], dtype=np.int32)
             op_type = np.where(from_graph >= 0, from_graph, op_type).astype(np.int32)
         nodes = Nodes(
             name=names,
             op_type=op_type,
-            device=cols["device"].astype(np.int32),
-            start_ns=cols["start_ns"],
-            op_start_ns=cols["op_start_ns"],
-            op_end_ns=cols["op_end_ns"],
-            end_ns=cols["end_ns"],
-            scheduled_ns=cols["scheduled_ns"],
-            thread_id=cols["thread_id"],
-            label=cols["label"].astype(np.int32),
-            temp_bytes=cols["temp_bytes"],
-            persistent_bytes=cols["persistent_bytes"],
-            persistent_ids_offsets=_i64(self._persistent_offsets),
-            persistent_ids=_i64(self._persistent_ids),
-            **_ragged_inputs(self._node_inputs),
+            device=dev_map[col("node.dev", np.int64)] if self._nodes else np.zeros(0, dtype=np.int32),
+            start_ns=col("node.start_ns", np.int64),
+            op_start_ns=col("node.op_start_ns", np.int64),
+            op_end_ns=col("node.op_end_ns", np.int64),
+            end_ns=col("node.end_ns", np.int64),
+            scheduled_ns=col("node.scheduled_ns", np.int64),
+            thread_id=col("node.thread_id", np.int64),
+            label=col("node.label", np.int32),
+            temp_bytes=col("node.temp_bytes", np.int64),
+            persistent_bytes=col("node.persistent_bytes", np.int64),
+            persistent_ids_offsets=col("node.persistent_ids_offsets", np.int64, 0),
+            persistent_ids=col("node.persistent_ids", np.int64),
+            input_offsets=col("node.input_offsets", np.int64, 0),
+            input_name=col("node.input_name", np.int32),
+            input_slot=col("node.input_slot", np.int32),
+            input_is_control=col("node.input_is_control", np.bool_),
         )
-        mem = {k: _i64(v) for k, v in self._mem_cols.items()}
         memory = Memory(
-            node=mem["node"].astype(np.int32),
-            allocator=mem["allocator"].astype(np.int32),
-            total_bytes=mem["total_bytes"],
-            peak_bytes=mem["peak_bytes"],
-            live_bytes=mem["live_bytes"],
-            bytes_in_use=mem["bytes_in_use"],
-            record_offsets=_i64(self._record_offsets),
+            node=col("mem.node", np.int32),
+            allocator=col("mem.allocator", np.int32),
+            total_bytes=col("mem.total_bytes", np.int64),
+            peak_bytes=col("mem.peak_bytes", np.int64),
+            live_bytes=col("mem.live_bytes", np.int64),
+            bytes_in_use=col("mem.bytes_in_use", np.int64),
+            record_offsets=col("mem.record_offsets", np.int64, 0),
         )
-        rec = {k: _i64(v) for k, v in self._rec_cols.items()}
         records = Records(
-            allocator=rec["allocator"].astype(np.int32),
-            time_ns=rec["time_ns"],
-            bytes=rec["bytes"],
-            node=rec["node"].astype(np.int32),
-            memory=rec["memory"].astype(np.int32),
+            allocator=col("rec.allocator", np.int32),
+            time_ns=col("rec.time_ns", np.int64),
+            bytes=col("rec.bytes", np.int64),
+            node=col("rec.node", np.int32),
+            memory=col("rec.memory", np.int32),
         )
-        out = {k: _i64(v) for k, v in self._out_cols.items()}
         outputs = Outputs(
-            node=out["node"].astype(np.int32),
-            slot=out["slot"].astype(np.int32),
-            allocator=out["allocator"].astype(np.int32),
-            allocation_id=out["allocation_id"],
-            requested_bytes=out["requested_bytes"],
-            allocated_bytes=out["allocated_bytes"],
-            ptr=np.array(self._out_ptr, dtype=np.uint64),
-            has_single_reference=out["has_single_reference"].astype(np.bool_),
-            dtype=out["dtype"].astype(np.int32),
-            rank=out["rank"].astype(np.int32),
-            shape_offsets=_i64(self._shape_offsets),
-            shape_dims=_i64(self._shape_dims),
+            node=col("out.node", np.int32),
+            slot=col("out.slot", np.int32),
+            allocator=col("out.allocator", np.int32),
+            allocation_id=col("out.allocation_id", np.int64),
+            requested_bytes=col("out.requested_bytes", np.int64),
+            allocated_bytes=col("out.allocated_bytes", np.int64),
+            ptr=col("out.ptr", np.uint64),
+            has_single_reference=col("out.has_single_reference", np.bool_),
+            dtype=col("out.dtype", np.int32),
+            rank=col("out.rank", np.int32),
+            shape_offsets=col("out.shape_offsets", np.int64, 0),
+            shape_dims=col("out.shape_dims", np.int64),
         )
-        device_names = tuple(self._devices)
+        device_names = tuple(device_index)
         return Trace(
             path=path,
             source_format=source_format,
@@ -340,20 +538,3 @@ class TraceBuilder:
             graph_source=graph_source,
             oddities=tuple(Oddity(kind, int(c), str(e)) for kind, (c, e) in self._oddities.items()),  # type: ignore[call-overload]
         )
-
-
-def _i64(values: array[int]) -> np.ndarray:
-    return np.array(values, dtype=np.int64)
-
-
-def _i32(values: array[int]) -> np.ndarray:
-    return np.array(values, dtype=np.int32)
-
-
-def _ragged_inputs(inputs: _Inputs) -> dict[str, np.ndarray]:
-    return {
-        "input_offsets": _i64(inputs.offsets),
-        "input_name": _i32(inputs.name),
-        "input_slot": _i32(inputs.slot),
-        "input_is_control": np.array(inputs.is_control, dtype=np.bool_),
-    }

@@ -12,9 +12,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import __version__
+from . import __version__, _progress
 from .commands import register_all
 from .errors import MemtraceError
+from .reporters.progress import ProgressLine
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -37,8 +38,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # argparse has printed usage and its one-line error
         return int(exit_.code or 0)
+    progress = ProgressLine(sys.stderr)  # draws only on a terminal, for large files
+    token = _progress.set(progress)
     try:
-        return int(args.run(args))
+        try:
+            return int(args.run(args))
+        finally:
+            progress.close()
+            _progress.reset(token)
     except MemtraceError as error:
         print(f"memtrace: error: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -22,6 +22,7 @@ the bytes already live when the step began. How many snapshots agree is the reco
 from __future__ import annotations
 
 import weakref
+from array import array
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
@@ -31,6 +32,8 @@ import numpy.typing as npt
 from .dataflow import dataflow
 from .errors import UsageError
 from .model import Int32Array, IntArray, Trace
+
+_SLICE = 1 << 16
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,17 +151,25 @@ def _replay_records(trace: Trace, allocator: str, rows: IntArray) -> Replay:
     position = np.empty(len(records), dtype=np.int64)
     position[order] = np.arange(len(order))
 
-    alloc_event: list[int] = []
-    free_event: list[int] = []
-    unpaired: list[int] = []
-    offsets = trace.memory.record_offsets
-    for entry in np.unique(records.memory[rows]).tolist():
-        open_by_size: dict[int, list[int]] = defaultdict(list)  # size -> allocation indices
-        entry_positions = np.sort(position[offsets[entry] : offsets[entry + 1]])
-        for event in entry_positions.tolist():
-            size = int(delta[event])
+    # Compact arrays, not lists: a large trace has millions of records.
+    alloc_event = array("q")
+    free_event = array("q")
+    unpaired = array("q")
+    # Each memory entry's records in replay order, entry after entry (one sort, not one per entry).
+    entries = records.memory[rows]
+    by_entry = np.lexsort((position[rows], entries))
+    entries, events = entries[by_entry], position[rows][by_entry]
+    sizes = delta[events]
+    current = -1
+    open_by_size: dict[int, list[int]] = {}  # size -> allocation indices, within the current entry
+    for lo in range(0, len(events), _SLICE):  # a slice at a time, so the Python ints stay few
+        for entry, event, size in zip(
+            entries[lo:lo + _SLICE].tolist(), events[lo:lo + _SLICE].tolist(), sizes[lo:lo + _SLICE].tolist()
+        ):
+            if entry != current:
+                current, open_by_size = entry, {}
             if size > 0:
-                open_by_size[size].append(len(alloc_event))
+                open_by_size.setdefault(size, []).append(len(alloc_event))
                 alloc_event.append(event)
                 free_event.append(-1)
             elif size < 0:
@@ -167,8 +178,9 @@ def _replay_records(trace: Trace, allocator: str, rows: IntArray) -> Replay:
                     free_event[stack.pop()] = event
                 else:
                     unpaired.append(event)
-    allocs = np.array(alloc_event, dtype=np.int64)
-    frees = np.array(free_event, dtype=np.int64)
+    del entries, events, sizes, by_entry
+    allocs = np.frombuffer(alloc_event, dtype=np.int64).copy() if alloc_event else np.zeros(0, dtype=np.int64)
+    frees = np.frombuffer(free_event, dtype=np.int64).copy() if free_event else np.zeros(0, dtype=np.int64)
     sorted_by_event = np.argsort(allocs, kind="stable")
     allocs, frees = allocs[sorted_by_event], frees[sorted_by_event]
     event_node = records.node[order]
@@ -183,7 +195,7 @@ def _replay_records(trace: Trace, allocator: str, rows: IntArray) -> Replay:
         alloc_event=allocs,
         free_event=frees,
         output_row=_match_outputs(trace, trace.allocator_index(allocator), allocs, frees, time_ns, delta, event_node),
-        unpaired_free_events=np.array(sorted(unpaired), dtype=np.int64),
+        unpaired_free_events=np.sort(np.array(unpaired, dtype=np.int64)),
     )
 
 

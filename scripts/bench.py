@@ -1,0 +1,269 @@
+"""Benchmark memtrace's readers against protobuf's text parser and TensorFlow's own tools.
+
+``python scripts/bench.py`` makes the traces under ``bench-out/`` (gitignored), runs every tool
+as a separate process, and prints one markdown table: wall time, MB/s of the input file and
+peak RSS (the child's ``ru_maxrss``), with each tool's time as a multiple of ``memtrace peak``
+on the same trace, followed by the issue's goals, each PASS or FAIL.
+
+- ``ptb20.pbtxt``: the PTB seed repeated 20 times (29 MB; one valid StepStats), and
+  ``ptb20.pb``, the same message in binary.
+- ``resnet1g.pbtxt``: 1 GB of ResNet-50 training steps from ``scripts/make_trace.py``
+  (skipped with ``--quick``).
+
+Tools: ``memtrace peak`` (text, binary), ``google.protobuf.text_format.Parse`` alone (timed
+inside its process, without start-up or reading), and where TensorFlow is installed its client
+timeline (``Timeline(step_stats).generate_chrome_trace_format(show_memory=True)``) and tfprof
+(``profile(cmd="op")``), both given the message parsed from binary so as not to charge them
+protobuf's text parser. ``--doc docs/performance.md`` also writes the table into that page
+between its ``bench:begin``/``bench:end`` markers, with the machine it ran on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+ENV = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+PARSE_ALONE = """
+import sys, time
+from google.protobuf import text_format
+from memtrace._proto import tf_trace_pb2 as pb
+text = open(sys.argv[1], encoding="utf-8").read()
+start = time.perf_counter()
+text_format.Parse(text, pb.StepStats())
+print("WORK", time.perf_counter() - start)
+"""
+
+LOAD_ALONE = """
+import sys, time
+import memtrace
+start = time.perf_counter()
+memtrace.load(sys.argv[1])
+print("WORK", time.perf_counter() - start)
+"""
+
+TF_TIMELINE = """
+import sys, time
+from tensorflow.core.framework import step_stats_pb2
+from tensorflow.python.client import timeline
+start = time.perf_counter()
+step_stats = step_stats_pb2.StepStats.FromString(open(sys.argv[1], "rb").read())
+timeline.Timeline(step_stats).generate_chrome_trace_format(show_memory=True)
+print("WORK", time.perf_counter() - start)
+"""
+
+TF_PROF = """
+import sys, time
+import tensorflow as tf
+from tensorflow.core.framework import step_stats_pb2
+from tensorflow.core.protobuf import config_pb2
+start = time.perf_counter()
+run_meta = config_pb2.RunMetadata()
+run_meta.step_stats.CopyFrom(step_stats_pb2.StepStats.FromString(open(sys.argv[1], "rb").read()))
+builder = tf.compat.v1.profiler.ProfileOptionBuilder
+options = builder(builder.time_and_memory(min_micros=0, min_bytes=0)).with_empty_output().build()
+tf.compat.v1.profiler.profile(graph=tf.Graph(), run_meta=run_meta, cmd="op", options=options)
+print("WORK", time.perf_counter() - start)
+"""
+
+
+@dataclass
+class Run:
+    tool: str
+    trace: Path
+    wall_s: float  # the whole process, best of the repeats
+    work_s: float | None  # the timed work alone, where the tool reports it
+    rss_mb: float  # peak resident memory of the process, largest of the repeats
+    ok: bool = True
+
+
+# A minimal process (no site, no imports) starts each command and reports its wall time and peak
+# RSS: a child's ru_maxrss also counts the memory of the process it was forked from.
+LAUNCHER = """
+import os, sys, time
+start = time.perf_counter()
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write(f"LAUNCH {time.perf_counter() - start} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}\\n")
+"""
+
+
+def _run(argv: list[str], repeats: int) -> tuple[float, float | None, float, bool]:
+    """Best wall time, best reported work time, largest peak RSS (MB) of ``argv`` run ``repeats`` times."""
+    walls, works, rss, ok = [], [], 0.0, True
+    for _ in range(repeats):
+        done = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, *argv], capture_output=True, env=ENV, cwd=ROOT,
+                              check=False)
+        launched = re.search(rb"^LAUNCH ([0-9.e-]+) (\d+) (-?\d+)$", done.stderr, re.MULTILINE)
+        if launched is None:
+            raise SystemExit(f"could not run {argv}: {done.stderr.decode(errors='replace')}")
+        walls.append(float(launched.group(1)))
+        rss = max(rss, int(launched.group(2)) / 1024)  # KiB on Linux
+        ok &= int(launched.group(3)) == 0
+        found = re.search(rb"^WORK ([0-9.e-]+)$", done.stdout, re.MULTILINE)
+        if found:
+            works.append(float(found.group(1)))
+    return min(walls), min(works) if works else None, rss, ok
+
+
+def _tensorflow_installed() -> bool:
+    return subprocess.run([sys.executable, "-c", "import tensorflow"], env=ENV, capture_output=True, check=False).returncode == 0
+
+
+def make_traces(out: Path, big: bool) -> dict[str, Path]:
+    """The benchmark's traces, made once (kept in ``out`` for the next run)."""
+    out.mkdir(parents=True, exist_ok=True)
+    traces = {"ptb20.pbtxt": out / "ptb20.pbtxt", "ptb20.pb": out / "ptb20.pb"}
+    if not traces["ptb20.pbtxt"].exists():
+        # The seed's text is one StepStats of dev_stats fields: 20 copies in a row are one too.
+        traces["ptb20.pbtxt"].write_bytes((FIXTURES / "ptb_lstm_train_gpu.pbtxt").read_bytes() * 20)
+    if not traces["ptb20.pb"].exists():
+        subprocess.run([sys.executable, "-c", (
+            "import sys; from google.protobuf import text_format; from memtrace._proto import tf_trace_pb2 as pb; "
+            "open(sys.argv[2], 'wb').write(text_format.Parse(open(sys.argv[1]).read(), pb.StepStats()).SerializeToString())"
+        ), str(traces["ptb20.pbtxt"]), str(traces["ptb20.pb"])], env=ENV, check=True)
+    if big:
+        traces["resnet1g.pbtxt"] = out / "resnet1g.pbtxt"
+        if not traces["resnet1g.pbtxt"].exists():
+            subprocess.run([sys.executable, str(ROOT / "scripts" / "make_trace.py"), str(traces["resnet1g.pbtxt"]),
+                            "--size", "1GB"], env=ENV, check=True, stdout=subprocess.DEVNULL)
+    return traces
+
+
+def measure(traces: dict[str, Path], repeats: int, tensorflow: bool) -> list[Run]:
+    memtrace = [sys.executable, "-m", "memtrace", "peak"]
+    load = [sys.executable, "-c", LOAD_ALONE]
+    plan: list[tuple[str, str, list[str], int]] = [
+        ("memtrace peak", "ptb20.pbtxt", [*memtrace, str(traces["ptb20.pbtxt"])], repeats),
+        ("memtrace peak", "ptb20.pb", [*memtrace, str(traces["ptb20.pb"])], repeats),
+        ("memtrace.load (reader alone)", "ptb20.pbtxt", [*load, str(traces["ptb20.pbtxt"])], repeats),
+        ("memtrace.load (reader alone)", "ptb20.pb", [*load, str(traces["ptb20.pb"])], repeats),
+        ("protobuf text_format.Parse", "ptb20.pbtxt", [sys.executable, "-c", PARSE_ALONE, str(traces["ptb20.pbtxt"])], 1),
+    ]
+    if tensorflow:
+        plan += [
+            ("TF client timeline (show_memory)", "ptb20.pb", [sys.executable, "-c", TF_TIMELINE, str(traces["ptb20.pb"])], 1),
+            ("TF tfprof (cmd=op)", "ptb20.pb", [sys.executable, "-c", TF_PROF, str(traces["ptb20.pb"])], 1),
+        ]
+    if "resnet1g.pbtxt" in traces:
+        plan.append(("memtrace peak", "resnet1g.pbtxt", [*memtrace, str(traces["resnet1g.pbtxt"])], 1))
+        plan.append(("memtrace.load (reader alone)", "resnet1g.pbtxt", [*load, str(traces["resnet1g.pbtxt"])], 1))
+    plan += [
+        ("memtrace --help", "-", [*memtrace[:3], "--help"], max(repeats, 5)),
+        ('python -c "import numpy"', "-", [sys.executable, "-c", "import numpy"], max(repeats, 5)),
+    ]
+    runs = []
+    for tool, name, argv, count in plan:
+        wall, work, rss, ok = _run(argv, count)
+        runs.append(Run(tool, traces.get(name, Path("-")), wall, work, rss, ok))
+        print(f"  {tool} on {name}: {wall:.2f} s", file=sys.stderr)
+    return runs
+
+
+def _mb(path: Path) -> float:
+    return path.stat().st_size / 1e6 if path.name != "-" else 0.0
+
+
+def table(runs: list[Run]) -> str:
+    reference = {r.trace: r.wall_s for r in runs if r.tool == "memtrace peak"}  # the ratios' denominators
+    text_time = next(r.wall_s for r in runs if r.tool == "memtrace peak" and r.trace.name == "ptb20.pbtxt")
+    lines = [
+        "| tool | trace | MB | wall s | work s | MB/s | peak RSS MB | time / memtrace peak |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in runs:
+        size = _mb(r.trace)
+        timed = r.work_s if r.work_s is not None else r.wall_s
+        base = reference.get(r.trace, text_time if r.trace.name.startswith("ptb20") else None)
+        ratio = f"{timed / base:.1f}x" if base and r.trace.name != "-" else ""
+        lines.append(
+            f"| {r.tool}{'' if r.ok else ' (FAILED)'} | {r.trace.name} | {size:.0f} | {r.wall_s:.2f} | "
+            f"{'' if r.work_s is None else f'{r.work_s:.2f}'} | {f'{size / timed:.1f}' if size else ''} | {r.rss_mb:.0f} | {ratio} |"
+        )
+    return "\n".join(lines)
+
+
+def goals(runs: list[Run]) -> list[str]:
+    def find(tool: str, trace: str) -> Run | None:
+        return next((r for r in runs if r.tool == tool and r.trace.name == trace), None)
+
+    text, binary = find("memtrace peak", "ptb20.pbtxt"), find("memtrace peak", "ptb20.pb")
+    parse = find("protobuf text_format.Parse", "ptb20.pbtxt")
+    helps, numpy = find("memtrace --help", "-"), find('python -c "import numpy"', "-")
+    assert text and binary and parse and helps and numpy and parse.work_s is not None
+    checks = [
+        ((f"`memtrace peak` on the 29 MB text, whole process, at least 10x faster than `text_format.Parse` alone: "
+         f"{parse.work_s / text.wall_s:.1f}x"), parse.work_s >= 10 * text.wall_s),
+        (f"binary at least 2x faster than its text form through `memtrace peak`: {text.wall_s / binary.wall_s:.1f}x",
+         text.wall_s >= 2 * binary.wall_s),
+        (f"`memtrace --help` under 1.5x `import numpy`: {helps.wall_s / numpy.wall_s:.2f}x", helps.wall_s < 1.5 * numpy.wall_s),
+    ]
+    big, big_load = find("memtrace peak", "resnet1g.pbtxt"), find("memtrace.load (reader alone)", "resnet1g.pbtxt")
+    if big is not None and big_load is not None:
+        size_mb = _mb(big.trace)
+        checks.append(((f"1 GB text through `memtrace peak`: peak RSS at most half the file: {big.rss_mb:.0f} MB of "
+                       f"{size_mb:.0f} MB ({big.rss_mb / size_mb:.2f}; the reader alone: {big_load.rss_mb:.0f} MB, "
+                       f"{big_load.rss_mb / size_mb:.2f})"), big.rss_mb <= size_mb / 2 and big.ok))
+    return [f"- {'PASS' if ok else 'FAIL'}: {what}" for what, ok in checks]
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        found = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.MULTILINE)
+        cpu = found.group(1) if found else cpu
+    except OSError:
+        pass
+    memory = ""
+    try:
+        kib = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))  # type: ignore[union-attr]
+        memory = f", {kib / 2**20:.0f} GiB RAM"
+    except (OSError, AttributeError):
+        pass
+    versions = subprocess.run([sys.executable, "-c", (
+        "import numpy, google.protobuf as p; from google.protobuf.internal import api_implementation as a; "
+        "print(f'numpy {numpy.__version__}, protobuf {p.__version__} ({a.Type()})')")], env=ENV, capture_output=True, check=False,
+        text=True).stdout.strip()
+    return f"{cpu}, {os.cpu_count()} cores{memory}; Python {platform.python_version()}, {versions}"
+
+
+def write_doc(doc: Path, block: str) -> None:
+    text = doc.read_text()
+    begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
+    if begin not in text or end not in text:
+        raise SystemExit(f"{doc}: no {begin} ... {end} markers")
+    head, rest = text.split(begin, 1)
+    doc.write_text(head + begin + "\n" + block + "\n" + end + rest.split(end, 1)[1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-out", help="where the traces go (default bench-out/)")
+    parser.add_argument("--quick", action="store_true", help="skip the 1 GB trace")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each memtrace command; the best counts")
+    parser.add_argument("--doc", type=Path, help="also write the results into this page (docs/performance.md)")
+    args = parser.parse_args(argv)
+    traces = make_traces(args.out, big=not args.quick)
+    runs = measure(traces, args.repeats, _tensorflow_installed())
+    block = "\n".join([
+        (f"Machine: {machine()}. Run on {time.strftime('%Y-%m-%d')} with `python scripts/bench.py"
+        f"{' --quick' if args.quick else ''}`."), "", table(runs), "", *goals(runs),
+    ])
+    print(block)
+    if args.doc is not None:
+        write_doc(args.doc, block)
+    return 0 if all(r.ok for r in runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""Helpers for the fast-reader tests: read a file by the fast path alone, or by protobuf alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memtrace import reader
+from memtrace.model import Trace
+
+reader.RAISE_UNEXPECTED = True  # a fast reader crashing is a bug to see, not a fallback to take
+
+
+def fast(path: Path | str) -> Trace | None:
+    """The trace as memtrace's own streaming readers produce it; None where they leave it to protobuf."""
+    found = reader._load_fast(str(path), None)
+    if found is None:
+        return None
+    builder, source_format, message_name, run_metadata = found
+    return reader._finish(builder, str(path), source_format, message_name, run_metadata, None)
+
+
+def reference(path: Path | str) -> Trace:
+    """The trace as protobuf's parsers read it (the reference); raises TraceFormatError on bad input."""
+    data, compressed = reader._read_bytes(str(path))
+    return reader._load_data(str(path), data, compressed, None)
+
+
+def same(a: Trace, b: Trace) -> bool:
+    """Identical models, down to the source format and where the graph came from."""
+    return a.same_content(b) and a.source_format == b.source_format and a.graph_source == b.graph_source

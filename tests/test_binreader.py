@@ -1,0 +1,159 @@
+"""The fast binary reader: the same model as upb on every input, or it steps aside."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memtrace._proto import tf_trace_pb2 as pb
+from memtrace.errors import TraceFormatError
+
+from .conftest import FIXTURES, REAL_TRACES
+from .fastpaths import fast, reference, same
+from .test_textreader import BASE, step_stats
+
+
+def check(path: Path, expect_fast: bool | None = True) -> None:
+    got = fast(path)
+    if expect_fast is not None:
+        assert (got is not None) == expect_fast, "fast path taken" if got is not None else "fell back"
+    try:
+        expected = reference(path)
+    except TraceFormatError:
+        assert got is None, "the fast reader accepted what upb rejects"
+        return
+    if got is not None:
+        assert same(got, expected)
+
+
+def _message(path: Path) -> pb.StepStats | pb.RunMetadata:
+    text = path.read_text()
+    message = pb.RunMetadata() if text.lstrip().startswith(("step_stats", "partition_graphs")) else pb.StepStats()
+    return text_format.Parse(text, message)
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.rglob("*.pb")) + sorted(FIXTURES.rglob("*.pb.gz")), ids=lambda p: p.name)
+def test_binary_fixtures_read_fast_and_identically(path: Path) -> None:
+    check(path)
+
+
+@pytest.mark.parametrize("path", REAL_TRACES, ids=lambda p: p.name)
+def test_every_real_trace_serialized_reads_fast_and_identically(path: Path, tmp_path: Path) -> None:
+    binary = _message(path).SerializeToString()
+    (tmp_path / "t.pb").write_bytes(binary)
+    (tmp_path / "t.pb.gz").write_bytes(gzip.compress(binary))
+    check(tmp_path / "t.pb")
+    check(tmp_path / "t.pb.gz")
+    assert fast(tmp_path / "t.pb").same_content(fast(path))  # type: ignore[union-attr, arg-type]
+
+
+def _base() -> pb.StepStats:
+    return text_format.Parse(BASE, pb.StepStats())
+
+
+def _write(tmp_path: Path, data: bytes) -> Path:
+    path = tmp_path / "t.pb"
+    path.write_bytes(data)
+    return path
+
+
+def test_packed_and_unpacked_repeated_ids_agree(tmp_path: Path) -> None:
+    message = _base()
+    packed = message.SerializeToString()  # proto3 packs repeated int64
+    ids = message.dev_stats[0].node_stats[0].memory_stats.persistent_tensor_alloc_ids
+    assert list(ids) == [3, 4]
+    stats = message.dev_stats[0].node_stats[0].memory_stats
+    stats_bytes = stats.SerializeToString()
+    unpacked_stats = stats_bytes.replace(b"\x2a\x02\x03\x04", b"\x28\x03\x28\x04")  # field 5: LEN [3, 4] -> two varints
+    assert unpacked_stats != stats_bytes
+    unpacked = packed.replace(stats_bytes, unpacked_stats)
+    check(_write(tmp_path, packed))
+    path = _write(tmp_path, unpacked)
+    check(path)
+    assert fast(path).nodes.persistent_ids.tolist() == [3, 4]  # type: ignore[union-attr]
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(value & 0x7F | (0x80 if value > 0x7F else 0))
+        value >>= 7
+        if not value:
+            return bytes(out)
+
+
+def _step_stats_around(node: bytes) -> bytes:
+    """A StepStats with one device holding one node whose wire bytes are ``node``, as given."""
+    device = b"\x0a\x06/cpu:0" + b"\x12" + _varint(len(node)) + node
+    return b"\x0a" + _varint(len(device)) + device
+
+
+def test_unknown_fields_are_skipped_as_upb_skips_them(tmp_path: Path) -> None:
+    node = text_format.Parse(BASE, pb.StepStats()).dev_stats[0].node_stats[0].SerializeToString()
+    extra = b"\xf8\x01\x05" + b"\xfa\x01\x02hi" + b"\xfd\x01\x00\x00\x00\x00" + b"\xf9\x01" + bytes(8)  # field 31, 4 wire types
+    path = _write(tmp_path, _step_stats_around(node + extra))
+    check(path)
+    assert fast(path).same_content(fast(_write(tmp_path, _step_stats_around(node))))  # type: ignore[union-attr, arg-type]
+
+
+def test_run_metadata_with_graphs(tmp_path: Path) -> None:
+    metadata = pb.RunMetadata()
+    metadata.step_stats.CopyFrom(_base())
+    node = metadata.partition_graphs.add().node.add()
+    node.name, node.op = "relu", "Relu"
+    node.input.append("conv1/Conv2D:1")
+    path = _write(tmp_path, metadata.SerializeToString())
+    check(path)
+    trace = fast(path)
+    assert trace is not None and trace.message == "RunMetadata" and trace.graph_source == "partition_graphs"
+
+
+@pytest.mark.parametrize("extra", [
+    b"\x10\x05",  # all_start_micros again: upb keeps the last
+    b"\x15\x01\x02\x03\x04",  # all_start_micros as fixed32: upb keeps it aside as unknown
+    b"\x0a\x02\xff\xfe",  # a node name that is not UTF-8
+    b"\x1b\x1c",  # a group
+    b"\x12\x05ab",  # a message running past its parent
+    b"\x62\x00\x62\x00",  # memory_stats twice: upb merges them
+], ids=["scalar twice", "wrong wire type", "not utf-8", "group", "overrun", "message twice"])
+def test_what_the_fast_reader_leaves_to_upb(extra: bytes, tmp_path: Path) -> None:
+    node = text_format.Parse(BASE, pb.StepStats()).dev_stats[0].node_stats[0].SerializeToString()
+    check(_write(tmp_path, _step_stats_around(node + extra)), expect_fast=False)
+
+
+def test_a_device_protobuf_would_not_take_for_one_is_left_to_upb(tmp_path: Path) -> None:
+    message = _base()
+    message.dev_stats[1].device = "stream:all"  # StepStats reading rejected: the reference decides
+    check(_write(tmp_path, message.SerializeToString()), expect_fast=False)
+
+
+_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@_SETTINGS
+@given(message=step_stats())
+def test_generated_traces_read_identically(message: pb.StepStats, tmp_path: Path) -> None:
+    data = message.SerializeToString()
+    if not data:
+        return
+    path = _write(tmp_path, data)
+    check(path, expect_fast=None)
+    if all(d.device == "" or d.device.startswith("/") for d in message.dev_stats):
+        assert fast(path) is not None
+
+
+_SMALL = _base().SerializeToString()
+
+
+@_SETTINGS
+@given(edits=st.lists(st.tuples(st.integers(0, len(_SMALL) - 1), st.integers(0, 3), st.binary(max_size=3)), min_size=1, max_size=3))
+def test_damaged_binary_is_read_identically_or_left_to_upb(edits: list[tuple[int, int, bytes]], tmp_path: Path) -> None:
+    data = bytearray(_SMALL)
+    for at, remove, insert in edits:
+        data[at:at + remove] = insert
+    check(_write(tmp_path, bytes(data)), expect_fast=None)

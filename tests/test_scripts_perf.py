@@ -1,0 +1,69 @@
+"""The benchmark's helpers: the generated trace is valid, deterministic and self-consistent."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import memtrace
+
+from .conftest import ROOT
+from .fastpaths import fast, reference, same
+
+
+def _script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generated_trace_is_deterministic_and_reads_identically(tmp_path: Path) -> None:
+    make_trace = _script("make_trace")
+    first, second = io.BytesIO(), io.BytesIO()
+    assert make_trace.write(first, 4_000_000) == make_trace.write(second, 4_000_000) == 2
+    assert first.getvalue() == second.getvalue()
+    path = tmp_path / "r.pbtxt"
+    path.write_bytes(first.getvalue())
+    trace = fast(path)
+    assert trace is not None and same(trace, reference(path))
+    assert len(trace.nodes) == 2 * (2467 + 617)  # every node on the GPU, every fourth on stream:all
+
+
+def test_generated_trace_snapshots_agree_with_its_records(tmp_path: Path) -> None:
+    make_trace = _script("make_trace")
+    path = tmp_path / "r.pbtxt"
+    with open(path, "wb") as out:
+        make_trace.write(out, 1)
+    peak = memtrace.load(path).peak("GPU_0_bfc")
+    # A 100 MiB baseline, and every allocator_bytes_in_use snapshot equal to it plus the replay.
+    assert peak.baseline_bytes == 100 << 20
+    assert peak.reconciliation.matched == peak.reconciliation.snapshots == 617
+    assert peak.reconciliation.max_abs_error_bytes == 0
+    assert peak.live_bytes_total == peak.peak_delta_bytes
+
+
+def test_bench_table_and_goals_from_runs() -> None:
+    bench = _script("bench")
+    ptb, binary, none = Path("bench-out/ptb20.pbtxt"), Path("bench-out/ptb20.pb"), Path("-")
+    runs = [
+        bench.Run("memtrace peak", ptb, 0.5, None, 120.0),
+        bench.Run("memtrace peak", binary, 0.2, None, 110.0),
+        bench.Run("protobuf text_format.Parse", ptb, 5.6, 5.5, 150.0),
+        bench.Run("memtrace --help", none, 0.03, None, 12.0),
+        bench.Run('python -c "import numpy"', none, 0.08, None, 30.0),
+    ]
+    sizes = {ptb: 29_000_000, binary: 11_000_000}
+    bench._mb = lambda path: sizes.get(path, 0) / 1e6
+    lines = bench.table(runs).splitlines()
+    assert lines[4].startswith("| protobuf text_format.Parse | ptb20.pbtxt | 29 | 5.60 | 5.50 | 5.3 | 150 | 11.0x |")
+    assert bench.goals(runs) == [
+        "- PASS: `memtrace peak` on the 29 MB text, whole process, at least 10x faster than `text_format.Parse` alone: 11.0x",
+        "- PASS: binary at least 2x faster than its text form through `memtrace peak`: 2.5x",
+        "- PASS: `memtrace --help` under 1.5x `import numpy`: 0.38x",
+    ]

@@ -1,0 +1,362 @@
+"""The fast text reader: the same model as protobuf's parser on every input, or it steps aside."""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memtrace import textreader
+from memtrace._proto import tf_trace_pb2 as pb
+from memtrace.dtypes import DATA_TYPE_NAMES
+from memtrace.errors import TraceFormatError
+
+from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
+from .fastpaths import fast, reference, same
+
+WHILE_RNN = PTB.parent / "recorded" / "cpu_while_rnn.pbtxt"  # RunMetadata with partition graphs
+
+
+def check(path: Path, expect_fast: bool | None = True) -> None:
+    """The fast reader either steps aside or agrees with protobuf; ``expect_fast`` says which."""
+    got = fast(path)
+    if expect_fast is not None:
+        assert (got is not None) == expect_fast, "fast path taken" if got is not None else "fell back"
+    try:
+        expected = reference(path)
+    except TraceFormatError:
+        assert got is None, "the fast reader accepted what protobuf rejects"
+        return
+    if got is not None:
+        assert same(got, expected)
+
+
+# -- real traces ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", REAL_TRACES, ids=lambda p: p.name)
+def test_every_real_trace_reads_fast_and_identically(path: Path) -> None:
+    check(path)
+
+
+@pytest.mark.parametrize("path", sorted(TINY.glob("*.pbtxt")), ids=lambda p: p.name)
+def test_hand_written_traces_read_identically(path: Path) -> None:
+    # Some put a message on one line (`records { alloc_micros: 1 alloc_bytes: 2 }`): protobuf reads those.
+    check(path, expect_fast=None)
+
+
+def test_gzip_text_streams_through_the_fast_reader(tmp_path: Path) -> None:
+    path = tmp_path / "t.pbtxt.gz"
+    path.write_bytes(gzip.compress(PTB.read_bytes()))
+    check(path)
+    assert fast(path).source_format == "text+gzip"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 3000, 50_000])
+@pytest.mark.parametrize("path", [PTB, WHILE_RNN], ids=lambda p: p.name)
+def test_any_chunk_size_gives_the_same_model(path: Path, chunk_bytes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Chunks end before a node; small ones make devices, graphs and names span many chunks.
+    monkeypatch.setattr(textreader, "CHUNK_BYTES", chunk_bytes)
+    check(path)
+
+
+def test_seed_repeated_is_one_valid_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(textreader, "CHUNK_BYTES", 200_000)
+    path = tmp_path / "ptb3.pbtxt"
+    path.write_bytes(PTB.read_bytes() * 3)
+    check(path)
+    assert len(reference(path).nodes) == 3 * len(reference(PTB).nodes)
+
+
+def test_dtype_table_matches_the_schema() -> None:
+    assert DATA_TYPE_NAMES == {v: k for k, v in pb.DataType.items()}
+
+
+# -- text format variants: recognised ones agree, the rest go to protobuf ---------------------------
+
+BASE = '''dev_stats {
+  device: "/job:localhost/replica:0/task:0/device:GPU:0"
+  node_stats {
+    node_name: "conv1/Conv2D"
+    all_start_micros: 1000
+    op_start_rel_micros: 2
+    op_end_rel_micros: 30
+    all_end_rel_micros: 31
+    memory {
+      allocator_name: "GPU_0_bfc"
+      total_bytes: 4096
+      peak_bytes: 4096
+      allocator_bytes_in_use: 9000
+      allocation_records {
+        alloc_micros: 1005
+        alloc_bytes: 4096
+      }
+      allocation_records {
+        alloc_micros: 1020
+        alloc_bytes: -1024
+      }
+    }
+    output {
+      slot: 1
+      tensor_description {
+        dtype: DT_FLOAT
+        shape {
+          dim {
+            size: 32
+          }
+          dim {
+            size: -1
+            name: "batch"
+          }
+        }
+        allocation_description {
+          requested_bytes: 3000
+          allocated_bytes: 3072
+          allocator_name: "GPU_0_bfc"
+          allocation_id: 7
+          has_single_reference: true
+          ptr: 140193369704128
+        }
+      }
+    }
+    timeline_label: "[GPU_0_bfc 4.0KB 4.0KB] conv1/Conv2D = Conv2D(x, conv1/w/read:1, ^init)"
+    scheduled_micros: 990
+    thread_id: 3
+    memory_stats {
+      temp_memory_size: 1024
+      persistent_memory_size: 8
+      persistent_tensor_alloc_ids: 3
+      persistent_tensor_alloc_ids: 4
+    }
+  }
+  node_stats {
+    node_name: "relu"
+    all_start_micros: 1040
+    op_end_rel_micros: 5
+    all_end_rel_micros: 6
+    output {
+      tensor_description {
+        dtype: DT_HALF
+        shape {
+          unknown_rank: true
+        }
+        allocation_description {
+          requested_bytes: 64
+          allocator_name: "cpu"
+        }
+      }
+    }
+    timeline_label: "relu = Relu(conv1/Conv2D:1)"
+  }
+}
+dev_stats {
+  device: "/job:localhost/replica:0/task:0/device:GPU:0/stream:all"
+  node_stats {
+    node_name: "conv1/Conv2D:Conv2D"
+    all_start_micros: 1001
+    op_end_rel_micros: 20
+    all_end_rel_micros: 20
+    timeline_label: "Conv2D"
+  }
+}
+'''
+
+
+def _move_device_last(text: str) -> str:
+    lines = text.split("\n")
+    device = lines.pop(1)
+    end = lines.index("}")
+    lines.insert(end, device)
+    return "\n".join(lines)
+
+
+def _reverse_scalars(text: str) -> str:
+    """Reverse the order of each run of consecutive scalar lines (fields in any order)."""
+    out: list[str] = []
+    run: list[str] = []
+    for line in text.split("\n"):
+        if ": " in line and not line.endswith("{"):
+            run.append(line)
+            continue
+        out.extend(reversed(run))
+        run = []
+        out.append(line)
+    return "\n".join(out + run[::-1])
+
+
+VARIANTS: list[tuple[str, Callable[[str], str], bool]] = [
+    ("as printed", lambda t: t, True),
+    ("device named after its nodes", _move_device_last, True),
+    ("fields in another order", _reverse_scalars, True),
+    ("colon before a message", lambda t: t.replace("memory {", "memory: {"), True),
+    ("enum by number", lambda t: t.replace("dtype: DT_FLOAT", "dtype: 1"), True),
+    ("enum by an unknown number", lambda t: t.replace("dtype: DT_FLOAT", "dtype: 400"), True),
+    ("bool as t and 1", lambda t: t.replace("has_single_reference: true", "has_single_reference: t").replace(
+        "unknown_rank: true", "unknown_rank: 1"), True),
+    ("bool as False", lambda t: t.replace("has_single_reference: true", "has_single_reference: False"), True),
+    ("comments and blank lines", lambda t: "# a trace\n\n" + t.replace("  node_stats {\n", "# node\n\n  node_stats {\n", 1) + "\n", True),
+    ("indented comment", lambda t: t.replace("  node_stats {\n", "  # node\n  node_stats {\n", 1), False),
+    ("octal escapes", lambda t: t.replace('"relu"', '"r\\303\\251lu"'), True),
+    ("quote and newline escapes", lambda t: t.replace('"relu"', '"re\\"l\\nu\\\\"'), True),
+    ("raw UTF-8", lambda t: t.replace('"relu"', '"rélu ∑"'), True),
+    ("int64 extremes", lambda t: t.replace("alloc_bytes: -1024", "alloc_bytes: -9223372036854775808").replace(
+        "total_bytes: 4096", "total_bytes: 9223372036854775807"), True),
+    ("uint64 extreme", lambda t: t.replace("ptr: 140193369704128", "ptr: 18446744073709551615"), True),
+    ("negative zero", lambda t: t.replace("slot: 1", "slot: -0"), True),
+    ("thread names and referenced tensors", lambda t: t.replace(
+        '  node_stats {\n    node_name: "relu"',
+        '  thread_names {\n    key: 3\n    value: "pool-1"\n  }\n  node_stats {\n    node_name: "relu"\n'
+        '    referenced_tensor {\n      requested_bytes: 4\n      allocator_name: "cpu"\n    }'), True),
+    ("nanoseconds", lambda t: t.replace("    scheduled_micros: 990\n", "    scheduled_micros: 990\n"
+                                        "    all_start_nanos: 1000123\n    op_end_rel_nanos: 29999\n"
+                                        "    all_end_rel_nanos: 31000\n    scheduled_nanos: 990001\n"), True),
+    ("single quotes", lambda t: t.replace('"relu"', "'relu'"), False),
+    ("adjacent strings", lambda t: t.replace('"relu"', '"re" "lu"'), False),
+    ("hex integer", lambda t: t.replace("total_bytes: 4096", "total_bytes: 0x1000"), False),
+    ("octal integer", lambda t: t.replace("total_bytes: 4096", "total_bytes: 010000"), False),
+    ("trailing comment", lambda t: t.replace("total_bytes: 4096", "total_bytes: 4096  # bytes"), False),
+    ("angle brackets", lambda t: t.replace("memory_stats {", "memory_stats <").replace(
+        "      persistent_tensor_alloc_ids: 4\n    }", "      persistent_tensor_alloc_ids: 4\n    >"), False),
+    ("list syntax", lambda t: t.replace("persistent_tensor_alloc_ids: 3\n      persistent_tensor_alloc_ids: 4",
+                                        "persistent_tensor_alloc_ids: [3, 4]"), False),
+    ("one line", lambda t: re.sub(r"\n\s*", " ", t), False),
+    ("tabs", lambda t: t.replace("  ", "\t"), False),
+    ("CRLF", lambda t: t.replace("\n", "\r\n"), False),
+    ("no space after colon", lambda t: t.replace("slot: 1", "slot:1"), False),
+    ("unknown field", lambda t: t.replace("slot: 1", "slot: 1\n      bogus: 2"), False),
+    ("extension", lambda t: t.replace("slot: 1", "[ext.field]: 1"), False),
+    ("scalar twice", lambda t: t.replace("slot: 1", "slot: 1\n      slot: 2"), False),
+    ("message twice", lambda t: t.replace("    memory_stats {", "    memory_stats {\n    }\n    memory_stats {"), False),
+    ("int64 overflow", lambda t: t.replace("total_bytes: 4096", "total_bytes: 9223372036854775808"), False),
+    ("uint64 overflow", lambda t: t.replace("ptr: 140193369704128", "ptr: 18446744073709551616"), False),
+    ("negative unsigned", lambda t: t.replace("thread_id: 3", "thread_id: -3"), False),
+    ("int32 overflow", lambda t: t.replace("slot: 1", "slot: 2147483648"), False),
+    ("bad bool", lambda t: t.replace("has_single_reference: true", "has_single_reference: yes"), False),
+    ("unknown enum name", lambda t: t.replace("dtype: DT_FLOAT", "dtype: DT_NOPE"), False),
+    ("unclosed message", lambda t: t[: t.rindex("}")], False),
+    ("extra close", lambda t: t + "}\n", False),
+    ("wrong indentation", lambda t: t.replace("    node_name: \"relu\"", "     node_name: \"relu\""), False),
+    ("junk in the indentation", lambda t: t.replace("    node_name: \"relu\"", "  xxnode_name: \"relu\""), False),
+]
+
+
+@pytest.mark.parametrize(("transform", "expect_fast"), [(t, f) for _, t, f in VARIANTS], ids=[n for n, _, _ in VARIANTS])
+def test_text_variant(transform: Callable[[str], str], expect_fast: bool, tmp_path: Path) -> None:
+    path = tmp_path / "t.pbtxt"
+    path.write_bytes(transform(BASE).encode())
+    check(path, expect_fast)
+
+
+def test_invalid_utf8_in_a_string_is_left_to_protobuf(tmp_path: Path) -> None:
+    path = tmp_path / "t.pbtxt"
+    path.write_bytes(BASE.encode().replace(b'"relu"', b'"r\xffelu"'))
+    check(path, False)
+
+
+def test_run_metadata_graphs_between_step_stats_fields(tmp_path: Path) -> None:
+    graph = 'partition_graphs {\n  node {\n    name: "relu"\n    op: "Relu"\n    input: "conv1/Conv2D:1"\n  }\n}\n'
+    step_stats = "step_stats {\n" + "".join("  " + line + "\n" if line else "\n" for line in BASE.split("\n")[:-1]) + "}\n"
+    path = tmp_path / "rm.pbtxt"
+    path.write_text(graph + step_stats + "cost_graph {\n}\n" + graph)
+    check(path)
+    trace = fast(path)
+    assert trace is not None and trace.message == "RunMetadata" and trace.graph_source == "partition_graphs"
+    assert len(trace.graph) == 2  # type: ignore[arg-type]
+
+
+# -- generated and fuzzed traces ------------------------------------------------------------------
+
+_names = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+_int64 = st.integers(-(2**63), 2**63 - 1)
+_micros = st.integers(-(2**52), 2**52)  # times scaled to nanoseconds must stay in int64
+
+
+@st.composite
+def step_stats(draw: st.DrawFn) -> pb.StepStats:
+    message = pb.StepStats()
+    for _ in range(draw(st.integers(0, 3))):
+        device = message.dev_stats.add()
+        device.device = draw(st.sampled_from(["/job:w/device:GPU:0", "/device:CPU:0", "", "/gpu:0/stream:7"]))
+        for _ in range(draw(st.integers(0, 3))):
+            node = device.node_stats.add()
+            node.node_name = draw(_names)
+            node.all_start_micros = draw(_micros)
+            node.op_start_rel_micros = draw(_micros)
+            node.op_end_rel_micros = draw(_micros)
+            node.all_end_rel_micros = draw(_micros)
+            node.scheduled_micros = draw(_micros)
+            node.thread_id = draw(st.integers(0, 2**32 - 1))
+            node.timeline_label = draw(st.sampled_from(["", "a = Add(b, c:1, ^d)", "[cpu 1B 1B] x = Op()"]) | _names)
+            if draw(st.booleans()):
+                node.all_start_nanos = draw(_int64)
+                node.op_end_rel_nanos = draw(_int64)
+                node.scheduled_nanos = draw(_int64)
+            for _ in range(draw(st.integers(0, 2))):
+                memory = node.memory.add()
+                memory.allocator_name = draw(st.sampled_from(["GPU_0_bfc", "cpu", ""]))
+                memory.total_bytes = draw(_int64)
+                memory.allocator_bytes_in_use = draw(_int64)
+                for _ in range(draw(st.integers(0, 3))):
+                    record = memory.allocation_records.add()
+                    record.alloc_micros = draw(_micros)
+                    record.alloc_bytes = draw(_int64)
+            for _ in range(draw(st.integers(0, 2))):
+                output = node.output.add()
+                output.slot = draw(st.integers(-(2**31), 2**31 - 1))
+                if draw(st.booleans()):
+                    tensor = output.tensor_description
+                    tensor.dtype = draw(st.sampled_from([0, 1, 19, 101, 500]))  # 500: newer than our schema
+                    if draw(st.booleans()):
+                        tensor.shape.unknown_rank = draw(st.booleans())
+                        for size in draw(st.lists(_int64, max_size=3)):
+                            tensor.shape.dim.add().size = size
+                    allocation = tensor.allocation_description
+                    allocation.requested_bytes = draw(_int64)
+                    allocation.allocated_bytes = draw(_int64)
+                    allocation.allocator_name = draw(st.sampled_from(["GPU_0_bfc", "cpu", ""]))
+                    allocation.allocation_id = draw(_int64)
+                    allocation.has_single_reference = draw(st.booleans())
+                    allocation.ptr = draw(st.integers(0, 2**64 - 1))
+            if draw(st.booleans()):
+                node.memory_stats.temp_memory_size = draw(_int64)
+                node.memory_stats.persistent_memory_size = draw(_int64)
+                node.memory_stats.persistent_tensor_alloc_ids.extend(draw(st.lists(_int64, max_size=3)))
+    return message
+
+
+_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@_SETTINGS
+@given(message=step_stats(), as_utf8=st.booleans())
+def test_generated_traces_read_identically(message: pb.StepStats, as_utf8: bool, tmp_path: Path) -> None:
+    if not message.dev_stats:
+        return  # an empty text file is not a trace
+    path = tmp_path / "g.pbtxt"
+    path.write_text(text_format.MessageToString(message, as_utf8=as_utf8), encoding="utf-8")
+    check(path, expect_fast=None)
+    assert fast(path) is not None  # protobuf's own printer writes nothing the fast reader leaves
+
+
+_VALID = BASE.encode()  # as printed, so that the fast reader has to judge every damage itself
+
+
+@_SETTINGS
+@given(edits=st.lists(st.tuples(st.integers(0, len(_VALID) - 1), st.integers(0, 3), st.binary(max_size=3)), min_size=1, max_size=3))
+def test_damaged_text_is_read_identically_or_left_to_protobuf(edits: list[tuple[int, int, bytes]], tmp_path: Path) -> None:
+    data = bytearray(_VALID)
+    for at, remove, insert in edits:
+        data[at:at + remove] = insert
+    path = tmp_path / "d.pbtxt"
+    path.write_bytes(bytes(data))
+    check(path, expect_fast=None)
+
+
+def test_the_whole_alexnet_text_without_protobuf_imports_reads_fast() -> None:
+    assert fast(ALEXNET) is not None
