@@ -51,7 +51,10 @@ class Dataflow:
     consumers: dict[tuple[int, int], tuple[int, ...]]  # (producer name, slot) -> consumer names
     unresolved_inputs: int  # data inputs naming an op that never executed
     buffer_of_output: IntArray  # per Outputs row: the buffer it holds
-    chains: tuple[tuple[int, ...], ...]  # per buffer: its Outputs rows, creator first, in time order
+    chain_offsets: IntArray  # buffer b's chain is chain_rows[chain_offsets[b]:chain_offsets[b + 1]]
+    chain_rows: IntArray  # Outputs rows by buffer, creator first, then its aliases in time order
+    last_use: IntArray  # per buffer: see last_use_ns
+    last_read: IntArray  # per buffer: see last_read_ns
 
     # -- ops --------------------------------------------------------------------------------
 
@@ -66,13 +69,21 @@ class Dataflow:
 
     # -- buffers ----------------------------------------------------------------------------
 
+    @property
+    def buffers(self) -> int:
+        return len(self.chain_offsets) - 1
+
+    def chain(self, buffer: int) -> list[int]:
+        """The buffer's Outputs rows: its creator's output, then its aliases in time order."""
+        return self.chain_rows[self.chain_offsets[buffer] : self.chain_offsets[buffer + 1]].tolist()
+
     def creator(self, buffer: int) -> int:
         """The Outputs row that created the buffer."""
-        return self.chains[buffer][0]
+        return int(self.chain_rows[self.chain_offsets[buffer]])
 
     def holders(self, buffer: int) -> list[int]:
         """Names of the ops whose outputs are the buffer: its creator, then its aliases."""
-        names = self.trace.nodes.name[self.trace.outputs.node[list(self.chains[buffer])]]
+        names = self.trace.nodes.name[self.trace.outputs.node[self.chain(buffer)]]
         return list(dict.fromkeys(names.tolist()))
 
     def buffer_consumers(self, buffer: int) -> list[tuple[int, int]]:
@@ -92,7 +103,7 @@ class Dataflow:
 
     def last_use_ns(self, buffer: int) -> int:
         """The latest end (``all_end``) of the buffer's holders and of the executions reading them."""
-        return self._latest(buffer, self.trace.nodes.end_ns)
+        return int(self.last_use[buffer])
 
     def last_read_ns(self, buffer: int) -> int:
         """The latest kernel end (``op_end``) of the buffer's holders and of the executions reading them.
@@ -101,23 +112,15 @@ class Dataflow:
         ``all_end``, so an output's free is recorded at or after this moment, not after
         :meth:`last_use_ns`.
         """
-        return self._latest(buffer, self.trace.nodes.op_end_ns)
-
-    def _latest(self, buffer: int, column: IntArray) -> int:
-        last = int(column[self.trace.outputs.node[list(self.chains[buffer])]].max())
-        for _, _, reading in self._reads(buffer):
-            last = max(last, int(column[list(reading)].max()))
-        return last
+        return int(self.last_read[buffer])
 
     def _reads(self, buffer: int) -> Iterator[tuple[int, int, tuple[int, ...]]]:
         """(holder row, consumer name, the consumer's executions that read it) for each edge out of the chain.
 
-        A consumer that ran as often as the holder's op (both in one while loop) read the holder's
-        k-th output in its k-th execution; otherwise every execution may have read it (a loop
-        reading a value from outside it), so all of them count.
+        The same rule as :func:`_latest_by_buffer`, one buffer at a time, for the story.
         """
         nodes, outputs = self.trace.nodes, self.trace.outputs
-        for row in self.chains[buffer]:
+        for row in self.chain(buffer):
             node = int(outputs.node[row])
             name = int(nodes.name[node])
             runs = self.executions.get(name, (node,))
@@ -129,9 +132,8 @@ class Dataflow:
 
     def owned_outputs(self, allocator_index: int) -> IntArray:
         """The Outputs rows on this allocator that created their buffer (forwarded ones left out)."""
-        outputs = self.trace.outputs
-        creators = np.array([chain[0] for chain in self.chains], dtype=np.int64)
-        return np.sort(creators[outputs.allocator[creators] == allocator_index])
+        creators = self.chain_rows[self.chain_offsets[:-1]]
+        return np.sort(creators[self.trace.outputs.allocator[creators] == allocator_index])
 
 
 _built: weakref.WeakKeyDictionary[Trace, Dataflow] = weakref.WeakKeyDictionary()
@@ -159,16 +161,21 @@ def _build(trace: Trace) -> Dataflow:
                 consumers[(producer, slot)][consumer] = None
             else:
                 unresolved += 1
-    buffer_of_output, chains = _chains(trace, inputs)
+    consumers_by_key = {key: tuple(names) for key, names in consumers.items()}
+    buffer_of_output, chain_offsets, chain_rows = _chains(trace, inputs)
+    reads = _reads_of_outputs(trace, executions, consumers_by_key)
     return Dataflow(
         trace=trace,
         source=source,
         executions=executions,
         inputs=inputs,
-        consumers={key: tuple(names) for key, names in consumers.items()},
+        consumers=consumers_by_key,
         unresolved_inputs=unresolved,
         buffer_of_output=buffer_of_output,
-        chains=chains,
+        chain_offsets=chain_offsets,
+        chain_rows=chain_rows,
+        last_use=_latest_by_buffer(trace, executions, buffer_of_output, reads, trace.nodes.end_ns),
+        last_read=_latest_by_buffer(trace, executions, buffer_of_output, reads, trace.nodes.op_end_ns),
     )
 
 
@@ -228,31 +235,114 @@ def data_edges(trace: Trace, source: str) -> set[tuple[str, int, str]]:
     }
 
 
-def _chains(trace: Trace, inputs: dict[int, Inputs]) -> tuple[IntArray, tuple[tuple[int, ...], ...]]:
-    """Assign every output to a buffer: a new one, or the buffer of an earlier output it aliases."""
+def _chains(trace: Trace, inputs: dict[int, Inputs]) -> tuple[IntArray, IntArray, IntArray]:
+    """Assign every output to a buffer: a new one, or the buffer of an earlier output it aliases.
+
+    Returns the buffer of each output and the chains as offsets and rows. Buffers are numbered
+    in the time order of their creators.
+    """
     outputs, nodes = trace.outputs, trace.nodes
-    rows = np.arange(len(outputs), dtype=np.int64)
-    rows = rows[np.lexsort((rows, nodes.start_ns[outputs.node]))]
-    unique_ids = {a: _ids_unique(trace, a) for a in set(outputs.allocator.tolist())}
-    buffer_of_output = np.full(len(outputs), -1, dtype=np.int64)
-    chains: list[list[int]] = []
-    holders: dict[tuple[int, int, int], tuple[int, set[int]]] = {}  # (allocator, id, ptr) -> buffer, holder names
+    count = len(outputs)
+    order = np.lexsort((np.arange(count), nodes.start_ns[outputs.node]))  # time order, ties by row
+    joins = np.arange(count, dtype=np.int64)  # per row: the creator row of its buffer
+    tracked = (outputs.allocator >= 0) & (outputs.allocation_id != 0)
+    allocators = np.unique(outputs.allocator[tracked]).tolist()
+    unique = np.isin(outputs.allocator, [a for a in allocators if _ids_unique(trace, a)]) & tracked
+
+    # Unique ids: every output with an earlier output's (allocator, id, pointer) is its alias.
+    rows = order[unique[order]]
+    if len(rows):
+        keys = np.stack([outputs.allocator[rows].astype(np.int64), outputs.allocation_id[rows],
+                         outputs.ptr[rows].view(np.int64)], axis=1)
+        _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        joins[rows] = rows[first[inverse.reshape(-1)]]
+
+    # Ids repeated per op: an alias only along a data edge, so one output at a time.
+    holders: dict[tuple[int, int, int], tuple[int, set[int]]] = {}  # key -> creator row, holder names
+    rows = order[(tracked & ~unique)[order]]
     columns = zip(rows.tolist(), outputs.allocator[rows].tolist(), outputs.allocation_id[rows].tolist(),
-                  outputs.ptr[rows].tolist())
-    for row, allocator, allocation_id, ptr in columns:
-        name = int(nodes.name[outputs.node[row]])
-        if allocator >= 0 and allocation_id != 0:
-            key = (allocator, allocation_id, ptr)
-            held = holders.get(key)
-            if held is not None and (unique_ids[allocator] or _consumes_any(inputs.get(name), held[1])):
-                held[1].add(name)
-                chains[held[0]].append(row)
-                buffer_of_output[row] = held[0]
-                continue
-            holders[key] = (len(chains), {name})
-        buffer_of_output[row] = len(chains)
-        chains.append([row])
-    return buffer_of_output, tuple(tuple(chain) for chain in chains)
+                  outputs.ptr[rows].tolist(), nodes.name[outputs.node[rows]].tolist())
+    for row, allocator, allocation_id, ptr, name in columns:
+        key = (allocator, allocation_id, ptr)
+        held = holders.get(key)
+        if held is not None and _consumes_any(inputs.get(name), held[1]):
+            held[1].add(name)
+            joins[row] = held[0]
+        else:
+            holders[key] = (row, {name})
+
+    creators = order[joins[order] == order]
+    number = np.full(count, -1, dtype=np.int64)
+    number[creators] = np.arange(len(creators))
+    buffer_of_output = number[joins]
+    position = np.empty(count, dtype=np.int64)
+    position[order] = np.arange(count)
+    chain_rows = np.lexsort((position, buffer_of_output)).astype(np.int64)
+    chain_offsets = np.searchsorted(buffer_of_output[chain_rows], np.arange(len(creators) + 1)).astype(np.int64)
+    return buffer_of_output, chain_offsets, chain_rows
+
+
+def _reads_of_outputs(
+    trace: Trace, executions: dict[int, tuple[int, ...]], consumers: dict[tuple[int, int], tuple[int, ...]]
+) -> tuple[IntArray, IntArray, IntArray]:
+    """Every (output row, consumer name, reading execution or -1 for all of them) along the data edges.
+
+    A consumer that ran as often as the output's op (both in one while loop) read the k-th
+    output in its k-th execution; otherwise every execution may have read it (a loop reading a
+    value from outside it), which -1 stands for.
+    """
+    outputs, nodes = trace.outputs, trace.nodes
+    empty = np.zeros(0, dtype=np.int64)
+    if not consumers or not len(outputs):
+        return empty, empty, empty
+    names = len(trace.strings)
+    runs = np.zeros(names, dtype=np.int64)  # executions per name
+    rank = np.full(len(nodes), -1, dtype=np.int64)  # per node: which execution of its name it is
+    first = np.zeros(names, dtype=np.int64)  # per name: where its executions start in `ordered`
+    ordered: list[int] = []
+    for name, rows in executions.items():
+        runs[name], first[name] = len(rows), len(ordered)
+        rank[list(rows)] = np.arange(len(rows))
+        ordered.extend(rows)
+    in_order = np.array(ordered, dtype=np.int64)
+
+    # Edges as sorted (producer name, slot) keys, to join every output with its readers.
+    width = int(max(int(outputs.slot.max()), max(slot for _, slot in consumers)) + 1)
+    pairs = [(producer * width + slot, consumer) for (producer, slot), found in consumers.items() for consumer in found]
+    edge_key, edge_consumer = (np.array(column, dtype=np.int64) for column in zip(*sorted(pairs)))
+    out_name = nodes.name[outputs.node].astype(np.int64)
+    out_key = out_name * width + outputs.slot
+    lo = np.searchsorted(edge_key, out_key, side="left")
+    hi = np.searchsorted(edge_key, out_key, side="right")
+    row = np.repeat(np.arange(len(outputs), dtype=np.int64), hi - lo)
+    edge = lo[row] + (np.arange(len(row)) - np.repeat(np.cumsum(hi - lo) - (hi - lo), hi - lo))
+    consumer = edge_consumer[edge]
+    k = rank[outputs.node[row]]
+    same = (runs[consumer] == runs[out_name[row]]) & (runs[consumer] > 1) & (k >= 0)
+    reading = np.where(same, in_order[first[consumer] + np.where(same, k, 0)], -1)
+    return row, consumer, reading
+
+
+def _latest_by_buffer(
+    trace: Trace,
+    executions: dict[int, tuple[int, ...]],
+    buffer_of_output: IntArray,
+    reads: tuple[IntArray, IntArray, IntArray],
+    column: IntArray,
+) -> IntArray:
+    """Per buffer: the latest ``column`` (a node time) over its holders and the executions reading them."""
+    outputs, nodes = trace.outputs, trace.nodes
+    buffers = int(buffer_of_output.max()) + 1 if len(buffer_of_output) else 0
+    latest = np.full(buffers, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(latest, buffer_of_output, column[outputs.node])
+    row, consumer, reading = reads
+    if len(row):
+        op_nodes = np.fromiter((node for rows in executions.values() for node in rows), dtype=np.int64)
+        latest_of_name = np.full(len(trace.strings), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(latest_of_name, nodes.name[op_nodes], column[op_nodes])
+        value = np.where(reading >= 0, column[np.maximum(reading, 0)], latest_of_name[consumer])
+        np.maximum.at(latest, buffer_of_output[row], value)
+    return latest
 
 
 def _ids_unique(trace: Trace, allocator: int) -> bool:

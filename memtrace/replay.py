@@ -204,6 +204,12 @@ def owned_outputs(trace: Trace, allocator_index: int) -> IntArray:
     return dataflow(trace).owned_outputs(allocator_index)
 
 
+def output_sizes(trace: Trace, rows: IntArray) -> IntArray:
+    """:func:`output_bytes` of many rows at once."""
+    allocated = trace.outputs.allocated_bytes[rows]
+    return np.where(allocated > 0, allocated, trace.outputs.requested_bytes[rows])
+
+
 def output_bytes(trace: Trace, row: int) -> int:
     """The bytes an output buffer occupies: allocated where the allocator tracks it, else requested."""
     allocated = int(trace.outputs.allocated_bytes[row])
@@ -231,12 +237,59 @@ def _match_outputs(
     """
     matched = np.full(len(allocs), -1, dtype=np.int64)
     flow = dataflow(trace)
-    wanted: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)  # (node, size) -> (last read us, row)
-    for row in flow.owned_outputs(allocator_index).tolist():
-        last_read_us = flow.last_read_ns(int(flow.buffer_of_output[row])) // 1000
-        wanted[(int(trace.outputs.node[row]), output_bytes(trace, row))].append((last_read_us, row))
-    if not wanted:
+    owned = flow.owned_outputs(allocator_index)
+    if not len(owned) or not len(allocs):
         return matched
+    outputs, end_ns = trace.outputs, trace.nodes.end_ns
+    never = np.iinfo(np.int64).max
+    freed = frees >= 0
+    free_us = np.where(freed, time_ns[np.maximum(frees, 0)] // 1000, never)
+    node = event_node[allocs].astype(np.int64)
+    survives = ~freed | (time_ns[np.maximum(frees, 0)] > end_ns[node])  # else a temporary
+    candidates = np.flatnonzero(survives)
+    # Group outputs and surviving allocations by (node, size).
+    keys = np.concatenate([
+        np.stack([outputs.node[owned].astype(np.int64), output_sizes(trace, owned)], axis=1),
+        np.stack([node[candidates], delta[allocs[candidates]]], axis=1),
+    ])
+    _, group = np.unique(keys, axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    out_group, cand_group = group[: len(owned)], group[len(owned) :]
+    groups = int(group.max()) + 1
+    outs_in, cands_in = np.bincount(out_group, minlength=groups), np.bincount(cand_group, minlength=groups)
+    # One output and one allocation of its node and size: they belong together.
+    single = (outs_in == 1) & (cands_in == 1)
+    one_out = np.full(groups, -1, dtype=np.int64)
+    one_out[out_group] = owned
+    one_cand = np.full(groups, -1, dtype=np.int64)
+    one_cand[cand_group] = candidates
+    matched[one_cand[single]] = one_out[single]
+    # Several of one size: the dataflow decides. The outputs read longest choose first: the
+    # allocations that fit a later last read also fit every earlier one, so no choice can leave
+    # an output without a fit that had one. Among those that fit, the earliest allocated, as
+    # kernels allocate outputs in slot order.
+    shared = np.flatnonzero((outs_in > 0) & (cands_in > 0) & ~single)
+    if len(shared):
+        last_read_us = flow.last_read[flow.buffer_of_output[owned]] // 1000
+        wanted: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for g, last, row in zip(out_group.tolist(), last_read_us.tolist(), owned.tolist()):
+            wanted[g].append((-last, row))
+        open_: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        for g, allocation in zip(cand_group.tolist(), candidates.tolist()):
+            open_[g].append((int(free_us[allocation]), allocation))
+        for g in shared.tolist():
+            fits = open_[g]
+            unserved = []
+            for negative_last, row in sorted(wanted[g]):
+                fit = next((c for c in fits if c[0] >= -negative_last), None)
+                if fit is None:
+                    unserved.append(row)
+                    continue
+                matched[fit[1]] = row
+                fits.remove(fit)
+            for row, (_, allocation) in zip(sorted(unserved), fits):
+                matched[allocation] = row
+    return matched
     end_ns = trace.nodes.end_ns
     never = np.iinfo(np.int64).max
     surviving: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)  # (node, size) -> (free us, allocation)
@@ -270,19 +323,19 @@ def _match_outputs(
 def _replay_outputs(trace: Trace, allocator: str, index: int) -> Replay:
     outputs, nodes = trace.outputs, trace.nodes
     flow = dataflow(trace)
-    owned = [r for r in flow.owned_outputs(index).tolist() if output_bytes(trace, r) > 0]
-    owned = [r for r in owned if nodes.start_ns[outputs.node[r]] > 0]
+    owned = flow.owned_outputs(index)
+    owned = owned[(output_sizes(trace, owned) > 0) & (nodes.start_ns[outputs.node[owned]] > 0)]
     n = len(owned)
-    start = np.array([nodes.start_ns[outputs.node[r]] for r in owned], dtype=np.int64)
-    end = np.array([flow.last_use_ns(int(flow.buffer_of_output[r])) for r in owned], dtype=np.int64)
-    size = np.array([output_bytes(trace, r) for r in owned], dtype=np.int64)
+    start = nodes.start_ns[outputs.node[owned]]
+    end = flow.last_use[flow.buffer_of_output[owned]]
+    size = output_sizes(trace, owned)
     time = np.concatenate([start, end])
     delta = np.concatenate([size, -size])
     is_free = np.concatenate([np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64)])
     order = np.lexsort((np.arange(2 * n), is_free, time))
     position = np.empty(2 * n, dtype=np.int64)
     position[order] = np.arange(2 * n)
-    producer = np.array([outputs.node[r] for r in owned], dtype=np.int32)
+    producer = outputs.node[owned].astype(np.int32)
     return Replay(
         allocator=allocator,
         source="outputs",
@@ -292,6 +345,6 @@ def _replay_outputs(trace: Trace, allocator: str, index: int) -> Replay:
         event_node=np.concatenate([producer, producer])[order].astype(np.int32),
         alloc_event=position[:n],
         free_event=position[n:],
-        output_row=np.array(owned, dtype=np.int64),
+        output_row=owned.astype(np.int64),
         unpaired_free_events=np.zeros(0, dtype=np.int64),
     )

@@ -159,7 +159,7 @@ def _story(trace: Trace, flow: Dataflow, buffer: int) -> BufferStory:
         allocator=trace.allocators[allocator] if allocator >= 0 else None,
         allocation_id=allocation_id or None,
         producer=_endpoint(trace, creator),
-        aliases=tuple(_endpoint(trace, row) for row in flow.chains[buffer][1:]),
+        aliases=tuple(_endpoint(trace, row) for row in flow.chain(buffer)[1:]),
         consumers=tuple(
             Consumer(strings[name], (int(nodes.start_ns[node]) - origin) // 1000) for name, node in flow.buffer_consumers(buffer)
         ),

@@ -276,3 +276,16 @@ def test_alexnet_live_at_peak_graph_covers_every_live_output() -> None:
     live_outputs = {a.node for a in trace.peak("GPU_0_bfc").live_at_peak if a.kind == "output"}
     assert live_outputs <= set(cut.nodes)
     assert cut.has_edge("conv1", "gradients/conv1_grad/ReluGrad")
+
+
+@pytest.mark.parametrize("path", [ALEXNET, PTB, *RECORDED, CHAIN, PAIRING], ids=lambda p: p.name)
+def test_columnar_last_use_equals_walking_each_chain(path: Path) -> None:
+    """The whole-trace numpy computation against a plain walk of each buffer's chain and readers."""
+    trace = memtrace.load(path)
+    flow = dataflow(trace)
+    nodes = trace.nodes
+    for buffer in range(flow.buffers):
+        holders = [int(trace.outputs.node[row]) for row in flow.chain(buffer)]
+        readers = [node for _, _, reading in flow._reads(buffer) for node in reading]
+        assert flow.last_use_ns(buffer) == int(nodes.end_ns[holders + readers].max())
+        assert flow.last_read_ns(buffer) == int(nodes.op_end_ns[holders + readers].max())
