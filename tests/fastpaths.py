@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from memtrace import reader
+from memtrace.errors import TraceFormatError
 from memtrace.model import Trace
 
 reader.RAISE_UNEXPECTED = True  # a fast reader crashing is a bug to see, not a fallback to take
@@ -28,3 +29,17 @@ def reference(path: Path | str) -> Trace:
 def same(a: Trace, b: Trace) -> bool:
     """Identical models, down to the source format and where the graph came from."""
     return a.same_content(b) and a.source_format == b.source_format and a.graph_source == b.graph_source
+
+
+def check(path: Path, expect_fast: bool | None = True) -> None:
+    """The fast reader either steps aside or agrees with protobuf; ``expect_fast`` says which."""
+    got = fast(path)
+    if expect_fast is not None:
+        assert (got is not None) == expect_fast, "fast path taken" if got is not None else "fell back"
+    try:
+        expected = reference(path)
+    except TraceFormatError:
+        assert got is None, "the fast reader accepted what protobuf rejects"
+        return
+    if got is not None:
+        assert same(got, expected)

@@ -11,24 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memtrace._proto import tf_trace_pb2 as pb
-from memtrace.errors import TraceFormatError
 
 from .conftest import FIXTURES, REAL_TRACES
-from .fastpaths import fast, reference, same
+from .fastpaths import check, fast
 from .test_textreader import BASE, step_stats
-
-
-def check(path: Path, expect_fast: bool | None = True) -> None:
-    got = fast(path)
-    if expect_fast is not None:
-        assert (got is not None) == expect_fast, "fast path taken" if got is not None else "fell back"
-    try:
-        expected = reference(path)
-    except TraceFormatError:
-        assert got is None, "the fast reader accepted what upb rejects"
-        return
-    if got is not None:
-        assert same(got, expected)
 
 
 def _message(path: Path) -> pb.StepStats | pb.RunMetadata:

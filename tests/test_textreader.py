@@ -15,26 +15,13 @@ from hypothesis import strategies as st
 from memtrace import textreader
 from memtrace._proto import tf_trace_pb2 as pb
 from memtrace.dtypes import DATA_TYPE_NAMES
-from memtrace.errors import TraceFormatError
 
 from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
-from .fastpaths import fast, reference, same
+from .fastpaths import check, fast, reference
 
 WHILE_RNN = PTB.parent / "recorded" / "cpu_while_rnn.pbtxt"  # RunMetadata with partition graphs
 
 
-def check(path: Path, expect_fast: bool | None = True) -> None:
-    """The fast reader either steps aside or agrees with protobuf; ``expect_fast`` says which."""
-    got = fast(path)
-    if expect_fast is not None:
-        assert (got is not None) == expect_fast, "fast path taken" if got is not None else "fell back"
-    try:
-        expected = reference(path)
-    except TraceFormatError:
-        assert got is None, "the fast reader accepted what protobuf rejects"
-        return
-    if got is not None:
-        assert same(got, expected)
 
 
 # -- real traces ---------------------------------------------------------------------------------
