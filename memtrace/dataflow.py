@@ -24,6 +24,7 @@ ops and their consumers (a consumer executed several times counts with its lates
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections import defaultdict
 from collections.abc import Iterator
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
 Inputs = tuple[tuple[int, int], ...]  # data inputs as (producer name, slot), string indices
+Executions = dict[int, IntArray]  # op name -> its Nodes rows, earliest start first (views of one array)
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,26 +48,25 @@ class Dataflow:
 
     trace: Trace
     source: str  # where the edges come from: "graph file", "partition_graphs", "function_graphs", "labels"
-    executions: dict[int, tuple[int, ...]]  # op name -> its Nodes rows, earliest start first
+    executions: Executions  # op name -> its Nodes rows, earliest start first; names by first start
     inputs: dict[int, Inputs]  # op name -> its data inputs, for the ops whose inputs are known
     consumers: dict[tuple[int, int], tuple[int, ...]]  # (producer name, slot) -> consumer names
     unresolved_inputs: int  # data inputs naming an op that never executed
     buffer_of_output: IntArray  # per Outputs row: the buffer it holds
     chain_offsets: IntArray  # buffer b's chain is chain_rows[chain_offsets[b]:chain_offsets[b + 1]]
     chain_rows: IntArray  # Outputs rows by buffer, creator first, then its aliases in time order
-    last_use: IntArray  # per buffer: see last_use_ns
-    last_read: IntArray  # per buffer: see last_read_ns
 
     # -- ops --------------------------------------------------------------------------------
 
     def op_start_ns(self, name: int) -> int:
         """The op's first stamped start (0 when it was never stamped)."""
-        starts = [s for s in self.trace.nodes.start_ns[list(self.executions[name])].tolist() if s > 0]
-        return min(starts) if starts else 0
+        starts = self.trace.nodes.start_ns[self.executions[name]]
+        stamped = starts[starts > 0]
+        return int(stamped.min()) if len(stamped) else 0
 
     def op_end_ns(self, name: int) -> int:
         """The op's latest end (``all_end``) over all its executions."""
-        return int(self.trace.nodes.end_ns[list(self.executions[name])].max())
+        return int(self.trace.nodes.end_ns[self.executions[name]].max())
 
     # -- buffers ----------------------------------------------------------------------------
 
@@ -103,7 +104,7 @@ class Dataflow:
 
     def last_use_ns(self, buffer: int) -> int:
         """The latest end (``all_end``) of the buffer's holders and of the executions reading them."""
-        return int(self.last_use[buffer])
+        return self._latest(buffer, self.trace.nodes.end_ns)
 
     def last_read_ns(self, buffer: int) -> int:
         """The latest kernel end (``op_end``) of the buffer's holders and of the executions reading them.
@@ -112,23 +113,45 @@ class Dataflow:
         ``all_end``, so an output's free is recorded at or after this moment, not after
         :meth:`last_use_ns`.
         """
-        return int(self.last_read[buffer])
+        return self._latest(buffer, self.trace.nodes.op_end_ns)
+
+    @functools.cached_property
+    def last_use(self) -> IntArray:
+        """:meth:`last_use_ns` of every buffer at once (built on first use)."""
+        return _latest_by_buffer(self.trace, self.executions, self.buffer_of_output, self._all_reads, self.trace.nodes.end_ns)
+
+    @functools.cached_property
+    def last_read(self) -> IntArray:
+        """:meth:`last_read_ns` of every buffer at once (built on first use)."""
+        return _latest_by_buffer(
+            self.trace, self.executions, self.buffer_of_output, self._all_reads, self.trace.nodes.op_end_ns
+        )
+
+    @functools.cached_property
+    def _all_reads(self) -> tuple[IntArray, IntArray, IntArray]:
+        return _reads_of_outputs(self.trace, self.executions, self.consumers)
+
+    def _latest(self, buffer: int, column: IntArray) -> int:
+        holders = self.trace.outputs.node[self.chain(buffer)].tolist()
+        readers = [node for _, _, reading in self._reads(buffer) for node in reading]
+        return int(column[holders + readers].max())
 
     def _reads(self, buffer: int) -> Iterator[tuple[int, int, tuple[int, ...]]]:
         """(holder row, consumer name, the consumer's executions that read it) for each edge out of the chain.
 
-        The same rule as :func:`_latest_by_buffer`, one buffer at a time, for the story.
+        The rule of :func:`_reads_of_outputs`, one buffer at a time.
         """
         nodes, outputs = self.trace.nodes, self.trace.outputs
         for row in self.chain(buffer):
             node = int(outputs.node[row])
             name = int(nodes.name[node])
-            runs = self.executions.get(name, (node,))
+            runs = self.executions.get(name, np.array([node]))
+            rank = np.flatnonzero(runs == node)
             for consumer in self.consumers.get((name, int(outputs.slot[row])), ()):
                 reading = self.executions[consumer]
-                if len(reading) == len(runs) > 1 and node in runs:
-                    reading = (reading[runs.index(node)],)
-                yield row, consumer, reading
+                if len(reading) == len(runs) > 1 and len(rank):
+                    reading = reading[rank]
+                yield row, consumer, tuple(reading.tolist())
 
     def owned_outputs(self, allocator_index: int) -> IntArray:
         """The Outputs rows on this allocator that created their buffer (forwarded ones left out)."""
@@ -163,7 +186,6 @@ def _build(trace: Trace) -> Dataflow:
                 unresolved += 1
     consumers_by_key = {key: tuple(names) for key, names in consumers.items()}
     buffer_of_output, chain_offsets, chain_rows = _chains(trace, inputs)
-    reads = _reads_of_outputs(trace, executions, consumers_by_key)
     return Dataflow(
         trace=trace,
         source=source,
@@ -174,25 +196,26 @@ def _build(trace: Trace) -> Dataflow:
         buffer_of_output=buffer_of_output,
         chain_offsets=chain_offsets,
         chain_rows=chain_rows,
-        last_use=_latest_by_buffer(trace, executions, buffer_of_output, reads, trace.nodes.end_ns),
-        last_read=_latest_by_buffer(trace, executions, buffer_of_output, reads, trace.nodes.op_end_ns),
     )
 
 
-def _executions(trace: Trace) -> dict[int, tuple[int, ...]]:
+def _executions(trace: Trace) -> Executions:
     """Op name -> Nodes rows on devices that are not GPU stream or memcpy pseudo-devices."""
     nodes = trace.nodes
     is_op = np.array([kind not in ("stream", "memcpy") for kind in trace.devices.kind], dtype=bool)
     rows = np.flatnonzero(is_op[nodes.device]) if len(trace.devices.kind) else np.zeros(0, dtype=np.int64)
-    rows = rows[np.lexsort((rows, nodes.start_ns[rows]))]
-    executions: dict[int, list[int]] = defaultdict(list)
-    for row, name in zip(rows.tolist(), nodes.name[rows].tolist()):
-        executions[name].append(row)
-    return {name: tuple(found) for name, found in executions.items()}
+    rows = rows[np.lexsort((rows, nodes.start_ns[rows], nodes.name[rows]))]  # by name, then time
+    names = nodes.name[rows]
+    bounds = np.flatnonzero(names[1:] != names[:-1]) + 1
+    starts = np.concatenate([[0], bounds]).astype(np.int64) if len(rows) else np.zeros(0, dtype=np.int64)
+    ends = np.append(starts[1:], len(rows))
+    firsts = rows[starts]
+    by_first_start = np.lexsort((firsts, nodes.start_ns[firsts]))
+    return {int(names[starts[g]]): rows[starts[g] : ends[g]] for g in by_first_start.tolist()}
 
 
 def _inputs(
-    trace: Trace, executions: dict[int, tuple[int, ...]], use_graph: bool = True
+    trace: Trace, executions: Executions, use_graph: bool = True
 ) -> tuple[str, dict[int, Inputs]]:
     """Where the inputs come from, and each op's data inputs (control inputs dropped)."""
     table: Nodes | GraphNodes
@@ -202,9 +225,10 @@ def _inputs(
     else:
         # A node's inputs are known when its label names an op; the first labelled execution speaks.
         table, source = trace.nodes, "labels"
-        names = [rows[0] for rows in (
-            [r for r in rows if trace.nodes.op_type[r] != 0] for rows in executions.values()
-        ) if rows]
+        ops = np.concatenate(list(executions.values())) if executions else np.zeros(0, dtype=np.int64)
+        labelled = ops[trace.nodes.op_type[ops] != 0]
+        _, first = np.unique(trace.nodes.name[labelled], return_index=True)  # executions are in time order
+        names = labelled[np.sort(first)].tolist()
     found: dict[int, Inputs] = {}
     offsets = table.input_offsets
     for row in names:
@@ -252,9 +276,14 @@ def _chains(trace: Trace, inputs: dict[int, Inputs]) -> tuple[IntArray, IntArray
     # Unique ids: every output with an earlier output's (allocator, id, pointer) is its alias.
     rows = order[unique[order]]
     if len(rows):
-        keys = np.stack([outputs.allocator[rows].astype(np.int64), outputs.allocation_id[rows],
-                         outputs.ptr[rows].view(np.int64)], axis=1)
-        _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        # With unique ids, the id names the pointer too: (allocator, id) is the whole key.
+        ids = outputs.allocation_id[rows]
+        if int(ids.min()) >= 0 and int(ids.max()) < 1 << 48:
+            keys = (outputs.allocator[rows].astype(np.int64) << 48) | ids
+            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        else:
+            pairs = np.stack([outputs.allocator[rows].astype(np.int64), ids], axis=1)
+            _, first, inverse = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
         joins[rows] = rows[first[inverse.reshape(-1)]]
 
     # Ids repeated per op: an alias only along a data edge, so one output at a time.
@@ -283,7 +312,7 @@ def _chains(trace: Trace, inputs: dict[int, Inputs]) -> tuple[IntArray, IntArray
 
 
 def _reads_of_outputs(
-    trace: Trace, executions: dict[int, tuple[int, ...]], consumers: dict[tuple[int, int], tuple[int, ...]]
+    trace: Trace, executions: Executions, consumers: dict[tuple[int, int], tuple[int, ...]]
 ) -> tuple[IntArray, IntArray, IntArray]:
     """Every (output row, consumer name, reading execution or -1 for all of them) along the data edges.
 
@@ -297,14 +326,14 @@ def _reads_of_outputs(
         return empty, empty, empty
     names = len(trace.strings)
     runs = np.zeros(names, dtype=np.int64)  # executions per name
+    first = np.zeros(names, dtype=np.int64)  # per name: where its executions start in `in_order`
+    lengths = np.array([len(rows) for rows in executions.values()], dtype=np.int64)
+    owners = np.fromiter(executions.keys(), dtype=np.int64, count=len(executions))
+    runs[owners] = lengths
+    first[owners] = np.cumsum(lengths) - lengths
+    in_order = np.concatenate(list(executions.values()))
     rank = np.full(len(nodes), -1, dtype=np.int64)  # per node: which execution of its name it is
-    first = np.zeros(names, dtype=np.int64)  # per name: where its executions start in `ordered`
-    ordered: list[int] = []
-    for name, rows in executions.items():
-        runs[name], first[name] = len(rows), len(ordered)
-        rank[list(rows)] = np.arange(len(rows))
-        ordered.extend(rows)
-    in_order = np.array(ordered, dtype=np.int64)
+    rank[in_order] = np.arange(len(in_order)) - np.repeat(first[owners], lengths)
 
     # Edges as sorted (producer name, slot) keys, to join every output with its readers.
     width = int(max(int(outputs.slot.max()), max(slot for _, slot in consumers)) + 1)
@@ -325,7 +354,7 @@ def _reads_of_outputs(
 
 def _latest_by_buffer(
     trace: Trace,
-    executions: dict[int, tuple[int, ...]],
+    executions: Executions,
     buffer_of_output: IntArray,
     reads: tuple[IntArray, IntArray, IntArray],
     column: IntArray,
@@ -337,7 +366,7 @@ def _latest_by_buffer(
     np.maximum.at(latest, buffer_of_output, column[outputs.node])
     row, consumer, reading = reads
     if len(row):
-        op_nodes = np.fromiter((node for rows in executions.values() for node in rows), dtype=np.int64)
+        op_nodes = np.concatenate(list(executions.values()))
         latest_of_name = np.full(len(trace.strings), np.iinfo(np.int64).min, dtype=np.int64)
         np.maximum.at(latest_of_name, nodes.name[op_nodes], column[op_nodes])
         value = np.where(reading >= 0, column[np.maximum(reading, 0)], latest_of_name[consumer])
@@ -349,8 +378,10 @@ def _ids_unique(trace: Trace, allocator: int) -> bool:
     """Whether every nonzero allocation id of the allocator's outputs comes with a single pointer."""
     outputs = trace.outputs
     mine = (outputs.allocator == allocator) & (outputs.allocation_id != 0)
-    ids, ptrs = outputs.allocation_id[mine].tolist(), outputs.ptr[mine].tolist()
-    return len(set(zip(ids, ptrs))) == len(set(ids))
+    ids, ptrs = outputs.allocation_id[mine], outputs.ptr[mine]
+    order = np.lexsort((ptrs, ids))
+    ids, ptrs = ids[order], ptrs[order]
+    return not bool(np.any((ids[1:] == ids[:-1]) & (ptrs[1:] != ptrs[:-1])))
 
 
 def _consumes_any(inputs: Inputs | None, names: set[int]) -> bool:

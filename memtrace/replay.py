@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import weakref
 from array import array
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
@@ -126,12 +126,15 @@ def reconcile(trace: Trace, replayed: Replay) -> Reconciliation:
     # The most common implied baseline wins; among equally common ones, the earliest snapshot's.
     # Bytes live before the step cannot be negative: such values (allocators whose snapshots
     # count only part of what they hand out, like oneDNN's mklcpu) are never the baseline.
-    candidates = [v for v in implied.tolist() if v >= 0]
-    if not candidates:
+    candidates = implied[implied >= 0]
+    if not len(candidates):
         return Reconciliation(len(taken), 0, int(np.abs(implied).max()), None)
-    counts = Counter(candidates)
-    best = max(counts.values())
-    baseline = next(int(v) for v in candidates if counts[v] == best)
+    ordered = np.sort(candidates)
+    starts = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+    counts = np.diff(np.append(starts, len(ordered)))
+    best = int(counts.max())
+    tied = ordered[starts[counts == best]]
+    baseline = int(candidates[np.flatnonzero(np.isin(candidates, tied))[0]])
     return Reconciliation(
         snapshots=len(taken),
         matched=best,
@@ -148,8 +151,13 @@ def _replay_records(trace: Trace, allocator: str, rows: IntArray) -> Replay:
     # Ties in time keep trace order: rows are ascending, and lexsort is stable on the last key.
     order = rows[np.lexsort((rows, records.time_ns[rows]))]
     delta = records.bytes[order]
-    position = np.empty(len(records), dtype=np.int64)
-    position[order] = np.arange(len(order))
+    event_node = records.node[order]
+    time_ns = records.time_ns[order]
+    # Event positions as int32 halve the largest temporaries (a trace has far fewer than 2^31 records).
+    position = np.empty(len(records), dtype=np.int32)
+    position[order] = np.arange(len(order), dtype=np.int32)
+    positions = position[rows]
+    del position, order
 
     # Compact arrays, not lists: a large trace has millions of records.
     alloc_event = array("q")
@@ -157,8 +165,9 @@ def _replay_records(trace: Trace, allocator: str, rows: IntArray) -> Replay:
     unpaired = array("q")
     # Each memory entry's records in replay order, entry after entry (one sort, not one per entry).
     entries = records.memory[rows]
-    by_entry = np.lexsort((position[rows], entries))
-    entries, events = entries[by_entry], position[rows][by_entry]
+    by_entry = np.lexsort((positions, entries))
+    entries, events = entries[by_entry], positions[by_entry]
+    del by_entry, positions
     sizes = delta[events]
     current = -1
     open_by_size: dict[int, list[int]] = {}  # size -> allocation indices, within the current entry
@@ -178,13 +187,12 @@ def _replay_records(trace: Trace, allocator: str, rows: IntArray) -> Replay:
                     free_event[stack.pop()] = event
                 else:
                     unpaired.append(event)
-    del entries, events, sizes, by_entry
+    del entries, events, sizes
     allocs = np.frombuffer(alloc_event, dtype=np.int64).copy() if alloc_event else np.zeros(0, dtype=np.int64)
     frees = np.frombuffer(free_event, dtype=np.int64).copy() if free_event else np.zeros(0, dtype=np.int64)
-    sorted_by_event = np.argsort(allocs, kind="stable")
+    del alloc_event, free_event
+    sorted_by_event = np.argsort(allocs)  # event positions are distinct: no ties to keep
     allocs, frees = allocs[sorted_by_event], frees[sorted_by_event]
-    event_node = records.node[order]
-    time_ns = records.time_ns[order]
     return Replay(
         allocator=allocator,
         source="records",
@@ -202,6 +210,20 @@ def _replay_records(trace: Trace, allocator: str, rows: IntArray) -> Replay:
 def owned_outputs(trace: Trace, allocator_index: int) -> IntArray:
     """Output rows on this allocator that created their buffer rather than forwarding one (see ``dataflow``)."""
     return dataflow(trace).owned_outputs(allocator_index)
+
+
+def _pair_keys(
+    out_node: npt.NDArray[np.integer], out_size: IntArray, cand_node: npt.NDArray[np.integer], cand_size: IntArray
+) -> tuple[IntArray, IntArray]:
+    """One int64 key per (node, size), equal exactly when both are; sizes are below 2^40 in practice."""
+    width = max(int(out_size.max()) if len(out_size) else 0, int(cand_size.max()) if len(cand_size) else 0) + 1
+    nodes = max(int(out_node.max()) if len(out_node) else 0, int(cand_node.max()) if len(cand_node) else 0) + 1
+    if nodes * width >= 1 << 63:  # cannot happen with real traces; keep it exact anyway
+        _, keys = np.unique(np.stack([np.concatenate([out_node, cand_node]).astype(np.int64),
+                                      np.concatenate([out_size, cand_size])], axis=1), axis=0, return_inverse=True)
+        keys = keys.reshape(-1).astype(np.int64)
+        return keys[: len(out_node)], keys[len(out_node) :]
+    return out_node.astype(np.int64) * width + out_size, cand_node.astype(np.int64) * width + cand_size
 
 
 def output_sizes(trace: Trace, rows: IntArray) -> IntArray:
@@ -241,46 +263,46 @@ def _match_outputs(
     if not len(owned) or not len(allocs):
         return matched
     outputs, end_ns = trace.outputs, trace.nodes.end_ns
-    never = np.iinfo(np.int64).max
-    freed = frees >= 0
-    free_us = np.where(freed, time_ns[np.maximum(frees, 0)] // 1000, never)
-    node = event_node[allocs].astype(np.int64)
-    survives = ~freed | (time_ns[np.maximum(frees, 0)] > end_ns[node])  # else a temporary
+    node = event_node[allocs]
+    survives = (frees < 0) | (time_ns[np.maximum(frees, 0)] > end_ns[node])  # else a temporary
     candidates = np.flatnonzero(survives)
-    # Group outputs and surviving allocations by (node, size).
-    keys = np.concatenate([
-        np.stack([outputs.node[owned].astype(np.int64), output_sizes(trace, owned)], axis=1),
-        np.stack([node[candidates], delta[allocs[candidates]]], axis=1),
-    ])
-    _, group = np.unique(keys, axis=0, return_inverse=True)
-    group = group.reshape(-1)
-    out_group, cand_group = group[: len(owned)], group[len(owned) :]
-    groups = int(group.max()) + 1
-    outs_in, cands_in = np.bincount(out_group, minlength=groups), np.bincount(cand_group, minlength=groups)
+    del survives
+    # Key outputs and surviving allocations by (node, size); find each output's candidates in
+    # the sorted candidate keys, and how many outputs share its key.
+    out_key, cand_key = _pair_keys(outputs.node[owned], output_sizes(trace, owned), node[candidates],
+                                   delta[allocs[candidates]])
+    del node
+    by_key = np.argsort(cand_key, kind="stable")  # stable: candidates of one key stay in allocation order
+    cand_key = cand_key[by_key]
+    lo = np.searchsorted(cand_key, out_key, side="left")
+    cands_of_key = np.searchsorted(cand_key, out_key, side="right") - lo
+    sorted_out_key = np.sort(out_key)
+    outs_of_key = np.searchsorted(sorted_out_key, out_key, side="right") - np.searchsorted(sorted_out_key, out_key)
+    del sorted_out_key
     # One output and one allocation of its node and size: they belong together.
-    single = (outs_in == 1) & (cands_in == 1)
-    one_out = np.full(groups, -1, dtype=np.int64)
-    one_out[out_group] = owned
-    one_cand = np.full(groups, -1, dtype=np.int64)
-    one_cand[cand_group] = candidates
-    matched[one_cand[single]] = one_out[single]
+    single = (outs_of_key == 1) & (cands_of_key == 1)
+    matched[candidates[by_key[lo[single]]]] = owned[single]
     # Several of one size: the dataflow decides. The outputs read longest choose first: the
     # allocations that fit a later last read also fit every earlier one, so no choice can leave
     # an output without a fit that had one. Among those that fit, the earliest allocated, as
     # kernels allocate outputs in slot order.
-    shared = np.flatnonzero((outs_in > 0) & (cands_in > 0) & ~single)
+    shared = np.flatnonzero(~single & (cands_of_key > 0))
     if len(shared):
-        last_read_us = flow.last_read[flow.buffer_of_output[owned]] // 1000
-        wanted: dict[int, list[tuple[int, int]]] = defaultdict(list)
-        for g, last, row in zip(out_group.tolist(), last_read_us.tolist(), owned.tolist()):
-            wanted[g].append((-last, row))
-        open_: dict[int, list[tuple[int, int]]] = defaultdict(list)
-        for g, allocation in zip(cand_group.tolist(), candidates.tolist()):
-            open_[g].append((int(free_us[allocation]), allocation))
-        for g in shared.tolist():
-            fits = open_[g]
+        never = np.iinfo(np.int64).max
+        # Few outputs share a size with another of their node: walk just their chains.
+        last_read_us = [flow.last_read_ns(b) // 1000 for b in flow.buffer_of_output[owned[shared]].tolist()]
+        wanted: dict[int, list[tuple[int, int]]] = defaultdict(list)  # key -> (-last read, row)
+        for key, last, row in zip(out_key[shared].tolist(), last_read_us, owned[shared].tolist()):
+            wanted[key].append((-last, row))
+        for key, outputs_wanted in wanted.items():
+            start = int(np.searchsorted(cand_key, key, side="left"))
+            stop = int(np.searchsorted(cand_key, key, side="right"))
+            fits = []
+            for allocation in candidates[by_key[start:stop]].tolist():
+                free = int(frees[allocation])
+                fits.append((int(time_ns[free]) // 1000 if free >= 0 else never, allocation))
             unserved = []
-            for negative_last, row in sorted(wanted[g]):
+            for negative_last, row in sorted(outputs_wanted):
                 fit = next((c for c in fits if c[0] >= -negative_last), None)
                 if fit is None:
                     unserved.append(row)

@@ -287,5 +287,5 @@ def test_columnar_last_use_equals_walking_each_chain(path: Path) -> None:
     for buffer in range(flow.buffers):
         holders = [int(trace.outputs.node[row]) for row in flow.chain(buffer)]
         readers = [node for _, _, reading in flow._reads(buffer) for node in reading]
-        assert flow.last_use_ns(buffer) == int(nodes.end_ns[holders + readers].max())
-        assert flow.last_read_ns(buffer) == int(nodes.op_end_ns[holders + readers].max())
+        assert int(flow.last_use[buffer]) == flow.last_use_ns(buffer) == int(nodes.end_ns[holders + readers].max())
+        assert int(flow.last_read[buffer]) == flow.last_read_ns(buffer) == int(nodes.op_end_ns[holders + readers].max())
