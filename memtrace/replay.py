@@ -34,6 +34,7 @@ from .errors import UsageError
 from .model import Int32Array, IntArray, Trace
 
 _SLICE = 1 << 16
+_WALK_AT_MOST = 256  # shared-size outputs whose last reads are walked one by one rather than all computed
 
 
 @dataclass(frozen=True, eq=False)
@@ -289,8 +290,13 @@ def _match_outputs(
     shared = np.flatnonzero(~single & (cands_of_key > 0))
     if len(shared):
         never = np.iinfo(np.int64).max
-        # Few outputs share a size with another of their node: walk just their chains.
-        last_read_us = [flow.last_read_ns(b) // 1000 for b in flow.buffer_of_output[owned[shared]].tolist()]
+        # Usually few outputs share a size with another of their node: then walking just their
+        # chains is cheaper than the whole trace's last reads (equal by test).
+        buffers = flow.buffer_of_output[owned[shared]]
+        if len(shared) > _WALK_AT_MOST:
+            last_read_us = (flow.last_read[buffers] // 1000).tolist()
+        else:
+            last_read_us = [flow.last_read_ns(b) // 1000 for b in buffers.tolist()]
         wanted: dict[int, list[tuple[int, int]]] = defaultdict(list)  # key -> (-last read, row)
         for key, last, row in zip(out_key[shared].tolist(), last_read_us, owned[shared].tolist()):
             wanted[key].append((-last, row))
