@@ -318,31 +318,6 @@ def _match_outputs(
             for row, (_, allocation) in zip(sorted(unserved), fits):
                 matched[allocation] = row
     return matched
-    end_ns = trace.nodes.end_ns
-    never = np.iinfo(np.int64).max
-    surviving: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)  # (node, size) -> (free us, allocation)
-    for allocation, (event, free) in enumerate(zip(allocs.tolist(), frees.tolist())):
-        node = int(event_node[event])
-        if free >= 0 and time_ns[free] <= end_ns[node]:
-            continue  # freed before its node finished: a temporary
-        key = (node, int(delta[event]))
-        if key in wanted:
-            surviving[key].append((int(time_ns[free]) // 1000 if free >= 0 else never, allocation))
-    for key, candidates in surviving.items():
-        # The outputs read longest choose first: the allocations that fit a later last read also
-        # fit every earlier one, so no choice can leave an output without a fit that had one.
-        # Among those that fit, the earliest allocated, as kernels allocate outputs in slot order.
-        unserved = []
-        for last_read_us, row in sorted(wanted[key], key=lambda w: (-w[0], w[1])):
-            fit = next((c for c in candidates if c[0] >= last_read_us), None)
-            if fit is None:
-                unserved.append(row)
-                continue
-            matched[fit[1]] = row
-            candidates.remove(fit)
-        for row, (_, allocation) in zip(sorted(unserved), candidates):
-            matched[allocation] = row
-    return matched
 
 
 # -- outputs mode -------------------------------------------------------------------------------
