@@ -22,7 +22,6 @@ the bytes already live when the step began. How many snapshots agree is the reco
 from __future__ import annotations
 
 import weakref
-from array import array
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -33,7 +32,6 @@ from .dataflow import dataflow
 from .errors import UsageError
 from .model import Int32Array, IntArray, Trace
 
-_SLICE = 1 << 16
 _WALK_AT_MOST = 256  # shared-size outputs whose last reads are walked one by one rather than all computed
 
 
@@ -149,8 +147,8 @@ def reconcile(trace: Trace, replayed: Replay) -> Reconciliation:
 
 def _replay_records(trace: Trace, allocator: str, rows: IntArray) -> Replay:
     records = trace.records
-    # Ties in time keep trace order: rows are ascending, and lexsort is stable on the last key.
-    order = rows[np.lexsort((rows, records.time_ns[rows]))]
+    # Ties in time keep trace order: rows are ascending, and the sort is stable.
+    order = rows[np.argsort(records.time_ns[rows], kind="stable")]
     delta = records.bytes[order]
     event_node = records.node[order]
     time_ns = records.time_ns[order]
@@ -160,40 +158,8 @@ def _replay_records(trace: Trace, allocator: str, rows: IntArray) -> Replay:
     positions = position[rows]
     del position, order
 
-    # Compact arrays, not lists: a large trace has millions of records.
-    alloc_event = array("q")
-    free_event = array("q")
-    unpaired = array("q")
-    # Each memory entry's records in replay order, entry after entry (one sort, not one per entry).
-    entries = records.memory[rows]
-    by_entry = np.lexsort((positions, entries))
-    entries, events = entries[by_entry], positions[by_entry]
-    del by_entry, positions
-    sizes = delta[events]
-    current = -1
-    open_by_size: dict[int, list[int]] = {}  # size -> allocation indices, within the current entry
-    for lo in range(0, len(events), _SLICE):  # a slice at a time, so the Python ints stay few
-        for entry, event, size in zip(
-            entries[lo:lo + _SLICE].tolist(), events[lo:lo + _SLICE].tolist(), sizes[lo:lo + _SLICE].tolist()
-        ):
-            if entry != current:
-                current, open_by_size = entry, {}
-            if size > 0:
-                open_by_size.setdefault(size, []).append(len(alloc_event))
-                alloc_event.append(event)
-                free_event.append(-1)
-            elif size < 0:
-                stack = open_by_size.get(-size)
-                if stack:
-                    free_event[stack.pop()] = event
-                else:
-                    unpaired.append(event)
-    del entries, events, sizes
-    allocs = np.frombuffer(alloc_event, dtype=np.int64).copy() if alloc_event else np.zeros(0, dtype=np.int64)
-    frees = np.frombuffer(free_event, dtype=np.int64).copy() if free_event else np.zeros(0, dtype=np.int64)
-    del alloc_event, free_event
-    sorted_by_event = np.argsort(allocs)  # event positions are distinct: no ties to keep
-    allocs, frees = allocs[sorted_by_event], frees[sorted_by_event]
+    allocs, frees, unpaired = pair_lifo(records.memory[rows], positions, records.bytes[rows])
+    del positions
     return Replay(
         allocator=allocator,
         source="records",
@@ -204,8 +170,68 @@ def _replay_records(trace: Trace, allocator: str, rows: IntArray) -> Replay:
         alloc_event=allocs,
         free_event=frees,
         output_row=_match_outputs(trace, trace.allocator_index(allocator), allocs, frees, time_ns, delta, event_node),
-        unpaired_free_events=np.sort(np.array(unpaired, dtype=np.int64)),
+        unpaired_free_events=unpaired,
     )
+
+
+def pair_lifo(entries: Int32Array, events: Int32Array, sizes: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """Pair frees with allocations: within one memory entry and one size, a free takes the most recent open one.
+
+    Per record: its memory entry, its event position (distinct) and its bytes (negative for a
+    free; zero is neither). Returns the allocations' events (ascending), each one's free event
+    (-1 when never freed) and the events of frees that found nothing open (ascending).
+
+    A stack per (entry, size), without walking it: the stack's depth is the running sum of
+    +1 (allocation) and -1 (free) floored at zero, and at each depth pushes and pops alternate,
+    so a free's allocation is the last push to the depth the free pops from.
+    """
+    real = np.flatnonzero(sizes != 0)
+    entries, events, sizes = entries[real], events[real], sizes[real]
+    del real
+    magnitude = np.abs(sizes)
+    order = np.lexsort((events, magnitude, entries))  # by stack, then in replay order
+    entries, events, magnitude = entries[order], events[order], magnitude[order]
+    step = np.where(sizes[order] > 0, 1, -1).astype(np.int64)
+    del sizes, order
+    n = len(events)
+    if not n:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty.copy(), empty.copy()
+    first = np.ones(n, dtype=np.bool_)  # the first record of each stack
+    first[1:] = (entries[1:] != entries[:-1]) | (magnitude[1:] != magnitude[:-1])
+    del entries, magnitude
+    stack = np.cumsum(first) - 1
+    starts = np.flatnonzero(first)
+    height = np.cumsum(step)
+    height -= (height[starts] - step[starts])[stack]  # the running sum within the stack
+    # Its running minimum within the stack: offsetting earlier stacks upwards keeps them out of it.
+    offset = (len(starts) - 1 - stack) * (2 * n + 1)
+    floor = np.minimum.accumulate(height + offset)
+    floor -= offset
+    del offset
+    depth = height - np.minimum(floor, 0)  # after each record
+    del height, floor
+    depth_before = np.empty_like(depth)
+    depth_before[1:] = depth[:-1]
+    depth_before[starts] = 0
+    is_alloc = step > 0
+    del step, starts
+    unpaired = np.flatnonzero(~is_alloc & (depth_before == 0))
+    paired = np.flatnonzero(is_alloc | (depth_before > 0))
+    level = np.where(is_alloc, depth, depth_before)[paired]
+    del depth, depth_before
+    by_level = paired[np.lexsort((level, stack[paired]))]  # stable: replay order within a level
+    del level, paired, stack
+    frees_sorted = np.flatnonzero(~is_alloc[by_level])
+    free_rows, alloc_rows = by_level[frees_sorted], by_level[frees_sorted - 1]
+    del by_level, frees_sorted
+    free_of = np.full(n, -1, dtype=np.int64)
+    free_of[alloc_rows] = events[free_rows]
+    del free_rows, alloc_rows
+    alloc_rows = np.flatnonzero(is_alloc)
+    alloc_rows = alloc_rows[np.argsort(events[alloc_rows])]
+    return (events[alloc_rows].astype(np.int64), free_of[alloc_rows],
+            np.sort(events[unpaired]).astype(np.int64))
 
 
 def owned_outputs(trace: Trace, allocator_index: int) -> IntArray:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from random import Random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import memtrace
 from memtrace.errors import UsageError
-from memtrace.replay import reconcile, replay
+from memtrace.replay import pair_lifo, reconcile, replay
 
 from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
 
@@ -105,3 +108,48 @@ def test_every_allocation_pairs_within_its_own_node(trace_path: Path) -> None:
         assert (r.delta_bytes[r.alloc_event[paired]] == -r.delta_bytes[r.free_event[paired]]).all()
         assert (r.free_event[paired] > r.alloc_event[paired]).all()
         assert np.array_equal(np.sort(r.time_ns), r.time_ns)
+
+
+def _pair_lifo_by_walking(entries: list[int], events: list[int], sizes: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """The pairing as the docstring says it, one record at a time: a stack per (entry, size)."""
+    open_allocations: dict[tuple[int, int], list[int]] = {}
+    free_of: dict[int, int] = {}
+    unpaired = []
+    for entry, event, size in sorted(zip(entries, events, sizes), key=lambda r: r[1]):
+        if size > 0:
+            open_allocations.setdefault((entry, size), []).append(event)
+            free_of[event] = -1
+        elif size < 0:
+            stack = open_allocations.get((entry, -size))
+            if stack:
+                free_of[stack.pop()] = event
+            else:
+                unpaired.append(event)
+    allocs = sorted(free_of)
+    return allocs, [free_of[a] for a in allocs], unpaired
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from([-512, -256, -64, 0, 64, 256, 512])), max_size=60),
+       st.randoms(use_true_random=False))
+def test_lifo_pairing_equals_walking_the_stacks(records: list[tuple[int, int]], rnd: Random) -> None:
+    """The vectorised pairing agrees with a stack walked record by record, on any mix of records."""
+    entries = [entry for entry, _ in records]
+    sizes = [size for _, size in records]
+    events = list(range(len(records)))
+    rnd.shuffle(events)  # records reach the pairing in trace order, not replay order
+    allocs, frees, unpaired = pair_lifo(np.array(entries, dtype=np.int32), np.array(events, dtype=np.int32),
+                                        np.array(sizes, dtype=np.int64))
+    assert (allocs.tolist(), frees.tolist(), unpaired.tolist()) == _pair_lifo_by_walking(entries, events, sizes)
+    assert allocs.dtype == frees.dtype == unpaired.dtype == np.int64
+
+
+def test_lifo_pairing_by_hand() -> None:
+    """Entry 0: +64 +64 -64 -64 -64 (the third free finds nothing); entry 1: -256 then +256, never freed."""
+    entries = np.array([0, 0, 0, 1, 0, 0, 1], dtype=np.int32)
+    events = np.array([0, 1, 2, 3, 4, 5, 6], dtype=np.int32)
+    sizes = np.array([64, 64, -64, -256, -64, -64, 256], dtype=np.int64)
+    allocs, frees, unpaired = pair_lifo(entries, events, sizes)
+    assert allocs.tolist() == [0, 1, 6]
+    assert frees.tolist() == [4, 2, -1]
+    assert unpaired.tolist() == [3, 5]
