@@ -16,6 +16,7 @@ they are.
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,9 @@ _U64 = np.uint64
 _HIGHS = _U64(0x8080808080808080)
 _LOWS = _U64(0x7F7F7F7F7F7F7F7F)
 _PAD = 16
+BLOCK_BYTES = 8 << 20  # nodes decoded together (see _Block)
+
+Buffer = bytes | mmap.mmap  # the whole message: in memory, or a mapped file
 
 # Field kinds.
 VARINT, STRING, MESSAGE, PACKED = range(4)
@@ -95,7 +99,7 @@ def _varints(words: np.ndarray, pos: IntArray) -> tuple[np.ndarray, IntArray]:
     return x, length
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def _varint(data: Buffer, pos: int) -> tuple[int, int]:
     """One varint, in Python: (value, position after it)."""
     result = shift = 0
     while True:
@@ -261,7 +265,7 @@ def _packed(data: bytes, messages: _Messages, number: int) -> tuple[IntArray, In
 # -- the levels walked in Python ------------------------------------------------------------------
 
 
-def _top_fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int, int]]:
+def _top_fields(data: Buffer, start: int, end: int) -> list[tuple[int, int, int, int, int]]:
     """The fields of one message, in Python: (number, wire, value, payload start, field end)."""
     fields = []
     pos = start
@@ -292,11 +296,10 @@ def _top_fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, 
     return fields
 
 
-def _device_fields(data: bytes, start: int, end: int, node_starts: list[int], node_ends: list[int]) -> tuple[
-        str, list[tuple[int, int]]]:
-    """One DeviceStepStats: its name; node spans are appended; thread_names entries returned."""
+def _device_fields(data: Buffer, start: int, end: int, ordinal: int, block: _Block) -> str:
+    """One DeviceStepStats: its nodes and thread names go to ``block``; returns its name."""
     name = None
-    thread_names: list[tuple[int, int]] = []
+    nodes, block_end = block.node_spans, block.start + BLOCK_BYTES
     pos = start
     while pos < end:
         tag = data[pos]
@@ -304,13 +307,20 @@ def _device_fields(data: bytes, start: int, end: int, node_starts: list[int], no
             length = data[pos + 1]
             if length < 0x80:
                 pos += 2
+            elif data[pos + 2] < 0x80:
+                length = (length & 0x7F) | data[pos + 2] << 7
+                pos += 3
             else:
                 length, pos = _varint(data, pos + 1)
-            node_starts.append(pos)
+            if pos + length > block_end and nodes:
+                block.flush()
+                block_end = block.start + BLOCK_BYTES
+            if not nodes:
+                block.start, block_end = pos, pos + BLOCK_BYTES
+            nodes.append((pos, pos + length, ordinal))
             pos += length
-            node_ends.append(pos)
             continue
-        for number, wire, value, payload, field_end in _top_fields(data, pos, _field_end(data, pos)):
+        for number, wire, _, payload, field_end in _top_fields(data, pos, _field_end(data, pos)):
             if number == 1:
                 if wire != 2 or name is not None:
                     raise Unrecognised("a device name that is not a string, or two of them")
@@ -321,19 +331,20 @@ def _device_fields(data: bytes, start: int, end: int, node_starts: list[int], no
             elif number == 2:
                 if wire != 2:
                     raise Unrecognised("node_stats that is not a message")
-                node_starts.append(payload)
-                node_ends.append(field_end)
+                if not nodes:
+                    block.start = payload
+                nodes.append((payload, field_end, ordinal))
             elif number == 3:
                 if wire != 2:
                     raise Unrecognised("thread_names that is not a message")
-                thread_names.append((payload, field_end))
+                block.thread_spans.append((payload, field_end))
         pos = _field_end(data, pos)
     if pos != end:
         raise Unrecognised("a truncated DeviceStepStats")
-    return name or "", thread_names
+    return name or ""
 
 
-def _field_end(data: bytes, pos: int) -> int:
+def _field_end(data: Buffer, pos: int) -> int:
     """Where the field starting at ``pos`` ends."""
     tag, pos = _varint(data, pos)
     wire = tag & 7
@@ -357,7 +368,7 @@ def looks_like_device(name: str) -> bool:
 # -- the whole message ----------------------------------------------------------------------------
 
 
-def read(data: bytes, builder: TraceBuilder) -> tuple[str, bytes | None]:
+def read(data: Buffer, builder: TraceBuilder) -> tuple[str, bytes | None]:
     """Decode a binary StepStats or RunMetadata into ``builder``.
 
     Returns the message name and, for a RunMetadata, its other top-level fields as bytes (a
@@ -386,7 +397,7 @@ def read(data: bytes, builder: TraceBuilder) -> tuple[str, bytes | None]:
     return message, rest
 
 
-def _field_start(data: bytes, payload: int, end: int, top: list[tuple[int, int, int, int, int]]) -> int:
+def _field_start(data: Buffer, payload: int, end: int, top: list[tuple[int, int, int, int, int]]) -> int:
     """Where the top-level field whose payload starts at ``payload`` begins (its tag)."""
     previous_end = 0
     for _, _, _, s, e in top:
@@ -399,13 +410,21 @@ def _field_start(data: bytes, payload: int, end: int, top: list[tuple[int, int, 
 _INVALID = "\0invalid"  # what a StepStats reading of the first field cannot even parse
 
 
-def _first_device_name(data: bytes, field: tuple[int, int, int, int, int]) -> str | None:
+def _first_device_name(data: Buffer, field: tuple[int, int, int, int, int]) -> str | None:
     """What a StepStats reading would take as the first device's name.
 
     ``_INVALID`` where that reading fails (bad wire data, a name that is not UTF-8), None where
     this reader cannot tell what protobuf would make of it.
     """
     _, _, _, start, end = field
+    try:  # the name usually comes first: a device's settles it (a second name makes the reading step aside)
+        if start < end and data[start] == 0x0A:
+            length, payload = _varint(data, start + 1)
+            name = data[payload:min(payload + length, end)].decode()
+            if payload + length <= end and looks_like_device(name):
+                return name
+    except (Unrecognised, UnicodeDecodeError, IndexError):
+        pass
     name = ""
     try:
         for number, wire, _, payload, field_end in _top_fields(data, start, end):
@@ -418,34 +437,65 @@ def _first_device_name(data: bytes, field: tuple[int, int, int, int, int]) -> st
     return name
 
 
-def _read_step_stats(data: bytes, device_spans: list[tuple[int, int]], builder: TraceBuilder) -> None:
-    padded = data + bytes(_PAD)
-    words = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
-    node_starts: list[int] = []
-    node_ends: list[int] = []
-    node_dev: list[int] = []
-    thread_spans: list[tuple[int, int]] = []
+def _read_step_stats(data: Buffer, device_spans: list[tuple[int, int]], builder: TraceBuilder) -> None:
+    block = _Block(data, builder)
     try:
         for start, end in device_spans:
-            before = len(node_starts)
-            name, threads = _device_fields(data, start, end, node_starts, node_ends)
+            ordinal = builder.add_device_stats()
+            name = _device_fields(data, start, end, ordinal, block)
             if not looks_like_device(name):
                 raise Unrecognised("a device name protobuf's reading would not take for one")
-            ordinal = builder.add_device_stats(name)
-            node_dev.extend([ordinal] * (len(node_starts) - before))
-            thread_spans.extend(threads)
+            builder.set_device_name(ordinal, name)
     except IndexError:
         raise Unrecognised("a truncated message") from None
-    if thread_spans:
-        thread_names = _Messages(words, _THREAD_NAME, np.array([s for s, _ in thread_spans], dtype=np.int64),
-                            np.array([e for _, e in thread_spans], dtype=np.int64), np.zeros(len(thread_spans), np.int64))
-        thread_names.rows(1)
-        _strings(data, thread_names.fields, thread_names.rows(2))
-    if not node_starts:
-        return
-    nodes = _Messages(words, _NODE, np.array(node_starts, dtype=np.int64), np.array(node_ends, dtype=np.int64),
-                      np.array(node_dev, dtype=np.int64))
-    builder.add_nodes(_node_block(data, words, nodes))
+    block.flush()
+
+
+class _Block:
+    """Nodes (and thread names) of at most about ``BLOCK_BYTES`` of the data, decoded together.
+
+    Each block is copied out of the data (padded, so that every byte can start an eight-byte
+    word) and decoded at once; so the temporaries stay a few times the block, whatever the
+    file's size, and a memory-mapped file's pages can be let go behind the reading.
+    """
+
+    def __init__(self, data: Buffer, builder: TraceBuilder):
+        self.data, self.builder = data, builder
+        self.start = 0  # where the block's first node starts
+        self.node_spans: list[tuple[int, int, int]] = []  # (start, end, device ordinal)
+        self.thread_spans: list[tuple[int, int]] = []
+
+    def flush(self) -> None:
+        nodes, threads = self.node_spans, self.thread_spans
+        if not nodes and not threads:
+            return
+        spans = np.array([(s, e) for s, e, _ in nodes] + threads, dtype=np.int64).reshape(-1, 2)
+        lo, hi = int(spans.min()), int(spans.max())
+        block, words = _words(self.data, lo, hi)
+        if threads:
+            starts, ends = spans[len(nodes):, 0] - lo, spans[len(nodes):, 1] - lo
+            thread_names = _Messages(words, _THREAD_NAME, starts, ends, np.zeros(len(threads), np.int64))
+            thread_names.rows(1)
+            _strings(block, thread_names.fields, thread_names.rows(2))
+        if nodes:
+            devices = np.array([d for _, _, d in nodes], dtype=np.int64)
+            messages = _Messages(words, _NODE, spans[:len(nodes), 0] - lo, spans[:len(nodes), 1] - lo, devices)
+            self.builder.add_nodes(_node_block(block, words, messages))
+        nodes.clear()
+        threads.clear()
+        _let_go(self.data, hi)
+
+
+def _words(data: Buffer, lo: int, hi: int) -> tuple[bytes, np.ndarray]:
+    """``data[lo:hi]``, padded, and as the eight-byte words starting at each of its bytes."""
+    padded = data[lo:hi] + bytes(_PAD)
+    return padded, np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
+
+
+def _let_go(data: Buffer, upto: int) -> None:
+    """Drop a mapped file's pages before ``upto`` from this process's memory (they stay in the page cache)."""
+    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        data.madvise(mmap.MADV_DONTNEED, 0, upto - upto % mmap.PAGESIZE)
 
 
 def _node_block(data: bytes, words: np.ndarray, nodes: _Messages) -> NodeBlock:

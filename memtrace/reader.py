@@ -15,11 +15,12 @@ the file, so a trace never depends on which path read it (the tests check that t
 from __future__ import annotations
 
 import gzip
+import mmap
 import os
 import re
 import zlib
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 from .builder import TraceBuilder
 from .errors import TraceFormatError
@@ -125,7 +126,7 @@ def _load_fast(path: str, progress: Progress | None) -> tuple[TraceBuilder, str,
             if not head:
                 return None
             if text is None or _CONTROL.search(text, 0, _SNIFF_CHARS):
-                fast = _load_fast_binary(head + stream.read())
+                fast = _load_fast_binary(_whole(raw, head, stream, compressed))
                 if fast is None:
                     return None
                 message_name, builder, run_metadata = fast
@@ -158,7 +159,7 @@ def _load_fast(path: str, progress: Progress | None) -> tuple[TraceBuilder, str,
     return builder, "text" + ("+gzip" if compressed else ""), message_name, run_metadata
 
 
-def _load_fast_binary(data: bytes) -> tuple[str, TraceBuilder, Any] | None:
+def _load_fast_binary(data: bytes | mmap.mmap) -> tuple[str, TraceBuilder, Any] | None:
     """Decode binary protobuf with memtrace's own reader; None where upb must decide."""
     from . import binreader
 
@@ -179,6 +180,20 @@ def _load_fast_binary(data: bytes) -> tuple[str, TraceBuilder, Any] | None:
         if run_metadata is None:
             return None
     return message_name, builder, run_metadata
+
+
+def _whole(raw: IO[bytes], head: bytes, stream: IO[bytes], compressed: bool) -> bytes | mmap.mmap:
+    """The whole content, for the binary reader.
+
+    A plain file is mapped rather than read: the reader goes through it a block at a time and
+    lets each block's pages go behind it (the mapping stays valid after the file is closed).
+    """
+    if not compressed:
+        try:
+            return mmap.mmap(raw.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # not a regular file: read it
+            pass
+    return head + stream.read()
 
 
 # -- bytes -------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from memtrace import binreader
 from memtrace._proto import tf_trace_pb2 as pb
 
 from .conftest import FIXTURES, REAL_TRACES
@@ -36,6 +37,27 @@ def test_every_real_trace_serialized_reads_fast_and_identically(path: Path, tmp_
     check(tmp_path / "t.pb")
     check(tmp_path / "t.pb.gz")
     assert fast(tmp_path / "t.pb").same_content(fast(path))  # type: ignore[union-attr, arg-type]
+
+
+
+@pytest.mark.parametrize("block_bytes", [1, 700, 20_000])
+@pytest.mark.parametrize("name", ["alexnet_train_gpu.pbtxt", "ptb_lstm_train_gpu.pbtxt", "recorded/cpu_while_rnn.pbtxt"])
+def test_small_blocks_give_the_same_model(name: str, block_bytes: int, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks cut within devices, between them, and one node at a time, all read as one."""
+    monkeypatch.setattr(binreader, "BLOCK_BYTES", block_bytes)
+    flushes = []
+    monkeypatch.setattr(binreader._Block, "flush", lambda self, flush=binreader._Block.flush: (
+        flushes.append(len(self.node_spans)), flush(self))[1])
+    path = tmp_path / "t.pb"
+    path.write_bytes(_message(FIXTURES / name).SerializeToString())
+    check(path)
+    nodes = len(fast(FIXTURES / name).nodes)  # type: ignore[union-attr]
+    assert sum(flushes) == nodes
+    if block_bytes == 1:
+        assert max(flushes) == 1  # one node a block
+    else:
+        assert len([f for f in flushes if f]) > 2
 
 
 def _base() -> pb.StepStats:

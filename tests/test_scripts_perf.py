@@ -35,6 +35,21 @@ def test_generated_trace_is_deterministic_and_reads_identically(tmp_path: Path) 
     assert len(trace.nodes) == 2 * (2467 + 617)  # every node on the GPU, every fourth on stream:all
 
 
+
+def test_generated_binary_holds_the_same_steps_as_the_text(tmp_path: Path) -> None:
+    make_trace = _script("make_trace")
+    text, binary = tmp_path / "r.pbtxt", tmp_path / "r.pb"
+    with open(text, "wb") as out:
+        assert make_trace.write(out, 4_000_000) == 2
+    with open(binary, "wb") as out:
+        assert make_trace.write(out, 4_000_000, binary=True) == 2
+    assert binary.stat().st_size < text.stat().st_size / 2
+    from_binary = fast(binary)
+    assert from_binary is not None and from_binary.source_format == "binary"
+    assert same(from_binary, reference(binary))
+    assert from_binary.same_content(fast(text))  # type: ignore[arg-type]
+
+
 def test_generated_trace_snapshots_agree_with_its_records(tmp_path: Path) -> None:
     make_trace = _script("make_trace")
     path = tmp_path / "r.pbtxt"
