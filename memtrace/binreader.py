@@ -299,11 +299,12 @@ def _top_fields(data: Buffer, start: int, end: int) -> list[tuple[int, int, int,
 def _device_fields(data: Buffer, start: int, end: int, ordinal: int, block: _Block) -> str:
     """One DeviceStepStats: its nodes and thread names go to ``block``; returns its name."""
     name = None
-    nodes, block_end = block.node_spans, block.start + BLOCK_BYTES
+    block.open_device(ordinal)
+    starts, ends = block.starts, block.ends
+    limit = starts[0] + BLOCK_BYTES if starts else -1  # a node ending beyond it starts a new block
     pos = start
     while pos < end:
-        tag = data[pos]
-        if tag == 0x12:  # node_stats, the common case first
+        if data[pos] == 0x12:  # node_stats, the common case first
             length = data[pos + 1]
             if length < 0x80:
                 pos += 2
@@ -312,13 +313,14 @@ def _device_fields(data: Buffer, start: int, end: int, ordinal: int, block: _Blo
                 pos += 3
             else:
                 length, pos = _varint(data, pos + 1)
-            if pos + length > block_end and nodes:
-                block.flush()
-                block_end = block.start + BLOCK_BYTES
-            if not nodes:
-                block.start, block_end = pos, pos + BLOCK_BYTES
-            nodes.append((pos, pos + length, ordinal))
-            pos += length
+            stop = pos + length
+            if stop > limit:
+                if starts:
+                    block.flush()
+                limit = pos + BLOCK_BYTES
+            starts.append(pos)
+            ends.append(stop)
+            pos = stop
             continue
         for number, wire, _, payload, field_end in _top_fields(data, pos, _field_end(data, pos)):
             if number == 1:
@@ -331,9 +333,8 @@ def _device_fields(data: Buffer, start: int, end: int, ordinal: int, block: _Blo
             elif number == 2:
                 if wire != 2:
                     raise Unrecognised("node_stats that is not a message")
-                if not nodes:
-                    block.start = payload
-                nodes.append((payload, field_end, ordinal))
+                starts.append(payload)
+                ends.append(field_end)
             elif number == 3:
                 if wire != 2:
                     raise Unrecognised("thread_names that is not a message")
@@ -461,28 +462,40 @@ class _Block:
 
     def __init__(self, data: Buffer, builder: TraceBuilder):
         self.data, self.builder = data, builder
-        self.start = 0  # where the block's first node starts
-        self.node_spans: list[tuple[int, int, int]] = []  # (start, end, device ordinal)
+        self.starts: list[int] = []  # node spans
+        self.ends: list[int] = []
+        self.devices: list[tuple[int, int]] = []  # (first node, device ordinal) of each device in the block
         self.thread_spans: list[tuple[int, int]] = []
 
+    def open_device(self, ordinal: int) -> None:
+        self.devices.append((len(self.starts), ordinal))
+
     def flush(self) -> None:
-        nodes, threads = self.node_spans, self.thread_spans
-        if not nodes and not threads:
+        starts, ends, threads = self.starts, self.ends, self.thread_spans
+        if not starts and not threads:
             return
-        spans = np.array([(s, e) for s, e, _ in nodes] + threads, dtype=np.int64).reshape(-1, 2)
-        lo, hi = int(spans.min()), int(spans.max())
+        node_spans = np.array([starts, ends], dtype=np.int64).reshape(2, -1)
+        thread_spans = np.array(threads, dtype=np.int64).reshape(-1, 2).T
+        lo = int(min(node_spans[0].min(initial=1 << 62), thread_spans[0].min(initial=1 << 62)))
+        hi = int(max(node_spans[1].max(initial=0), thread_spans[1].max(initial=0)))
         block, words = _words(self.data, lo, hi)
         if threads:
-            starts, ends = spans[len(nodes):, 0] - lo, spans[len(nodes):, 1] - lo
-            thread_names = _Messages(words, _THREAD_NAME, starts, ends, np.zeros(len(threads), np.int64))
+            thread_names = _Messages(words, _THREAD_NAME, thread_spans[0] - lo, thread_spans[1] - lo,
+                                     np.zeros(len(threads), np.int64))
             thread_names.rows(1)
             _strings(block, thread_names.fields, thread_names.rows(2))
-        if nodes:
-            devices = np.array([d for _, _, d in nodes], dtype=np.int64)
-            messages = _Messages(words, _NODE, spans[:len(nodes), 0] - lo, spans[:len(nodes), 1] - lo, devices)
+        if starts:
+            firsts = [first for first, _ in self.devices]
+            counts = [after - first for first, after in zip(firsts, [*firsts[1:], len(starts)])]
+            devices = np.repeat(np.array([ordinal for _, ordinal in self.devices], dtype=np.int64), counts)
+            messages = _Messages(words, _NODE, node_spans[0] - lo, node_spans[1] - lo, devices)
             self.builder.add_nodes(_node_block(block, words, messages))
-        nodes.clear()
+        starts.clear()
+        ends.clear()
         threads.clear()
+        self.devices = self.devices[-1:]
+        if self.devices:
+            self.devices[0] = (0, self.devices[0][1])  # the device being read goes on in the next block
         _let_go(self.data, hi)
 
 

@@ -48,7 +48,7 @@ def test_small_blocks_give_the_same_model(name: str, block_bytes: int, tmp_path:
     monkeypatch.setattr(binreader, "BLOCK_BYTES", block_bytes)
     flushes = []
     monkeypatch.setattr(binreader._Block, "flush", lambda self, flush=binreader._Block.flush: (
-        flushes.append(len(self.node_spans)), flush(self))[1])
+        flushes.append(len(self.starts)), flush(self))[1])
     path = tmp_path / "t.pb"
     path.write_bytes(_message(FIXTURES / name).SerializeToString())
     check(path)
