@@ -5,7 +5,9 @@ few microseconds a node, ten times the parse. This reader decodes the wire forma
 numpy instead: all messages of one type at once, one field of each per step (tag and value are
 varints, decoded eight bytes at a time), so Python does a constant amount of work per field
 *number*, not per field. Only the lists of nodes inside each ``DeviceStepStats``, long and few,
-are walked in Python, and strings are sliced out one by one.
+are walked in Python, and strings are sliced out one by one. The nodes are decoded a block of
+about ``BLOCK_BYTES`` at a time, from a memory-mapped file whose pages are let go behind the
+reading, so memory does not grow with the file (only the model does).
 
 protobuf stays the reference: anything this reader does not recognise (a known field with an
 unexpected wire type, a field given twice, groups, bytes that are not UTF-8 in a string, a
