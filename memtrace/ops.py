@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from .errors import UsageError
-from .model import Trace
+from .model import IntArray, Trace
 from .peak import peak
 from .replay import owned_outputs
 
@@ -83,49 +83,69 @@ def column_name(text: str) -> str:
 def node_rows(trace: Trace, allocators: Iterable[str] | None = None) -> list[OpRow]:
     """One row per node name, tfprof's numbers plus memtrace's own, in order of first appearance."""
     nodes = trace.nodes
-    names = [trace.strings[i].split(":", 1)[0] for i in nodes.name]
-    canonical = [kind == "device" for kind in trace.devices.kind]
-    home: dict[str, int] = {}  # name -> its canonical device, the first one it appears on
-    for node, name in enumerate(names):
-        device = int(nodes.device[node])
-        if canonical[device]:
-            home.setdefault(name, device)
-    counted = np.array(
-        [home.get(name) == int(nodes.device[node]) and nodes.start_ns[node] > 0 for node, name in enumerate(names)],
-        dtype=bool,
-    )
-    memory = trace.memory
-    per_node = {
-        column: np.bincount(memory.node, weights=getattr(memory, column), minlength=len(nodes)).astype(np.int64)
-        for column in ("total_bytes", "peak_bytes", "live_bytes")
-    }
-    outputs = trace.outputs
-    output_bytes = np.bincount(
-        outputs.node, weights=np.maximum(outputs.allocated_bytes, outputs.requested_bytes), minlength=len(nodes)
-    ).astype(np.int64)
-    at_peak = _bytes_at_peak(trace, allocators)
-    waste = _waste_by_name(trace)
+    names, name_of_node = _op_names(trace)
+    device = nodes.device.astype(np.int64)
+    # Each name counts on its canonical device: the first one it appears on.
+    home = np.full(len(names), -1, dtype=np.int64)
+    on_canonical = np.flatnonzero(np.array([kind == "device" for kind in trace.devices.kind], dtype=bool)[device])
+    named, first = np.unique(name_of_node[on_canonical], return_index=True)
+    home[named] = device[on_canonical[first]]
+    counted = np.flatnonzero((home[name_of_node] == device) & (nodes.start_ns > 0))
+    # Rows in order of first appearance; executions of one name add up.
+    present, first, row_of = np.unique(name_of_node[counted], return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    row_of = rank[row_of]
+    present, first = present[order], counted[first[order]]
 
-    rows: dict[str, OpRow] = {}
-    for node in np.flatnonzero(counted).tolist():
-        name = names[node]
-        temp, persistent = int(nodes.temp_bytes[node]), int(nodes.persistent_bytes[node])
-        row = OpRow(
-            name=name,
-            op_type=trace.strings[nodes.op_type[node]] or None,
-            device=trace.devices.name[nodes.device[node]],
-            occurrences=1,
-            requested_bytes=int(per_node["total_bytes"][node]) + temp + persistent,
-            peak_bytes=int(per_node["peak_bytes"][node]) + temp + persistent,
-            residual_bytes=int(per_node["live_bytes"][node]) + persistent,
-            output_bytes=int(output_bytes[node]),
-            temp_bytes=temp,
-            persistent_bytes=persistent,
-            at_peak_bytes=0,
-            waste_bytes=0,
+    def per_row(values_by_node: IntArray) -> list[int]:
+        sums = np.zeros(len(present), dtype=np.int64)
+        np.add.at(sums, row_of, values_by_node[counted])
+        return sums.tolist()
+
+    def per_node(owner: np.ndarray, values: IntArray) -> IntArray:
+        sums = np.zeros(len(nodes), dtype=np.int64)
+        np.add.at(sums, owner, values)
+        return sums
+
+    memory, outputs = trace.memory, trace.outputs
+    temp, persistent = nodes.temp_bytes, nodes.persistent_bytes
+    columns = {
+        "occurrences": np.bincount(row_of, minlength=len(present)).tolist(),
+        "requested_bytes": per_row(per_node(memory.node, memory.total_bytes) + temp + persistent),
+        "peak_bytes": per_row(per_node(memory.node, memory.peak_bytes) + temp + persistent),
+        "residual_bytes": per_row(per_node(memory.node, memory.live_bytes) + persistent),
+        "output_bytes": per_row(per_node(outputs.node, np.maximum(outputs.allocated_bytes, outputs.requested_bytes))),
+        "temp_bytes": per_row(temp),
+        "persistent_bytes": per_row(persistent),
+    }
+    # An op type survives aggregation only where every execution has it.
+    op_type = nodes.op_type[counted].astype(np.int64)
+    lowest, highest = np.full(len(present), np.iinfo(np.int64).max), np.full(len(present), -1)
+    np.minimum.at(lowest, row_of, op_type)
+    np.maximum.at(highest, row_of, op_type)
+    at_peak = _bytes_at_peak(trace, allocators)
+    waste = _waste_by_name(trace, name_of_node, len(names)).tolist()
+    return [
+        OpRow(
+            name=names[name],
+            op_type=(trace.strings[low] or None) if low == high else None,
+            device=trace.devices.name[device[node]],
+            at_peak_bytes=at_peak.get(names[name], 0),
+            waste_bytes=waste[name],
+            **{column: values[k] for column, values in columns.items()},
         )
-        rows[name] = rows[name] + row if name in rows else row
-    return [replace(r, at_peak_bytes=at_peak.get(r.name, 0), waste_bytes=waste.get(r.name, 0)) for r in rows.values()]
+        for k, (name, node, low, high) in enumerate(zip(present.tolist(), first.tolist(), lowest.tolist(), highest.tolist()))
+    ]
+
+
+def _op_names(trace: Trace) -> tuple[list[str], IntArray]:
+    """Distinct op names (``node_name`` up to its first ``:``) and each node's, worked out once per string."""
+    strings, string_of_node = np.unique(trace.nodes.name, return_inverse=True)
+    names: dict[str, int] = {}
+    name_of_string = [names.setdefault(trace.strings[s].split(":", 1)[0], len(names)) for s in strings.tolist()]
+    return list(names), np.array(name_of_string, dtype=np.int64)[string_of_node]
 
 
 def ops(
@@ -174,14 +194,13 @@ def _bytes_at_peak(trace: Trace, allocators: Iterable[str] | None) -> dict[str, 
     return held
 
 
-def _waste_by_name(trace: Trace) -> dict[str, int]:
-    """Allocated minus requested bytes of each buffer a node created (aliases excluded)."""
+def _waste_by_name(trace: Trace, name_of_node: IntArray, names: int) -> IntArray:
+    """Per op name: allocated minus requested bytes of each buffer its nodes created (aliases excluded)."""
     outputs = trace.outputs
-    waste: dict[str, int] = defaultdict(int)
+    waste = np.zeros(names, dtype=np.int64)
     for allocator in range(len(trace.allocators)):
-        for row in owned_outputs(trace, allocator).tolist():
-            allocated = int(outputs.allocated_bytes[row])
-            if allocated > 0 and outputs.allocation_id[row] != 0:
-                name = trace.node_name(int(outputs.node[row])).split(":", 1)[0]
-                waste[name] += max(0, allocated - int(outputs.requested_bytes[row]))
+        rows = owned_outputs(trace, allocator)
+        rows = rows[(outputs.allocated_bytes[rows] > 0) & (outputs.allocation_id[rows] != 0)]
+        np.add.at(waste, name_of_node[outputs.node[rows]],
+                  np.maximum(0, outputs.allocated_bytes[rows] - outputs.requested_bytes[rows]))
     return waste

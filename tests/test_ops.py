@@ -139,3 +139,65 @@ def test_cli_ops_text_has_tfprof_percentages(capsys: pytest.CaptureFixture[str])
 
 def test_cli_depth_needs_scope(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ops", str(SCOPES), "--depth", "2"]) == 2
+
+
+def _node_rows_one_by_one(trace: memtrace.Trace) -> list[tuple[object, ...]]:
+    """node_rows as the module docstring says it, one node execution at a time (allocators: all)."""
+    nodes, memory, outputs = trace.nodes, trace.memory, trace.outputs
+    names = [trace.strings[i].split(":", 1)[0] for i in nodes.name.tolist()]
+    home: dict[str, int] = {}
+    for node, name in enumerate(names):
+        if trace.devices.kind[nodes.device[node]] == "device":
+            home.setdefault(name, int(nodes.device[node]))
+    sums = {c: [0] * len(nodes) for c in ("total_bytes", "peak_bytes", "live_bytes")}
+    for entry, node in enumerate(memory.node.tolist()):
+        for column, by_node in sums.items():
+            by_node[node] += int(getattr(memory, column)[entry])
+    output_bytes = [0] * len(nodes)
+    for row, node in enumerate(outputs.node.tolist()):
+        output_bytes[node] += max(int(outputs.allocated_bytes[row]), int(outputs.requested_bytes[row]))
+    at_peak: dict[str, int] = {}
+    for allocator in trace.allocators:
+        for allocation in trace.peak(allocator).live_at_peak:
+            at_peak[allocation.node.split(":", 1)[0]] = at_peak.get(allocation.node.split(":", 1)[0], 0) + allocation.bytes
+    waste: dict[str, int] = {}
+    for allocator in range(len(trace.allocators)):
+        for row in memtrace.replay.owned_outputs(trace, allocator).tolist():
+            if outputs.allocated_bytes[row] > 0 and outputs.allocation_id[row] != 0:
+                name = names[int(outputs.node[row])]
+                waste[name] = waste.get(name, 0) + max(0, int(outputs.allocated_bytes[row] - outputs.requested_bytes[row]))
+    rows: dict[str, list[object]] = {}
+    for node, name in enumerate(names):
+        if home.get(name) != int(nodes.device[node]) or nodes.start_ns[node] <= 0:
+            continue
+        temp, persistent = int(nodes.temp_bytes[node]), int(nodes.persistent_bytes[node])
+        values = [1, sums["total_bytes"][node] + temp + persistent, sums["peak_bytes"][node] + temp + persistent,
+                  sums["live_bytes"][node] + persistent, output_bytes[node], temp, persistent]
+        op_type = trace.strings[nodes.op_type[node]] or None
+        if name not in rows:
+            rows[name] = [name, op_type, trace.devices.name[nodes.device[node]], *values]
+        else:
+            row = rows[name]
+            row[1] = row[1] if row[1] == op_type else None
+            row[3:] = [a + b for a, b in zip(row[3:], values)]  # type: ignore[operator]
+    return [(*row, at_peak.get(name, 0), waste.get(name, 0)) for name, row in rows.items()]
+
+
+@pytest.mark.parametrize("path", [*REAL_TRACES, *sorted(TINY.glob("*.pbtxt"))], ids=lambda p: p.name)
+def test_node_rows_equal_adding_up_one_execution_at_a_time(path: Path) -> None:
+    trace = memtrace.load(path)
+    got = [(r.name, r.op_type, r.device, r.occurrences, r.requested_bytes, r.peak_bytes, r.residual_bytes, r.output_bytes,
+            r.temp_bytes, r.persistent_bytes, r.at_peak_bytes, r.waste_bytes) for r in node_rows(trace)]
+    assert got == _node_rows_one_by_one(trace)
+
+
+def test_an_op_type_survives_only_where_every_execution_has_it(tmp_path: Path) -> None:
+    path = tmp_path / "t.pbtxt"
+    node = 'node_stats {{ node_name: "{name}" all_start_micros: {start} all_end_rel_micros: 1 timeline_label: "{name} = {op}()" }} '
+    path.write_text('dev_stats { device: "/job:localhost/replica:0/task:0/device:GPU:0" ' + "".join(
+        node.format(name=name, start=start, op=op)
+        for name, start, op in (("n", 10, "Conv2D"), ("m", 11, "MatMul"), ("n", 12, "MatMul"), ("m", 13, "MatMul"))
+    ) + "}")
+    rows = {r.name: r for r in node_rows(memtrace.load(path))}
+    assert (rows["n"].op_type, rows["n"].occurrences) == (None, 2)
+    assert (rows["m"].op_type, rows["m"].occurrences) == ("MatMul", 2)
