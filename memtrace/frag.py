@@ -22,14 +22,16 @@ that are not 256-aligned, live buffers that overlap.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
-from .model import Trace
-from .replay import Replay, allocator_index, output_bytes, owned_outputs, replay
+from .model import IntArray, Trace
+from .replay import Replay, allocator_index, output_sizes, owned_outputs, replay
 
 BFC_ALIGNMENT_BYTES = 256  # BFC's kMinAllocationSize: every chunk is a multiple of this, 256-aligned
 EXAMPLES = 3  # detail strings kept per anomaly kind
@@ -210,7 +212,7 @@ class AllocatorFragmentation:
     allocator: str
     bfc: bool
     total: Waste  # over every unique buffer of the step
-    buffers: tuple[Buffer, ...]  # most waste first
+    buffers: Sequence[Buffer]  # most waste first (made when read)
     ops: tuple[OpWaste, ...]  # most waste first
     histogram: tuple[SizeClass, ...]  # smallest size class first, empty classes left out
     at_peak: Moment
@@ -239,24 +241,31 @@ def fragmentation(trace: Trace, allocator: str, at_us: int | None = None) -> All
     whose external fragmentation then replaces the peak's as ``external``.
     """
     index = allocator_index(trace, allocator)
-    rows = unique_buffer_rows(trace, index)
-    buffers = [_buffer(trace, row) for row in rows]
-    by_node: dict[str, list[Buffer]] = defaultdict(list)
-    by_class: dict[int, list[Buffer]] = defaultdict(list)
-    for b in buffers:
-        by_node[b.node].append(b)
-        by_class[size_class(b.requested_bytes)].append(b)
-    ops = [OpWaste(node, _total(group)) for node, group in by_node.items()]
+    rows = _unique_rows(trace, index)
+    outputs = trace.outputs
+    measures = _measures(trace, rows)
+    requested, allocated, _ = measures
+    # Buffers most waste first, then by node name and slot.
+    distinct_names, name_codes = np.unique(trace.nodes.name[outputs.node[rows]], return_inverse=True)
+    name_rank = _string_ranks(trace, distinct_names)[name_codes]
+    by_waste = rows[np.lexsort((outputs.slot[rows], name_rank, requested - allocated))]
+    # Ops (by node name) and size classes: sums over their buffers.
+    op_waste = _waste_sums(measures, name_codes, len(distinct_names))
+    ops = [OpWaste(trace.strings[n], w) for n, w in zip(distinct_names.tolist(), op_waste)]
+    sizes, size_codes = np.unique(requested, return_inverse=True)
+    classes = np.array([size_class(n) for n in sizes.tolist()], dtype=np.int64)
+    class_values, class_codes = np.unique(classes[size_codes], return_inverse=True)
+    histogram = zip(class_values.tolist(), _waste_sums(measures, class_codes, len(class_values)))
     replayed = replay(trace, allocator)
     at_peak = _at_peak(trace, replayed)
     at = None if at_us is None else _at_time(trace, replayed, at_us)
     return AllocatorFragmentation(
         allocator=allocator,
         bfc=is_bfc(allocator),
-        total=_total(buffers),
-        buffers=tuple(sorted(buffers, key=lambda b: (-b.waste.waste_bytes, b.node, b.slot))),
+        total=_waste_sums(measures)[0],
+        buffers=Buffers(trace, by_waste),
         ops=tuple(sorted(ops, key=lambda o: (-o.waste.waste_bytes, o.node))),
-        histogram=tuple(SizeClass(c, _total(by_class[c])) for c in sorted(by_class)),
+        histogram=tuple(SizeClass(c, w) for c, w in histogram),
         at_peak=at_peak,
         at=at,
         anomalies=tuple(_allocator_anomalies(trace, allocator, index, [at_peak] if at is None else [at_peak, at])),
@@ -281,10 +290,13 @@ def unique_buffer_rows(trace: Trace, index: int) -> list[int]:
     Only buffers with a non-zero allocation id and a known ``allocated_bytes`` are measurable;
     forwarded aliases are the producer's buffer and count once.
     """
+    return _unique_rows(trace, index).tolist()
+
+
+def _unique_rows(trace: Trace, index: int) -> IntArray:
     outputs = trace.outputs
     rows = owned_outputs(trace, index)
-    keep = (outputs.allocation_id[rows] != 0) & (outputs.allocated_bytes[rows] > 0)
-    return [int(r) for r in rows[keep]]
+    return rows[(outputs.allocation_id[rows] != 0) & (outputs.allocated_bytes[rows] > 0)]
 
 
 def size_class(requested_bytes: int) -> int:
@@ -306,8 +318,59 @@ def _buffer(trace: Trace, row: int) -> Buffer:
     )
 
 
-def _total(buffers: Iterable[Buffer]) -> Waste:
-    return sum((b.waste for b in buffers), Waste())
+class Buffers(Sequence[Buffer]):
+    """Buffers of many output rows, made when asked for: a large trace has hundreds of thousands."""
+
+    def __init__(self, trace: Trace, rows: IntArray):
+        self._trace, self._rows = trace, rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Buffer: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Buffer, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Buffer | tuple[Buffer, ...]:
+        if isinstance(index, slice):
+            return tuple(_buffer(self._trace, row) for row in self._rows[index].tolist())
+        return _buffer(self._trace, int(self._rows[index]))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    def __repr__(self) -> str:
+        return f"Buffers({len(self)} buffers)"
+
+
+def _string_ranks(trace: Trace, strings: np.ndarray) -> IntArray:
+    """Each string index's rank in the alphabetical order of those strings."""
+    ranks = np.empty(len(strings), dtype=np.int64)
+    ranks[sorted(range(len(strings)), key=[trace.strings[s] for s in strings.tolist()].__getitem__)] = np.arange(len(strings))
+    return ranks
+
+
+_Measures = tuple[IntArray, IntArray, IntArray]  # requested, allocated and rounding-waste bytes per buffer
+
+
+def _measures(trace: Trace, rows: IntArray) -> _Measures:
+    requested, allocated = trace.outputs.requested_bytes[rows], trace.outputs.allocated_bytes[rows]
+    rounded_up = -(-requested // BFC_ALIGNMENT_BYTES) * BFC_ALIGNMENT_BYTES
+    return requested, allocated, np.minimum(allocated - requested, rounded_up - requested)  # as rounding_waste
+
+
+def _waste_sums(measures: _Measures, group: IntArray | None = None, groups: int = 1) -> list[Waste]:
+    """Waste per group of buffers, from each buffer's group number (default: all in one)."""
+    requested, allocated, rounding = measures
+    if group is None:
+        group = np.zeros(len(requested), dtype=np.int64)
+    sums = np.zeros((4, groups), dtype=np.int64)
+    np.add.at(sums[0], group, 1)
+    for column, values in enumerate((requested, allocated, rounding), start=1):
+        np.add.at(sums[column], group, values)
+    return [Waste(*values) for values in zip(*sums.tolist())]
 
 
 def _at_peak(trace: Trace, replayed: Replay) -> Moment:
@@ -328,15 +391,17 @@ def _at_time(trace: Trace, replayed: Replay, time_us: int) -> Moment:
 
 def _moment(trace: Trace, replayed: Replay, event: int, time_us: int) -> Moment:
     """The output buffers alive after ``event``, in replay order."""
-    alive = replayed.alive_after(event)
-    rows = [r for r in replayed.output_row[alive].tolist() if r >= 0]
+    rows = replayed.output_row[replayed.alive_after(event)]
+    rows = rows[rows >= 0]
     outputs = trace.outputs
-    unique = [r for r in rows if outputs.allocation_id[r] != 0 and outputs.allocated_bytes[r] > 0]
-    live = sum((_buffer(trace, r).waste for r in unique), Waste())
+    unique = rows[(outputs.allocation_id[rows] != 0) & (outputs.allocated_bytes[rows] > 0)]
+    live = _waste_sums(_measures(trace, unique))[0]
+    sizes = output_sizes(trace, rows)
+    placed = (outputs.ptr[rows] != 0) & (sizes > 0)
     ranges = [
-        AddressRange(int(outputs.ptr[r]), output_bytes(trace, r), trace.node_name(int(outputs.node[r])), int(outputs.allocation_id[r]))
-        for r in rows
-        if outputs.ptr[r] != 0 and output_bytes(trace, r) > 0
+        AddressRange(ptr, size, trace.node_name(node), allocation_id)
+        for ptr, size, node, allocation_id in zip(outputs.ptr[rows[placed]].tolist(), sizes[placed].tolist(),
+                                                  outputs.node[rows[placed]].tolist(), outputs.allocation_id[rows[placed]].tolist())
     ]
     return Moment(time_us, int(replayed.live_bytes[event]), live, _external(ranges))
 
@@ -371,9 +436,15 @@ class _Findings:
         self.examples: dict[str, list[str]] = defaultdict(list)
 
     def add(self, kind: str, example: str) -> None:
-        self.counts[kind] = self.counts.get(kind, 0) + 1
-        if len(self.examples[kind]) < EXAMPLES:
-            self.examples[kind].append(example)
+        self.add_many(kind, 1, [example])
+
+    def add_many(self, kind: str, count: int, examples: Iterable[str]) -> None:
+        """``count`` findings of a kind, whose first examples (lazily made) are ``examples``."""
+        if not count:
+            return
+        self.counts[kind] = self.counts.get(kind, 0) + count
+        kept = self.examples[kind]
+        kept.extend(itertools.islice(examples, max(EXAMPLES - len(kept), 0)))
 
     def anomalies(self, details: dict[str, str]) -> list[Anomaly]:
         return [
@@ -403,34 +474,38 @@ def _label(trace: Trace, row: int) -> str:
 def _allocator_anomalies(trace: Trace, allocator: str, index: int, moments: list[Moment]) -> list[Anomaly]:
     outputs = trace.outputs
     found = _Findings()
-    rows = np.flatnonzero(outputs.allocator == index).tolist()
-    tracks_sizes = any(outputs.allocated_bytes[r] > 0 for r in rows)
-    bfc = is_bfc(allocator)
-    sizes: dict[tuple[int, int], dict[tuple[int, int], int]] = defaultdict(dict)  # key -> size -> first row
-    for row in rows:
-        requested, allocated = int(outputs.requested_bytes[row]), int(outputs.allocated_bytes[row])
-        if 0 < allocated < requested:
-            found.add("requested-exceeds-allocated", f"{_label(trace, row)} requested {requested:,} B, allocated {allocated:,} B")
-        elif allocated == 0 and requested > 0 and tracks_sizes:
-            found.add("size-not-tracked", f"{_label(trace, row)} requested {requested:,} B, allocated_bytes 0")
-        allocation_id = int(outputs.allocation_id[row])
-        if allocation_id != 0:
-            # BFC numbers its chunks once per allocator; other allocators repeat ids at other pointers.
-            key = (allocation_id, 0 if bfc else int(outputs.ptr[row]))
-            sizes[key].setdefault((requested, allocated), row)
-    for (allocation_id, _), seen in sizes.items():
-        if len(seen) > 1:
-            shown = ", ".join(f"{a:,} B ({_label(trace, r)})" for (_, a), r in list(seen.items())[:3])
-            found.add("id-reused-with-another-size", f"id {allocation_id}: {shown}")
-    if bfc:
-        for row in unique_buffer_rows(trace, index):
-            ptr, allocated = int(outputs.ptr[row]), int(outputs.allocated_bytes[row])
-            if ptr % BFC_ALIGNMENT_BYTES or allocated % BFC_ALIGNMENT_BYTES:
-                found.add("not-256-aligned", f"{_label(trace, row)} {allocated:,} B at {ptr:#x}")
+    rows = np.flatnonzero(outputs.allocator == index)
+    requested, allocated = outputs.requested_bytes[rows], outputs.allocated_bytes[rows]
+    exceeds = rows[(allocated > 0) & (allocated < requested)]
+    untracked = rows[(allocated == 0) & (requested > 0)] if (allocated > 0).any() else rows[:0]
+    # Kinds are listed in the order the outputs first show them.
+    for kind, hits, words in sorted(
+        (("requested-exceeds-allocated", exceeds, "allocated {allocated:,} B"),
+         ("size-not-tracked", untracked, "allocated_bytes 0")),
+        key=lambda k: int(k[1][0]) if len(k[1]) else len(outputs),
+    ):
+        found.add_many(kind, len(hits), (
+            f"{_label(trace, r)} requested {int(outputs.requested_bytes[r]):,} B, "
+            + words.format(allocated=int(outputs.allocated_bytes[r]))
+            for r in hits.tolist()
+        ))
+    reused = _ids_reused(trace, rows, is_bfc(allocator))
+    found.add_many("id-reused-with-another-size", len(reused), (
+        f"id {int(outputs.allocation_id[first[0]])}: "
+        + ", ".join(f"{int(outputs.allocated_bytes[r]):,} B ({_label(trace, r)})" for r in first[:3])
+        for first in reused
+    ))
+    if is_bfc(allocator):
+        unique = _unique_rows(trace, index)
+        odd = unique[(outputs.ptr[unique] % BFC_ALIGNMENT_BYTES != 0) | (outputs.allocated_bytes[unique] % BFC_ALIGNMENT_BYTES != 0)]
+        found.add_many("not-256-aligned", len(odd), (
+            f"{_label(trace, r)} {int(outputs.allocated_bytes[r]):,} B at {int(outputs.ptr[r]):#x}" for r in odd.tolist()
+        ))
         records = trace.records
-        odd = (records.allocator == index) & (records.bytes > 0) & (records.bytes % BFC_ALIGNMENT_BYTES != 0)
-        for row in np.flatnonzero(odd).tolist():
-            found.add("not-256-aligned", f"record of {int(records.bytes[row]):,} B on {trace.node_name(int(records.node[row]))}")
+        odd = np.flatnonzero((records.allocator == index) & (records.bytes > 0) & (records.bytes % BFC_ALIGNMENT_BYTES != 0))
+        found.add_many("not-256-aligned", len(odd), (
+            f"record of {int(records.bytes[r]):,} B on {trace.node_name(int(records.node[r]))}" for r in odd.tolist()
+        ))
     reported: set[tuple[AddressRange, AddressRange]] = set()
     for moment in moments:
         for pair in moment.external.overlaps if moment.external is not None else ():
@@ -445,8 +520,39 @@ def _allocator_anomalies(trace: Trace, allocator: str, index: int, moments: list
     return found.anomalies(_DETAILS)
 
 
+def _ids_reused(trace: Trace, rows: IntArray, bfc: bool) -> list[list[int]]:
+    """Allocation ids seen with more than one (requested, allocated) size for one buffer.
+
+    A buffer is its id (BFC numbers its chunks once per allocator) or, elsewhere, its id and
+    pointer (other allocators repeat ids at other pointers). Per such buffer, in order of its
+    first output, the first output row of each of its sizes, in order.
+    """
+    outputs = trace.outputs
+    rows = rows[outputs.allocation_id[rows] != 0]
+    if not len(rows):
+        return []
+    ptr = np.zeros(len(rows), dtype=np.uint64) if bfc else outputs.ptr[rows]
+    allocation_id, requested, allocated = outputs.allocation_id[rows], outputs.requested_bytes[rows], outputs.allocated_bytes[rows]
+    order = np.lexsort((rows, allocated, requested, ptr, allocation_id))  # by buffer, size, then first row
+    rows, allocation_id, ptr = rows[order], allocation_id[order], ptr[order]
+    requested, allocated = requested[order], allocated[order]
+    new_buffer = np.ones(len(rows), dtype=bool)
+    new_buffer[1:] = (allocation_id[1:] != allocation_id[:-1]) | (ptr[1:] != ptr[:-1])
+    new_size = new_buffer.copy()
+    new_size[1:] |= (requested[1:] != requested[:-1]) | (allocated[1:] != allocated[:-1])
+    firsts = rows[new_size]  # the first row of each (buffer, size), buffer by buffer
+    sizes_per_buffer = np.bincount((np.cumsum(new_buffer) - 1)[new_size])
+    ends = np.cumsum(sizes_per_buffer)
+    reused = np.flatnonzero(sizes_per_buffer > 1)
+    found = [sorted(firsts[end - count:end].tolist())
+             for end, count in zip(ends[reused].tolist(), sizes_per_buffer[reused].tolist())]
+    return sorted(found)
+
+
 def _trace_anomalies(trace: Trace) -> list[Anomaly]:
     found = _Findings()
-    for row in np.flatnonzero(trace.outputs.allocator < 0).tolist():
-        found.add("output-without-allocator", f"{_label(trace, row)} requested {int(trace.outputs.requested_bytes[row]):,} B")
+    rows = np.flatnonzero(trace.outputs.allocator < 0)
+    found.add_many("output-without-allocator", len(rows), (
+        f"{_label(trace, row)} requested {int(trace.outputs.requested_bytes[row]):,} B" for row in rows.tolist()
+    ))
     return found.anomalies(_DETAILS)

@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import memtrace
 from memtrace.cli import main
@@ -342,3 +344,82 @@ def test_names_from_the_trace_are_escaped(capsys: pytest.CaptureFixture[str], tm
     assert code == 0
     assert "\x1b" not in out
     assert "evil\\x1b[31m:0" in out and out.startswith("bfc\\x1b[2J (BFC): 1 buffer,")
+
+
+# -- the numpy sums against the buffers one by one ---------------------------------------------------------
+
+
+def _anomalies_one_by_one(trace: memtrace.Trace, allocator: str) -> list[tuple[str, int, tuple[str, ...]]]:
+    """The per-output anomalies as the module docstring says them, walking the outputs in order."""
+    outputs, index = trace.outputs, trace.allocator_index(allocator)
+    label = lambda row: f"{trace.node_name(int(outputs.node[row]))}:{int(outputs.slot[row])}"
+    found: dict[str, list[str]] = {}
+    rows = [r for r in range(len(outputs)) if outputs.allocator[r] == index]
+    tracks_sizes = any(outputs.allocated_bytes[r] > 0 for r in rows)
+    sizes: dict[tuple[int, int], dict[tuple[int, int], int]] = {}
+    for row in rows:
+        requested, allocated = int(outputs.requested_bytes[row]), int(outputs.allocated_bytes[row])
+        if 0 < allocated < requested:
+            found.setdefault("requested-exceeds-allocated", []).append(
+                f"{label(row)} requested {requested:,} B, allocated {allocated:,} B")
+        elif allocated == 0 and requested > 0 and tracks_sizes:
+            found.setdefault("size-not-tracked", []).append(f"{label(row)} requested {requested:,} B, allocated_bytes 0")
+        if outputs.allocation_id[row] != 0:
+            key = (int(outputs.allocation_id[row]), 0 if "bfc" in allocator.lower() else int(outputs.ptr[row]))
+            sizes.setdefault(key, {}).setdefault((requested, allocated), row)
+    for (allocation_id, _), seen in sizes.items():
+        if len(seen) > 1:
+            shown = ", ".join(f"{a:,} B ({label(r)})" for (_, a), r in list(seen.items())[:3])
+            found.setdefault("id-reused-with-another-size", []).append(f"id {allocation_id}: {shown}")
+    if "bfc" in allocator.lower():
+        for row in memtrace.frag.unique_buffer_rows(trace, index):
+            if int(outputs.ptr[row]) % 256 or int(outputs.allocated_bytes[row]) % 256:
+                found.setdefault("not-256-aligned", []).append(
+                    f"{label(row)} {int(outputs.allocated_bytes[row]):,} B at {int(outputs.ptr[row]):#x}")
+        records = trace.records
+        for row in range(len(records)):
+            if records.allocator[row] == index and records.bytes[row] > 0 and records.bytes[row] % 256:
+                found.setdefault("not-256-aligned", []).append(
+                    f"record of {int(records.bytes[row]):,} B on {trace.node_name(int(records.node[row]))}")
+    return [(kind, len(examples), tuple(examples[:3])) for kind, examples in found.items()]
+
+
+@pytest.mark.parametrize("path", [*REAL_TRACES, *sorted(TINY.glob("*.pbtxt"))], ids=lambda p: p.name)
+def test_sums_order_and_anomalies_equal_going_buffer_by_buffer(path: Path) -> None:
+    trace = memtrace.load(path)
+    for allocator in trace.allocators:
+        f = fragmentation(trace, allocator)
+        rows = memtrace.frag.unique_buffer_rows(trace, trace.allocator_index(allocator))
+        buffers = [memtrace.frag._buffer(trace, row) for row in rows]
+        assert list(f.buffers) == sorted(buffers, key=lambda b: (-b.waste.waste_bytes, b.node, b.slot))
+        assert f.buffers[:2] == tuple(list(f.buffers)[:2])
+        assert f.total == sum((b.waste for b in buffers), Waste())
+        by_node: dict[str, Waste] = {}
+        by_class: dict[int, Waste] = {}
+        for b in buffers:
+            by_node[b.node] = by_node.get(b.node, Waste()) + b.waste
+            by_class[size_class(b.requested_bytes)] = by_class.get(size_class(b.requested_bytes), Waste()) + b.waste
+        assert {o.node: o.waste for o in f.ops} == by_node
+        assert [(c.max_bytes, c.waste) for c in f.histogram] == sorted(by_class.items())
+        per_output = [(a.kind, a.count, a.examples) for a in f.anomalies if a.kind != "overlapping-live-buffers"]
+        assert per_output == _anomalies_one_by_one(trace, allocator)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(outputs=st.lists(st.tuples(st.sampled_from(["gpu_bfc", "cpu"]), st.integers(0, 4), st.sampled_from([0, 256, 4096]),
+                          st.sampled_from([0, 100, 256, 300]), st.sampled_from([0, 256, 512, 1000])), min_size=1, max_size=30))
+def test_anomalies_of_generated_outputs_equal_going_output_by_output(
+        outputs: list[tuple[str, int, int, int, int]], tmp_path: Path) -> None:
+    """Ids reused at one or several pointers, sizes untracked or too small, odd sizes: any mix."""
+    path = tmp_path / "t.pbtxt"
+    path.write_text('dev_stats { device: "/job:localhost/replica:0/task:0/device:GPU:0" ' + "".join(
+        f'node_stats {{ node_name: "n{k}" all_start_micros: {10 + k} all_end_rel_micros: 1 output {{ tensor_description {{ '
+        f'allocation_description {{ allocator_name: "{allocator}" allocation_id: {allocation_id} ptr: {ptr} '
+        f"requested_bytes: {requested} allocated_bytes: {allocated} }} }} }} }} "
+        for k, (allocator, allocation_id, ptr, requested, allocated) in enumerate(outputs)
+    ) + "}")
+    trace = memtrace.load(path)
+    for allocator in trace.allocators:
+        got = [(a.kind, a.count, a.examples) for a in fragmentation(trace, allocator).anomalies
+               if a.kind != "overlapping-live-buffers"]
+        assert got == _anomalies_one_by_one(trace, allocator)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import IO, Any
 
@@ -274,7 +275,8 @@ def _render_top_ops(f: AllocatorFragmentation, out: IO[str], top: int) -> None:
 
 
 def _render_top_buffers(f: AllocatorFragmentation, out: IO[str], top: int) -> None:
-    buffers = [b for b in f.buffers if b.waste.waste_bytes > 0][:top]
+    # Most waste first: the buffers with any come first, and only the top few are made.
+    buffers = list(itertools.takewhile(lambda b: b.waste.waste_bytes > 0, f.buffers[:top]))
     rows = [
         (f"{clean(b.node)}:{b.slot}", _describe(b), f"{b.requested_bytes:,}", f"{b.allocated_bytes:,}",
          f"{b.waste.waste_bytes:,}", f"{b.waste.rounding_waste_bytes:,}", f"{b.waste.unsplit_waste_bytes:,}")
