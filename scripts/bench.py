@@ -10,7 +10,8 @@ on the same trace, followed by the issue's goals, each PASS or FAIL.
 - ``resnet1g.pbtxt``: 1 GB of ResNet-50 training steps from ``scripts/make_trace.py``, and
   ``resnet1g.pb``, the same steps in binary (both skipped with ``--quick``).
 
-Tools: ``memtrace peak`` (text, binary), ``google.protobuf.text_format.Parse`` alone (timed
+Tools: ``memtrace peak`` (text, binary; on the 1 GB binary also ``summary``, ``ops``, ``frag``,
+``timeline``, ``check`` and ``report``), ``google.protobuf.text_format.Parse`` alone (timed
 inside its process, without start-up or reading), and where TensorFlow is installed its client
 timeline (``Timeline(step_stats).generate_chrome_trace_format(show_memory=True)``) and tfprof
 (``profile(cmd="op")``), both given the message parsed from binary so as not to charge them
@@ -160,6 +161,11 @@ def measure(traces: dict[str, Path], repeats: int, tensorflow: bool) -> list[Run
         if name in traces:
             plan.append(("memtrace peak", name, [*memtrace, str(traces[name])], 1))
             plan.append(("memtrace.load (reader alone)", name, [*load, str(traces[name])], 1))
+    if "resnet1g.pb" in traces:  # the other analyses at scale (from binary, so that reading counts little)
+        big = str(traces["resnet1g.pb"])
+        for command in ("summary", "ops", "frag", "timeline", "check", "report"):
+            extra = {"check": ["--max-peak", "GPU_0_bfc=1GiB"], "report": ["-o", str(traces["resnet1g.pb"].parent / "report.html")]}
+            plan.append((f"memtrace {command}", "resnet1g.pb", [*memtrace[:3], command, big, *extra.get(command, [])], 1))
     plan += [
         ("memtrace --help", "-", [*memtrace[:3], "--help"], max(repeats, 5)),
         ('python -c "import numpy"', "-", [sys.executable, "-c", "import numpy"], max(repeats, 5)),
