@@ -19,6 +19,7 @@ they are.
 from __future__ import annotations
 
 import mmap
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -371,11 +372,12 @@ def looks_like_device(name: str) -> bool:
 # -- the whole message ----------------------------------------------------------------------------
 
 
-def read(data: Buffer, builder: TraceBuilder) -> tuple[str, bytes | None]:
+def read(data: Buffer, builder: TraceBuilder, on_block: Callable[[int], None] | None = None) -> tuple[str, bytes | None]:
     """Decode a binary StepStats or RunMetadata into ``builder``.
 
     Returns the message name and, for a RunMetadata, its other top-level fields as bytes (a
-    RunMetadata without ``step_stats``) for upb to parse the graphs from.
+    RunMetadata without ``step_stats``) for upb to parse the graphs from. ``on_block(offset)``
+    is called after each block of nodes, with the offset in ``data`` read up to.
     """
     size = len(data)
     top = _top_fields(data, 0, size)
@@ -396,7 +398,7 @@ def read(data: Buffer, builder: TraceBuilder) -> tuple[str, bytes | None]:
         rest = b"".join(data[_field_start(data, s, e, top):e] for number, _, _, s, e in top if number != 1)
     else:
         raise Unrecognised("not a StepStats or RunMetadata this reader takes")
-    _read_step_stats(data, spans, builder)
+    _read_step_stats(data, spans, builder, on_block)
     return message, rest
 
 
@@ -440,8 +442,9 @@ def _first_device_name(data: Buffer, field: tuple[int, int, int, int, int]) -> s
     return name
 
 
-def _read_step_stats(data: Buffer, device_spans: list[tuple[int, int]], builder: TraceBuilder) -> None:
-    block = _Block(data, builder)
+def _read_step_stats(data: Buffer, device_spans: list[tuple[int, int]], builder: TraceBuilder,
+                     on_block: Callable[[int], None] | None) -> None:
+    block = _Block(data, builder, on_block)
     try:
         for start, end in device_spans:
             ordinal = builder.add_device_stats()
@@ -462,8 +465,8 @@ class _Block:
     file's size, and a memory-mapped file's pages can be let go behind the reading.
     """
 
-    def __init__(self, data: Buffer, builder: TraceBuilder):
-        self.data, self.builder = data, builder
+    def __init__(self, data: Buffer, builder: TraceBuilder, on_block: Callable[[int], None] | None = None):
+        self.data, self.builder, self.on_block = data, builder, on_block
         self.starts: list[int] = []  # node spans
         self.ends: list[int] = []
         self.devices: list[tuple[int, int]] = []  # (first node, device ordinal) of each device in the block
@@ -499,6 +502,8 @@ class _Block:
         if self.devices:
             self.devices[0] = (0, self.devices[0][1])  # the device being read goes on in the next block
         _let_go(self.data, hi)
+        if self.on_block is not None:
+            self.on_block(hi)
 
 
 def _words(data: Buffer, lo: int, hi: int) -> tuple[bytes, np.ndarray]:

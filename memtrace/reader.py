@@ -126,7 +126,10 @@ def _load_fast(path: str, progress: Progress | None) -> tuple[TraceBuilder, str,
             if not head:
                 return None
             if text is None or _CONTROL.search(text, 0, _SNIFF_CHARS):
-                fast = _load_fast_binary(_whole(raw, head, stream, compressed))
+                data = _whole(raw, head, stream, compressed)
+                # Offsets in a mapped file are bytes of the file; decompressed ones are not.
+                on_block = None if progress is None or compressed else (lambda offset: progress(offset, size))
+                fast = _load_fast_binary(data, on_block)
                 if fast is None:
                     return None
                 message_name, builder, run_metadata = fast
@@ -159,13 +162,13 @@ def _load_fast(path: str, progress: Progress | None) -> tuple[TraceBuilder, str,
     return builder, "text" + ("+gzip" if compressed else ""), message_name, run_metadata
 
 
-def _load_fast_binary(data: bytes | mmap.mmap) -> tuple[str, TraceBuilder, Any] | None:
+def _load_fast_binary(data: bytes | mmap.mmap, on_block: Callable[[int], None] | None = None) -> tuple[str, TraceBuilder, Any] | None:
     """Decode binary protobuf with memtrace's own reader; None where upb must decide."""
     from . import binreader
 
     builder = TraceBuilder()
     try:
-        message_name, rest = binreader.read(data, builder)
+        message_name, rest = binreader.read(data, builder, on_block)
     except binreader.Unrecognised:
         return None
     except Exception:  # as for text: the reference path decides

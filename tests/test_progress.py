@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import memtrace
-from memtrace import textreader
+from memtrace import binreader, textreader
 from memtrace.cli import main
 from memtrace.reporters import progress as progress_module
 from memtrace.reporters.progress import ProgressLine
@@ -43,6 +43,16 @@ def test_progress_ends_at_the_stored_size_on_every_path(name: str) -> None:
     path = FIXTURES / name
     calls = _calls(path)
     assert calls and calls[-1] == (path.stat().st_size, path.stat().st_size)
+
+
+def test_binary_progress_comes_block_by_block(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(binreader, "BLOCK_BYTES", 5_000)
+    path = FIXTURES / "alexnet_train_gpu.pb"
+    calls = _calls(path)
+    size = path.stat().st_size
+    assert len(calls) > 3 and all(total == size for _, total in calls)
+    done = [d for d, _ in calls]
+    assert done == sorted(done) and done[0] < size == done[-1]
 
 
 def test_gzip_progress_counts_compressed_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
