@@ -185,6 +185,7 @@ def pair_lifo(entries: Int32Array, events: Int32Array, sizes: IntArray) -> tuple
     +1 (allocation) and -1 (free) floored at zero, and at each depth pushes and pops alternate,
     so a free's allocation is the last push to the depth the free pops from.
     """
+    # Each temporary is dropped as soon as it is spent: on a 1 GB trace each is tens of MB.
     real = np.flatnonzero(sizes != 0)
     entries, events, sizes = entries[real], events[real], sizes[real]
     del real
