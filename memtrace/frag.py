@@ -347,8 +347,10 @@ class Buffers(Sequence[Buffer]):
 
 def _string_ranks(trace: Trace, strings: np.ndarray) -> IntArray:
     """Each string index's rank in the alphabetical order of those strings."""
-    ranks = np.empty(len(strings), dtype=np.int64)
-    ranks[sorted(range(len(strings)), key=[trace.strings[s] for s in strings.tolist()].__getitem__)] = np.arange(len(strings))
+    texts = [trace.strings[s] for s in strings.tolist()]
+    alphabetical = sorted(range(len(texts)), key=texts.__getitem__)
+    ranks = np.empty(len(texts), dtype=np.int64)
+    ranks[alphabetical] = np.arange(len(texts))
     return ranks
 
 
