@@ -211,8 +211,8 @@ def goals(runs: list[Run]) -> list[str]:
     assert text and binary and parse and helps and numpy and parse.work_s is not None
     checks = [
         ((f"`memtrace peak` on the 29 MB text, whole process, at least 10x faster than `text_format.Parse` alone: "
-         f"{parse.work_s / text.wall_s:.1f}x"), parse.work_s >= 10 * text.wall_s),
-        (f"29 MB: binary at least 2x faster than its text form through `memtrace peak`: {text.wall_s / binary.wall_s:.1f}x",
+         f"{parse.work_s / text.wall_s:.2f}x"), parse.work_s >= 10 * text.wall_s),
+        (f"29 MB: binary at least 2x faster than its text form through `memtrace peak`: {text.wall_s / binary.wall_s:.2f}x",
          text.wall_s >= 2 * binary.wall_s),
         (f"`memtrace --help` under 1.5x `import numpy`: {helps.wall_s / numpy.wall_s:.2f}x", helps.wall_s < 1.5 * numpy.wall_s),
     ]
@@ -220,7 +220,7 @@ def goals(runs: list[Run]) -> list[str]:
     big_binary = find("memtrace peak", "resnet1g.pb")
     if big is not None and big_binary is not None:
         checks.insert(2, ((f"1 GB: binary at least 2x faster than its text form through `memtrace peak`: "
-                           f"{big.wall_s / big_binary.wall_s:.1f}x"), big.wall_s >= 2 * big_binary.wall_s and big_binary.ok))
+                           f"{big.wall_s / big_binary.wall_s:.2f}x"), big.wall_s >= 2 * big_binary.wall_s and big_binary.ok))
     if big is not None and big_load is not None:
         size_mb = _mb(big.trace)
         checks.append(((f"1 GB text through `memtrace peak`: peak RSS at most half the file: {big.rss_mb:.0f} MB of "

@@ -78,8 +78,8 @@ def test_bench_table_and_goals_from_runs() -> None:
     lines = bench.table(runs).splitlines()
     assert lines[4].startswith("| protobuf text_format.Parse | ptb20.pbtxt | 29 | 5.60 | 5.50 | 5.3 | 150 | 11.0x |")
     assert bench.goals(runs) == [
-        "- PASS: `memtrace peak` on the 29 MB text, whole process, at least 10x faster than `text_format.Parse` alone: 11.0x",
-        "- PASS: 29 MB: binary at least 2x faster than its text form through `memtrace peak`: 2.5x",
+        "- PASS: `memtrace peak` on the 29 MB text, whole process, at least 10x faster than `text_format.Parse` alone: 11.00x",
+        "- PASS: 29 MB: binary at least 2x faster than its text form through `memtrace peak`: 2.50x",
         "- PASS: `memtrace --help` under 1.5x `import numpy`: 0.38x",
     ]
     big, big_binary = Path("bench-out/resnet1g.pbtxt"), Path("bench-out/resnet1g.pb")
@@ -91,9 +91,9 @@ def test_bench_table_and_goals_from_runs() -> None:
         bench.Run("memtrace peak", big_binary, 5.0, None, 450.0),
     ]
     assert bench.goals(runs) == [
-        "- PASS: `memtrace peak` on the 29 MB text, whole process, at least 10x faster than `text_format.Parse` alone: 11.0x",
-        "- FAIL: 29 MB: binary at least 2x faster than its text form through `memtrace peak`: 1.7x",
-        "- PASS: 1 GB: binary at least 2x faster than its text form through `memtrace peak`: 3.4x",
+        "- PASS: `memtrace peak` on the 29 MB text, whole process, at least 10x faster than `text_format.Parse` alone: 11.00x",
+        "- FAIL: 29 MB: binary at least 2x faster than its text form through `memtrace peak`: 1.67x",
+        "- PASS: 1 GB: binary at least 2x faster than its text form through `memtrace peak`: 3.40x",
         "- PASS: `memtrace --help` under 1.5x `import numpy`: 0.38x",
         ("- PASS: 1 GB text through `memtrace peak`: peak RSS at most half the file: 430 MB of 1000 MB (0.43; the reader "
          "alone: 320 MB, 0.32)"),
