@@ -163,8 +163,8 @@ def measure(traces: dict[str, Path], repeats: int, tensorflow: bool) -> list[Run
             plan.append(("memtrace.load (reader alone)", name, [*load, str(traces[name])], 1))
     if "resnet1g.pb" in traces:  # the other analyses at scale (from binary, so that reading counts little)
         big = str(traces["resnet1g.pb"])
+        extra = {"check": ["--max-peak", "GPU_0_bfc=1GiB"], "report": ["-o", str(traces["resnet1g.pb"].parent / "report.html")]}
         for command in ("summary", "ops", "frag", "timeline", "check", "report"):
-            extra = {"check": ["--max-peak", "GPU_0_bfc=1GiB"], "report": ["-o", str(traces["resnet1g.pb"].parent / "report.html")]}
             plan.append((f"memtrace {command}", "resnet1g.pb", [*memtrace[:3], command, big, *extra.get(command, [])], 1))
     plan += [
         ("memtrace --help", "-", [*memtrace[:3], "--help"], max(repeats, 5)),
