@@ -325,7 +325,8 @@ def _device_fields(data: Buffer, start: int, end: int, ordinal: int, block: _Blo
             ends.append(stop)
             pos = stop
             continue
-        for number, wire, _, payload, field_end in _top_fields(data, pos, _field_end(data, pos)):
+        next_field = _field_end(data, pos)
+        for number, wire, _, payload, field_end in _top_fields(data, pos, next_field):
             if number == 1:
                 if wire != 2 or name is not None:
                     raise Unrecognised("a device name that is not a string, or two of them")
@@ -342,7 +343,7 @@ def _device_fields(data: Buffer, start: int, end: int, ordinal: int, block: _Blo
                 if wire != 2:
                     raise Unrecognised("thread_names that is not a message")
                 block.thread_spans.append((payload, field_end))
-        pos = _field_end(data, pos)
+        pos = next_field
     if pos != end:
         raise Unrecognised("a truncated DeviceStepStats")
     return name or ""

@@ -26,7 +26,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import overload
+from typing import TypeVar, overload
 
 import numpy as np
 
@@ -42,8 +42,11 @@ def is_bfc(allocator: str) -> bool:
     return "bfc" in allocator.lower()
 
 
-def round_up(requested_bytes: int) -> int:
-    """The BFC chunk size for a request: the next multiple of 256 bytes (0 stays 0)."""
+_Bytes = TypeVar("_Bytes", int, IntArray)
+
+
+def round_up(requested_bytes: _Bytes) -> _Bytes:
+    """The BFC chunk size for a request (or for each of many): the next multiple of 256 bytes (0 stays 0)."""
     return -(-requested_bytes // BFC_ALIGNMENT_BYTES) * BFC_ALIGNMENT_BYTES
 
 
@@ -268,7 +271,7 @@ def fragmentation(trace: Trace, allocator: str, at_us: int | None = None) -> All
         histogram=tuple(SizeClass(c, w) for c, w in histogram),
         at_peak=at_peak,
         at=at,
-        anomalies=tuple(_allocator_anomalies(trace, allocator, index, [at_peak] if at is None else [at_peak, at])),
+        anomalies=tuple(_allocator_anomalies(trace, allocator, index, rows, [at_peak] if at is None else [at_peak, at])),
     )
 
 
@@ -359,8 +362,7 @@ _Measures = tuple[IntArray, IntArray, IntArray]  # requested, allocated and roun
 
 def _measures(trace: Trace, rows: IntArray) -> _Measures:
     requested, allocated = trace.outputs.requested_bytes[rows], trace.outputs.allocated_bytes[rows]
-    rounded_up = -(-requested // BFC_ALIGNMENT_BYTES) * BFC_ALIGNMENT_BYTES
-    return requested, allocated, np.minimum(allocated - requested, rounded_up - requested)  # as rounding_waste
+    return requested, allocated, np.minimum(allocated - requested, round_up(requested) - requested)  # as rounding_waste
 
 
 def _waste_sums(measures: _Measures, group: IntArray | None = None, groups: int = 1) -> list[Waste]:
@@ -473,7 +475,8 @@ def _label(trace: Trace, row: int) -> str:
     return f"{trace.node_name(int(trace.outputs.node[row]))}:{int(trace.outputs.slot[row])}"
 
 
-def _allocator_anomalies(trace: Trace, allocator: str, index: int, moments: list[Moment]) -> list[Anomaly]:
+def _allocator_anomalies(trace: Trace, allocator: str, index: int, unique: IntArray, moments: list[Moment]) -> list[Anomaly]:
+    """The allocator's anomalies; ``unique`` are its unique buffers' output rows."""
     outputs = trace.outputs
     found = _Findings()
     rows = np.flatnonzero(outputs.allocator == index)
@@ -498,7 +501,6 @@ def _allocator_anomalies(trace: Trace, allocator: str, index: int, moments: list
         for first in reused
     ))
     if is_bfc(allocator):
-        unique = _unique_rows(trace, index)
         odd = unique[(outputs.ptr[unique] % BFC_ALIGNMENT_BYTES != 0) | (outputs.allocated_bytes[unique] % BFC_ALIGNMENT_BYTES != 0)]
         found.add_many("not-256-aligned", len(odd), (
             f"{_label(trace, r)} {int(outputs.allocated_bytes[r]):,} B at {int(outputs.ptr[r]):#x}" for r in odd.tolist()
