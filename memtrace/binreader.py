@@ -5,9 +5,9 @@ few microseconds a node, ten times the parse. This reader decodes the wire forma
 numpy instead: all messages of one type at once, one field of each per step (tag and value are
 varints, decoded eight bytes at a time), so Python does a constant amount of work per field
 *number*, not per field. Only the lists of nodes inside each ``DeviceStepStats``, long and few,
-are walked in Python, and strings are sliced out one by one. The nodes are decoded a block of
-about ``BLOCK_BYTES`` at a time, from a memory-mapped file whose pages are let go behind the
-reading, so memory does not grow with the file (only the model does).
+are walked in Python, and strings are sliced out one by one. The message is read from a stream
+(a file, or gzip decompressing) in one forward pass, and its nodes are decoded a block of about
+``BLOCK_BYTES`` at a time, so memory does not grow with the file (only the model does).
 
 protobuf stays the reference: anything this reader does not recognise (a known field with an
 unexpected wire type, a field given twice, groups, bytes that are not UTF-8 in a string, a
@@ -18,9 +18,10 @@ they are.
 
 from __future__ import annotations
 
-import mmap
+import codecs
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import IO
 
 import numpy as np
 
@@ -33,8 +34,8 @@ _HIGHS = _U64(0x8080808080808080)
 _LOWS = _U64(0x7F7F7F7F7F7F7F7F)
 _PAD = 16
 BLOCK_BYTES = 8 << 20  # nodes decoded together (see _Block)
-
-Buffer = bytes | mmap.mmap  # the whole message: in memory, or a mapped file
+READ_BYTES = 8 << 20  # read from the stream at a time (see _Window)
+_HEADER = 24  # bytes that hold any field's tag and length
 
 # Field kinds.
 VARINT, STRING, MESSAGE, PACKED = range(4)
@@ -102,7 +103,7 @@ def _varints(words: np.ndarray, pos: IntArray) -> tuple[np.ndarray, IntArray]:
     return x, length
 
 
-def _varint(data: Buffer, pos: int) -> tuple[int, int]:
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
     """One varint, in Python: (value, position after it)."""
     result = shift = 0
     while True:
@@ -265,73 +266,153 @@ def _packed(data: bytes, messages: _Messages, number: int) -> tuple[IntArray, In
     return counts, np.array(values, dtype=np.uint64).view(np.int64)
 
 
+# -- the stream, a stretch at a time --------------------------------------------------------------
+
+
+class _Window:
+    """The message read from a stream on demand: its bytes ``[base, base + len(buf))``.
+
+    Offsets everywhere are offsets in the whole message. The window only moves forward: each
+    fill drops what lies before the earliest byte still wanted, so it holds a block or two of
+    the message whatever its size (one field larger than that is held whole while it is read).
+    Reading a stream rather than mapping the file also means that a file cut short while it is
+    read is a truncated message like any other, not a crash.
+    """
+
+    def __init__(self, stream: IO[bytes], head: bytes = b""):
+        self.stream = stream
+        self.buf = head
+        self.base = 0
+        self.eof = False
+        self.safe = len(head) - _HEADER  # every field header starting at or before this is in the window
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.buf)
+
+    def fill(self, upto: int, keep: int) -> None:
+        """Read on until the window reaches ``upto`` (or the stream ends); bytes before ``keep`` may go."""
+        end = self.end
+        if upto <= end or self.eof:
+            return
+        drop = max(0, keep - self.base)
+        parts = [self.buf[drop:]]
+        while end < upto:
+            data = self.stream.read(max(READ_BYTES, upto - end))
+            if not data:
+                self.eof = True
+                break
+            parts.append(data)
+            end += len(data)
+        self.buf = b"".join(parts)
+        self.base += drop
+        self.safe = (1 << 62) if self.eof else end - _HEADER  # at the end, reading past it is an IndexError
+
+    def bytes(self, lo: int, hi: int, keep: int, pad: int = 0) -> bytes:
+        """``[lo, hi)`` of the message and ``pad`` zero bytes; Unrecognised where the message ends first."""
+        self.fill(hi, keep)
+        if hi > self.end:
+            raise Unrecognised("a truncated message")
+        if not pad:
+            return self.buf[lo - self.base:hi - self.base]
+        with memoryview(self.buf) as view:
+            return b"".join((view[lo - self.base:hi - self.base], bytes(pad)))
+
+    def field(self, pos: int, keep: int) -> tuple[int, int, int, int, int]:
+        """The field starting at ``pos``: (number, wire, value, payload start, field end)."""
+        self.fill(pos + _HEADER, keep)
+        base = self.base
+        number, wire, value, payload, end = _field_at(self.buf, pos - base)
+        return number, wire, value, payload + base, end + base
+
+    def at_end(self, pos: int, keep: int) -> bool:
+        """Whether the message ends at ``pos`` (for the top level, which runs to the stream's end)."""
+        self.fill(pos + 1, keep)
+        return pos >= self.end
+
+
 # -- the levels walked in Python ------------------------------------------------------------------
 
 
-def _top_fields(data: Buffer, start: int, end: int) -> list[tuple[int, int, int, int, int]]:
+def _field_at(data: bytes, pos: int) -> tuple[int, int, int, int, int]:
+    """The field starting at ``pos``: (number, wire, value, payload start, field end).
+
+    The value is a varint's value or a payload's length (0 for fixed-width fields); for a
+    varint, the payload is where the value starts.
+    """
+    tag, pos = _varint(data, pos)
+    number, wire = tag >> 3, tag & 7
+    if number == 0:
+        raise Unrecognised("field number 0")
+    if wire == 0:
+        value, end = _varint(data, pos)
+        return number, wire, value, pos, end
+    if wire == 2:
+        length, payload = _varint(data, pos)
+        return number, wire, length, payload, payload + length
+    if wire == 1:
+        return number, wire, 0, pos, pos + 8
+    if wire == 5:
+        return number, wire, 0, pos, pos + 4
+    raise Unrecognised("a group or an invalid wire type")
+
+
+def _top_fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int, int]]:
     """The fields of one message, in Python: (number, wire, value, payload start, field end)."""
     fields = []
     pos = start
     while pos < end:
-        field_start = pos
-        tag, pos = _varint(data, pos)
-        number, wire = tag >> 3, tag & 7
-        if number == 0:
-            raise Unrecognised("field number 0")
-        if wire == 0:
-            value, pos = _varint(data, pos)
-            fields.append((number, wire, value, field_start, pos))
-            continue
-        if wire == 2:
-            length, pos = _varint(data, pos)
-            fields.append((number, wire, length, pos, pos + length))
-            pos += length
-        elif wire == 1:
-            pos += 8
-        elif wire == 5:
-            pos += 4
-        else:
-            raise Unrecognised("a group or an invalid wire type")
+        field = _field_at(data, pos)
+        pos = field[4]
         if pos > end:
             raise Unrecognised("a truncated message")
-        if wire != 2:
-            fields.append((number, wire, 0, field_start, pos))
+        fields.append(field)
     return fields
 
 
-def _device_fields(data: Buffer, start: int, end: int, ordinal: int, block: _Block) -> str:
+def _device_fields(window: _Window, start: int, end: int, ordinal: int, block: _Block) -> str:
     """One DeviceStepStats: its nodes and thread names go to ``block``; returns its name."""
     name = None
     block.open_device(ordinal)
     starts, ends = block.starts, block.ends
     limit = starts[0] + BLOCK_BYTES if starts else -1  # a node ending beyond it starts a new block
+    buf, base, safe = window.buf, window.base, window.safe
     pos = start
     while pos < end:
-        if data[pos] == 0x12:  # node_stats, the common case first
-            length = data[pos + 1]
+        if pos > safe:
+            window.fill(pos + _HEADER, block.keep(pos))
+            buf, base, safe = window.buf, window.base, window.safe
+        i = pos - base
+        if buf[i] == 0x12:  # node_stats, the common case first
+            length = buf[i + 1]
             if length < 0x80:
                 pos += 2
-            elif data[pos + 2] < 0x80:
-                length = (length & 0x7F) | data[pos + 2] << 7
+            elif buf[i + 2] < 0x80:
+                length = (length & 0x7F) | buf[i + 2] << 7
                 pos += 3
             else:
-                length, pos = _varint(data, pos + 1)
+                length, i = _varint(buf, i + 1)
+                pos = base + i
             stop = pos + length
             if stop > limit:
                 if starts:
                     block.flush()
+                    buf, base, safe = window.buf, window.base, window.safe
                 limit = pos + BLOCK_BYTES
             starts.append(pos)
             ends.append(stop)
             pos = stop
             continue
-        next_field = _field_end(data, pos)
-        for number, wire, _, payload, field_end in _top_fields(data, pos, next_field):
+        next_field = window.field(pos, block.keep(pos))[4]
+        window.fill(next_field, block.keep(pos))
+        buf, base, safe = window.buf, window.base, window.safe
+        for number, wire, _, payload, field_end in _top_fields(buf, pos - base, next_field - base):
+            payload, field_end = payload + base, field_end + base
             if number == 1:
                 if wire != 2 or name is not None:
                     raise Unrecognised("a device name that is not a string, or two of them")
                 try:
-                    name = data[payload:field_end].decode()
+                    name = buf[payload - base:field_end - base].decode()
                 except UnicodeDecodeError:
                     raise Unrecognised("a device name that is not UTF-8") from None
             elif number == 2:
@@ -349,22 +430,6 @@ def _device_fields(data: Buffer, start: int, end: int, ordinal: int, block: _Blo
     return name or ""
 
 
-def _field_end(data: Buffer, pos: int) -> int:
-    """Where the field starting at ``pos`` ends."""
-    tag, pos = _varint(data, pos)
-    wire = tag & 7
-    if wire == 0:
-        return _varint(data, pos)[1]
-    if wire == 2:
-        length, pos = _varint(data, pos)
-        return pos + length
-    if wire == 1:
-        return pos + 8
-    if wire == 5:
-        return pos + 4
-    raise Unrecognised("a group or an invalid wire type")
-
-
 def looks_like_device(name: str) -> bool:
     """The reference reader's test that a StepStats reading found device names (so it was one)."""
     return name == "" or name.startswith("/")
@@ -373,101 +438,129 @@ def looks_like_device(name: str) -> bool:
 # -- the whole message ----------------------------------------------------------------------------
 
 
-def read(data: Buffer, builder: TraceBuilder, on_block: Callable[[int], None] | None = None) -> tuple[str, bytes | None]:
-    """Decode a binary StepStats or RunMetadata into ``builder``.
+def read(stream: IO[bytes], builder: TraceBuilder, on_block: Callable[[int], None] | None = None,
+         head: bytes = b"") -> tuple[str, bytes | None]:
+    """Decode a binary StepStats or RunMetadata from ``stream`` into ``builder``.
 
-    Returns the message name and, for a RunMetadata, its other top-level fields as bytes (a
-    RunMetadata without ``step_stats``) for upb to parse the graphs from. ``on_block(offset)``
-    is called after each block of nodes, with the offset in ``data`` read up to.
+    ``head`` is the message's first bytes, already read from the stream. Returns the message
+    name and, for a RunMetadata, its other top-level fields as bytes (a RunMetadata without
+    ``step_stats``) for upb to parse the graphs from. ``on_block(offset)`` is called after each
+    block of nodes, with the offset in the message read up to.
     """
-    size = len(data)
-    top = _top_fields(data, 0, size)
-    if not top or any(wire != 2 for _, wire, _, _, _ in top):
-        raise Unrecognised("not a StepStats or RunMetadata this reader takes")
-    first_device = _first_device_name(data, top[0])
-    if all(number == 1 for number, *_ in top) and first_device is not None and looks_like_device(first_device):
-        # (a RunMetadata's step_stats read as a DeviceStepStats has a name starting with its own tag)
-        message, spans, rest = "StepStats", [(s, e) for _, _, _, s, e in top], None
-    elif first_device is not None and not looks_like_device(first_device):
-        step_stats = [(s, e) for number, _, _, s, e in top if number == 1]
-        if len(step_stats) != 1:
-            raise Unrecognised("a RunMetadata with step_stats twice, or a StepStats with odd devices")
-        spans = [(s, e) for number, wire, _, s, e in _top_fields(data, *step_stats[0])]
-        if any(number != 1 or wire != 2 for number, wire, *_ in _top_fields(data, *step_stats[0])):
-            raise Unrecognised("a StepStats field this reader does not take")
-        message = "RunMetadata"
-        rest = b"".join(data[_field_start(data, s, e, top):e] for number, _, _, s, e in top if number != 1)
-    else:
-        raise Unrecognised("not a StepStats or RunMetadata this reader takes")
-    _read_step_stats(data, spans, builder, on_block)
+    window = _Window(stream, head)
+    block = _Block(window, builder, on_block)
+    try:
+        message, rest = _read_message(window, block, builder)
+    except IndexError:
+        raise Unrecognised("a truncated message") from None
+    block.flush()
     return message, rest
 
 
-def _field_start(data: Buffer, payload: int, end: int, top: list[tuple[int, int, int, int, int]]) -> int:
-    """Where the top-level field whose payload starts at ``payload`` begins (its tag)."""
-    previous_end = 0
-    for _, _, _, s, e in top:
-        if s == payload:
-            return previous_end
-        previous_end = e
-    raise Unrecognised("a field that cannot be found again")
+def _read_message(window: _Window, block: _Block, builder: TraceBuilder) -> tuple[str, bytes | None]:
+    """Which message this is (as protobuf's reading would decide), and its devices, in one pass."""
+    if window.at_end(0, 0):
+        raise Unrecognised("no data")
+    first = window.field(0, 0)
+    first_device = _first_device_name(window, first) if first[1] == 2 else None
+    if first_device is None:
+        raise Unrecognised("not a StepStats or RunMetadata this reader takes")
+    # (a RunMetadata's step_stats read as a DeviceStepStats has a name starting with its own tag)
+    step_stats = looks_like_device(first_device)
+    rest: list[bytes] = []
+    step_stats_seen = False
+    pos = 0
+    while not window.at_end(pos, block.keep(pos)):
+        number, wire, _, payload, end = window.field(pos, block.keep(pos))
+        if wire != 2:
+            raise Unrecognised("not a StepStats or RunMetadata this reader takes")
+        if step_stats:
+            if number != 1:
+                raise Unrecognised("a StepStats field this reader does not take")
+            _read_device(window, payload, end, block, builder)
+        elif number == 1:
+            if step_stats_seen:
+                raise Unrecognised("a RunMetadata with step_stats twice")
+            step_stats_seen = True
+            inner = payload
+            while inner < end:
+                number, wire, _, device_start, device_end = window.field(inner, block.keep(inner))
+                if number != 1 or wire != 2 or device_end > end:
+                    raise Unrecognised("a StepStats field this reader does not take")
+                _read_device(window, device_start, device_end, block, builder)
+                inner = device_end
+        else:
+            rest.append(window.bytes(pos, end, block.keep(pos)))
+        pos = end
+    if step_stats:
+        return "StepStats", None
+    if not step_stats_seen:
+        raise Unrecognised("a RunMetadata without step_stats")
+    return "RunMetadata", b"".join(rest)
+
+
+def _read_device(window: _Window, start: int, end: int, block: _Block, builder: TraceBuilder) -> None:
+    ordinal = builder.add_device_stats()
+    name = _device_fields(window, start, end, ordinal, block)
+    if not looks_like_device(name):
+        raise Unrecognised("a device name protobuf's reading would not take for one")
+    builder.set_device_name(ordinal, name)
 
 
 _INVALID = "\0invalid"  # what a StepStats reading of the first field cannot even parse
+_PREFIX = 4096  # bytes of a long string checked as UTF-8 before the whole of it is read
 
 
-def _first_device_name(data: Buffer, field: tuple[int, int, int, int, int]) -> str | None:
+def _first_device_name(window: _Window, field: tuple[int, int, int, int, int]) -> str | None:
     """What a StepStats reading would take as the first device's name.
 
     ``_INVALID`` where that reading fails (bad wire data, a name that is not UTF-8), None where
-    this reader cannot tell what protobuf would make of it.
+    this reader cannot tell what protobuf would make of it. The field stays in the window, to
+    be read again; a RunMetadata's shows itself in its first few bytes.
     """
     _, _, _, start, end = field
     try:  # the name usually comes first: a device's settles it (a second name makes the reading step aside)
-        if start < end and data[start] == 0x0A:
-            length, payload = _varint(data, start + 1)
-            name = data[payload:min(payload + length, end)].decode()
-            if payload + length <= end and looks_like_device(name):
-                return name
+        number, wire, length, payload, name_end = window.field(start, 0) if start < end else (0, 0, 0, 0, 0)
+        if number == 1 and wire == 2 and name_end <= end and window.buf[start - window.base] == 0x0A:
+            if not length:
+                return ""
+            if window.bytes(payload, payload + 1, 0) == b"/":
+                return window.bytes(payload, name_end, 0).decode()
     except (Unrecognised, UnicodeDecodeError, IndexError):
         pass
     name = ""
-    try:
-        for number, wire, _, payload, field_end in _top_fields(data, start, end):
+    pos = start
+    try:  # else the last name wins, as in protobuf's reading; the first that cannot be one settles it
+        while pos < end:
+            number, wire, _, payload, field_end = window.field(pos, 0)
+            if field_end > end:
+                return _INVALID
             if number == 1:
                 if wire != 2:
                     return None
-                name = data[payload:field_end].decode()
+                _check_utf8(window.bytes(payload, min(field_end, payload + _PREFIX), 0), complete=False)
+                name = window.bytes(payload, field_end, 0).decode()
+            pos = field_end
     except (Unrecognised, UnicodeDecodeError, IndexError):
         return _INVALID
     return name
 
 
-def _read_step_stats(data: Buffer, device_spans: list[tuple[int, int]], builder: TraceBuilder,
-                     on_block: Callable[[int], None] | None) -> None:
-    block = _Block(data, builder, on_block)
-    try:
-        for start, end in device_spans:
-            ordinal = builder.add_device_stats()
-            name = _device_fields(data, start, end, ordinal, block)
-            if not looks_like_device(name):
-                raise Unrecognised("a device name protobuf's reading would not take for one")
-            builder.set_device_name(ordinal, name)
-    except IndexError:
-        raise Unrecognised("a truncated message") from None
-    block.flush()
+def _check_utf8(data: bytes, complete: bool) -> None:
+    """UnicodeDecodeError unless ``data`` is UTF-8, or (not ``complete``) the start of some."""
+    codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
 
 
 class _Block:
     """Nodes (and thread names) of at most about ``BLOCK_BYTES`` of the data, decoded together.
 
-    Each block is copied out of the data (padded, so that every byte can start an eight-byte
+    Each block is copied out of the window (padded, so that every byte can start an eight-byte
     word) and decoded at once; so the temporaries stay a few times the block, whatever the
-    file's size, and a memory-mapped file's pages can be let go behind the reading.
+    message's size.
     """
 
-    def __init__(self, data: Buffer, builder: TraceBuilder, on_block: Callable[[int], None] | None = None):
-        self.data, self.builder, self.on_block = data, builder, on_block
+    def __init__(self, window: _Window, builder: TraceBuilder, on_block: Callable[[int], None] | None = None):
+        self.window, self.builder, self.on_block = window, builder, on_block
         self.starts: list[int] = []  # node spans
         self.ends: list[int] = []
         self.devices: list[tuple[int, int]] = []  # (first node, device ordinal) of each device in the block
@@ -475,6 +568,14 @@ class _Block:
 
     def open_device(self, ordinal: int) -> None:
         self.devices.append((len(self.starts), ordinal))
+
+    def keep(self, pos: int) -> int:
+        """The earliest byte still wanted: the block's first, or ``pos`` when the block is empty."""
+        if self.starts:
+            pos = min(pos, self.starts[0])
+        if self.thread_spans:
+            pos = min(pos, self.thread_spans[0][0])
+        return pos
 
     def flush(self) -> None:
         starts, ends, threads = self.starts, self.ends, self.thread_spans
@@ -484,7 +585,8 @@ class _Block:
         thread_spans = np.array(threads, dtype=np.int64).reshape(-1, 2).T
         lo = int(min(node_spans[0].min(initial=1 << 62), thread_spans[0].min(initial=1 << 62)))
         hi = int(max(node_spans[1].max(initial=0), thread_spans[1].max(initial=0)))
-        block, words = _words(self.data, lo, hi)
+        block = self.window.bytes(lo, hi, lo, pad=_PAD)
+        words = np.ndarray((len(block) - 7,), dtype="<u8", buffer=block, strides=(1,))
         if threads:
             thread_names = _Messages(words, _THREAD_NAME, thread_spans[0] - lo, thread_spans[1] - lo,
                                      np.zeros(len(threads), np.int64))
@@ -502,21 +604,8 @@ class _Block:
         self.devices = self.devices[-1:]
         if self.devices:
             self.devices[0] = (0, self.devices[0][1])  # the device being read goes on in the next block
-        _let_go(self.data, hi)
         if self.on_block is not None:
             self.on_block(hi)
-
-
-def _words(data: Buffer, lo: int, hi: int) -> tuple[bytes, np.ndarray]:
-    """``data[lo:hi]``, padded, and as the eight-byte words starting at each of its bytes."""
-    padded = data[lo:hi] + bytes(_PAD)
-    return padded, np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
-
-
-def _let_go(data: Buffer, upto: int) -> None:
-    """Drop a mapped file's pages before ``upto`` from this process's memory (they stay in the page cache)."""
-    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
-        data.madvise(mmap.MADV_DONTNEED, 0, upto - upto % mmap.PAGESIZE)
 
 
 def _node_block(data: bytes, words: np.ndarray, nodes: _Messages) -> NodeBlock:

@@ -15,7 +15,6 @@ the file, so a trace never depends on which path read it (the tests check that t
 from __future__ import annotations
 
 import gzip
-import mmap
 import os
 import re
 import zlib
@@ -126,10 +125,10 @@ def _load_fast(path: str, progress: Progress | None) -> tuple[TraceBuilder, str,
             if not head:
                 return None
             if text is None or _CONTROL.search(text, 0, _SNIFF_CHARS):
-                data = _whole(raw, head, stream, compressed)
-                # Offsets in a mapped file are bytes of the file; decompressed ones are not.
-                on_block = None if progress is None or compressed else (lambda offset: progress(offset, size))
-                fast = _load_fast_binary(data, on_block)
+                # Offsets in the message are bytes of the file unless it is compressed.
+                on_block = None if progress is None else (
+                    (lambda _: progress(raw.tell(), size)) if compressed else (lambda offset: progress(offset, size)))
+                fast = _load_fast_binary(stream, head, on_block)
                 if fast is None:
                     return None
                 message_name, builder, run_metadata = fast
@@ -162,13 +161,14 @@ def _load_fast(path: str, progress: Progress | None) -> tuple[TraceBuilder, str,
     return builder, "text" + ("+gzip" if compressed else ""), message_name, run_metadata
 
 
-def _load_fast_binary(data: bytes | mmap.mmap, on_block: Callable[[int], None] | None = None) -> tuple[str, TraceBuilder, Any] | None:
-    """Decode binary protobuf with memtrace's own reader; None where upb must decide."""
+def _load_fast_binary(stream: IO[bytes], head: bytes, on_block: Callable[[int], None] | None = None,
+                      ) -> tuple[str, TraceBuilder, Any] | None:
+    """Decode binary protobuf from ``stream`` (``head`` already read) with memtrace's own reader; None where upb must decide."""
     from . import binreader
 
     builder = TraceBuilder()
     try:
-        message_name, rest = binreader.read(data, builder, on_block)
+        message_name, rest = binreader.read(stream, builder, on_block, head)
     except binreader.Unrecognised:
         return None
     except Exception:  # as for text: the reference path decides
@@ -183,20 +183,6 @@ def _load_fast_binary(data: bytes | mmap.mmap, on_block: Callable[[int], None] |
         if run_metadata is None:
             return None
     return message_name, builder, run_metadata
-
-
-def _whole(raw: IO[bytes], head: bytes, stream: IO[bytes], compressed: bool) -> bytes | mmap.mmap:
-    """The whole content, for the binary reader.
-
-    A plain file is mapped rather than read: the reader goes through it a block at a time and
-    lets each block's pages go behind it (the mapping stays valid after the file is closed).
-    """
-    if not compressed:
-        try:
-            return mmap.mmap(raw.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):  # not a regular file: read it
-            pass
-    return head + stream.read()
 
 
 # -- bytes -------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from memtrace import binreader
 from memtrace._proto import tf_trace_pb2 as pb
 
-from .conftest import FIXTURES, REAL_TRACES
+from .conftest import FIXTURES, PTB, REAL_TRACES
 from .fastpaths import check, fast
 from .test_textreader import BASE, step_stats
 
@@ -58,6 +58,37 @@ def test_small_blocks_give_the_same_model(name: str, block_bytes: int, tmp_path:
         assert max(flushes) == 1  # one node a block
     else:
         assert len([f for f in flushes if f]) > 2
+
+
+@pytest.mark.parametrize(("read_bytes", "block_bytes"), [(1, 1), (7, 700), (1000, 20_000), (5000, 1 << 30)])
+@pytest.mark.parametrize("name", ["alexnet_train_gpu.pbtxt", "ptb_lstm_train_gpu.pbtxt"])
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+def test_reads_of_any_size_give_the_same_model(name: str, read_bytes: int, block_bytes: int, compress: bool,
+                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fields cut by the end of a read anywhere (tags, lengths, names, nodes), all read as one."""
+    monkeypatch.setattr(binreader, "READ_BYTES", read_bytes)
+    monkeypatch.setattr(binreader, "BLOCK_BYTES", block_bytes)
+    data = _message(FIXTURES / name).SerializeToString()
+    path = tmp_path / ("t.pb.gz" if compress else "t.pb")
+    path.write_bytes(gzip.compress(data) if compress else data)
+    check(path)
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+def test_the_window_holds_a_block_or_two_not_the_file(compress: bool, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(binreader, "READ_BYTES", 20_000)
+    monkeypatch.setattr(binreader, "BLOCK_BYTES", 20_000)
+    held: list[int] = []
+    monkeypatch.setattr(binreader._Window, "fill", lambda self, upto, keep, fill=binreader._Window.fill: (
+        fill(self, upto, keep), held.append(len(self.buf)))[0])
+    data = _message(PTB).SerializeToString()
+    path = tmp_path / ("t.pb.gz" if compress else "t.pb")
+    path.write_bytes(gzip.compress(data) if compress else data)
+    check(path)
+    after_head = held[next(i for i, n in enumerate(held) if n != held[0]):]
+    assert len(data) > 500_000 and len(after_head) > 10
+    assert max(after_head) <= 2 * 20_000 + 2_000  # a block, a read and a node
 
 
 def _base() -> pb.StepStats:

@@ -202,3 +202,30 @@ def test_timeline_text_sparkline(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_timeline_csv_and_json_together_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "timeline", str(ALEXNET), "--csv", "--json")[0] == 2
+
+
+def test_a_binary_trace_cut_short_while_it_is_read_is_one_clear_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The binary reader reads the file as a stream: a file cut short under a mapping would kill the process."""
+    from google.protobuf import text_format
+
+    from memtrace import binreader
+    from memtrace._proto import tf_trace_pb2 as pb
+
+    path = tmp_path / "growing.pb"
+    path.write_bytes(text_format.Parse(PTB.read_text(), pb.StepStats()).SerializeToString())  # 546 KB
+    monkeypatch.setattr(binreader, "READ_BYTES", 10_000)
+    fill, cut = binreader._Window.fill, []
+
+    def cut_then_fill(self: binreader._Window, upto: int, keep: int) -> None:
+        if not cut and upto > len(self.buf):  # past the first 256 KB: the file loses its second half
+            cut.append(path.stat().st_size)
+            path.write_bytes(path.read_bytes()[:300_000])
+        fill(self, upto, keep)
+
+    monkeypatch.setattr(binreader._Window, "fill", cut_then_fill)
+    code, out, err = run(capsys, "peak", str(path))
+    assert cut == [546306]
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"memtrace: error: {path}:") and "truncated" in err

@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from google.protobuf import text_format
 
 import memtrace
 from memtrace import binreader, textreader
+from memtrace._proto import tf_trace_pb2 as pb
 from memtrace.cli import main
 from memtrace.reporters import progress as progress_module
 from memtrace.reporters.progress import ProgressLine
@@ -62,6 +64,20 @@ def test_gzip_progress_counts_compressed_bytes(tmp_path: Path, monkeypatch: pyte
     calls = _calls(path)
     assert len(calls) > 2 and all(total == path.stat().st_size for _, total in calls)
     assert calls[0][0] < path.stat().st_size == calls[-1][0]
+
+
+def test_gzip_binary_progress_comes_block_by_block_in_compressed_bytes(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(binreader, "BLOCK_BYTES", 5_000)
+    monkeypatch.setattr(binreader, "READ_BYTES", 5_000)
+    path = tmp_path / "ptb.pb.gz"
+    message = text_format.Parse(PTB.read_text(), pb.StepStats())
+    path.write_bytes(gzip.compress(message.SerializeToString()))  # 546 KB in 52 KB
+    calls = _calls(path)
+    size = path.stat().st_size
+    assert len(calls) > 3 and all(total == size for _, total in calls)
+    done = [d for d, _ in calls]
+    assert done == sorted(done) and done[0] < size == done[-1]
 
 
 class _Terminal(io.StringIO):
