@@ -19,23 +19,74 @@ Perfetto ignores object events (``N``/``O``/``D``), so buffers are plain slices.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from . import __version__
-from .model import IntArray, Trace
-from .peak import allocation_kind
+from .model import Int32Array, IntArray, Trace
+from .peak import allocation_kinds
 from .replay import Replay, allocator_index, reconcile, replay
 from .timeline import snapshots
 from .units import format_bytes
 
 Event = dict[str, Any]
+_RUN = 16384  # like events given as one set of columns
+
+
+class Column(list):  # type: ignore[type-arg]
+    """One field's values, one per event of an :class:`EventColumns`."""
+
+
+@dataclass
+class EventColumns:
+    """``count`` events of one shape, as columns: a big trace's events need not exist as dicts.
+
+    ``fields`` (the keys before ``args``) and ``args`` are in the order written; each value is
+    a constant shared by every event or a :class:`Column`. ``extra_args`` are args that only
+    the events at ``extra_rows`` (ascending) carry, after the others; their columns hold one
+    value per such event.
+    """
+
+    count: int
+    fields: dict[str, Any]
+    args: dict[str, Any]
+    extra_rows: list[int] = field(default_factory=list)
+    extra_args: dict[str, Column] = field(default_factory=dict)
+
+    def events(self) -> Iterator[Event]:
+        """The same events as dicts."""
+        extra = dict(zip(self.extra_rows, _rows(self.extra_args.values(), len(self.extra_rows))))
+        for i, (values, args) in enumerate(zip(_rows(self.fields.values(), self.count),
+                                               _rows(self.args.values(), self.count))):
+            event = dict(zip(self.fields, values))
+            event["args"] = dict(zip(self.args, args))
+            if i in extra:
+                event["args"].update(zip(self.extra_args, extra[i]))
+            yield event
+
+
+def _rows(values: Iterable[Any], count: int) -> Iterator[tuple[Any, ...]]:
+    """Per event, its values in order (constants repeated)."""
+    columns = [value if isinstance(value, Column) else itertools.repeat(value, count) for value in values]
+    return zip(*columns) if columns else itertools.repeat((), count)
 
 
 def chrome_events(trace: Trace, allocators: Iterable[str] | None = None, buffers: bool = True) -> Iterator[Event]:
-    """Every event, metadata first; one pass, so a big trace need not sit in memory as dicts."""
+    """Every event as a dict, metadata first (see :func:`chrome_event_groups`)."""
+    for group in chrome_event_groups(trace, allocators, buffers):
+        if isinstance(group, EventColumns):
+            yield from group.events()
+        else:
+            yield group
+
+
+def chrome_event_groups(trace: Trace, allocators: Iterable[str] | None = None,
+                        buffers: bool = True) -> Iterator[Event | EventColumns]:
+    """Every event, metadata first, single events as dicts and runs of like events as columns."""
     names = list(allocators) if allocators is not None else list(trace.allocators)
     for name in names:
         allocator_index(trace, name)
@@ -86,8 +137,22 @@ def lanes(start: IntArray, end: IntArray, touching: bool = True) -> IntArray:
 
 
 def _us(time_ns: IntArray, origin_ns: int) -> list[float]:
-    """Nanoseconds since the epoch -> microseconds since the step start, exact to the nanosecond."""
-    return [round(v, 3) for v in ((time_ns - origin_ns) / 1000).tolist()]
+    """Nanoseconds since the epoch -> microseconds since the step start, exact to the nanosecond.
+
+    A whole number of nanoseconds divided by 1000 is the float nearest the exact quotient (the
+    division is correctly rounded), which is what rounding to three decimals would give.
+    """
+    return ((time_ns - origin_ns) / 1000).tolist()
+
+
+def _durations_us(start_ns: IntArray, end_ns: IntArray) -> list[float]:
+    """End minus start in microseconds (never negative), exact to the nanosecond like :func:`_us`."""
+    return (np.maximum(end_ns - start_ns, 0) / 1000).tolist()
+
+
+def _spans(count: int) -> Iterator[slice]:
+    """The events of a run, ``_RUN`` at a time: so the columns of only one part exist as objects."""
+    return (slice(first, min(first + _RUN, count)) for first in range(0, count, _RUN))
 
 
 def _meta(kind: str, pid: int, tid: int, **args: Any) -> Event:
@@ -99,7 +164,7 @@ def counter_name(allocator: str, baseline_bytes: int | None) -> tuple[str, str]:
     return allocator, "bytes in use" if baseline_bytes is not None else "live bytes relative to step start"
 
 
-def _allocator_events(trace: Trace, allocator: str, pid: int, order: int, buffers: bool) -> Iterator[Event]:
+def _allocator_events(trace: Trace, allocator: str, pid: int, order: int, buffers: bool) -> Iterator[Event | EventColumns]:
     replayed = replay(trace, allocator)
     baseline = reconcile(trace, replayed).baseline_bytes
     yield _meta("process_name", pid, 0, name=f"memory: {allocator}")
@@ -111,19 +176,21 @@ def _allocator_events(trace: Trace, allocator: str, pid: int, order: int, buffer
     times = replayed.time_ns
     start = min([0.0, *_us(times[:1], origin)])
     yield {"ph": "C", "name": name, "pid": pid, "tid": 0, "ts": start, "args": {series: level}}
-    for t, live in zip(_us(times, origin), replayed.live_bytes.tolist()):
-        yield {"ph": "C", "name": name, "pid": pid, "tid": 0, "ts": t, "args": {series: level + live}}
+    for span in _spans(len(times)):
+        yield EventColumns(span.stop - span.start,
+                           {"ph": "C", "name": name, "pid": pid, "tid": 0, "ts": Column(_us(times[span], origin))},
+                           {series: Column((level + replayed.live_bytes[span]).tolist())})
     taken = snapshots(trace, allocator)
-    for t, value in zip(taken.time_us.tolist(), taken.bytes_in_use.tolist()):
-        yield {
-            "ph": "C", "name": f"{allocator} snapshots", "pid": pid, "tid": 0,
-            "ts": float(t), "args": {"allocator_bytes_in_use": value},
-        }
+    for span in _spans(len(taken.time_us)):
+        yield EventColumns(span.stop - span.start,
+                           {"ph": "C", "name": f"{allocator} snapshots", "pid": pid, "tid": 0,
+                            "ts": Column(map(float, taken.time_us[span].tolist()))},
+                           {"allocator_bytes_in_use": Column(taken.bytes_in_use[span].tolist())})
     if buffers:
         yield from _buffer_events(trace, replayed, pid, origin)
 
 
-def _buffer_events(trace: Trace, replayed: Replay, pid: int, origin: int) -> Iterator[Event]:
+def _buffer_events(trace: Trace, replayed: Replay, pid: int, origin: int) -> Iterator[Event | EventColumns]:
     allocs, frees = replayed.alloc_event, replayed.free_event
     if not len(allocs):
         return
@@ -131,54 +198,54 @@ def _buffer_events(trace: Trace, replayed: Replay, pid: int, origin: int) -> Ite
     start = replayed.time_ns[allocs]
     end = np.where(frees >= 0, replayed.time_ns[np.maximum(frees, 0)], horizon)
     lane = lanes(start, end)
-    start_us, end_us = _us(start, origin), _us(end, origin)
-    sizes = replayed.delta_bytes[allocs].tolist()
-    nodes = replayed.event_node[allocs].tolist()
-    rows = replayed.output_row.tolist()
     for number in range(int(lane.max()) + 1):
         yield _meta("thread_name", pid, number + 1, name=f"buffers, lane {number + 1}")
         yield _meta("thread_sort_index", pid, number + 1, sort_index=number + 1)
     outputs = trace.outputs
-    for allocation, free in enumerate(frees.tolist()):
-        size = sizes[allocation]
-        args: dict[str, Any] = {
-            "bytes": size,
-            "size": format_bytes(size),
-            "kind": allocation_kind(trace, replayed, allocation),
-            "freed_in_step": free >= 0,
-        }
-        row = rows[allocation]
-        if row >= 0:
-            args.update(
-                slot=int(outputs.slot[row]),
-                allocation_id=int(outputs.allocation_id[row]),
-                requested_bytes=int(outputs.requested_bytes[row]),
-                dtype=trace.strings[outputs.dtype[row]],
-                shape=trace.output_shape(row),
-            )
-        ts = start_us[allocation]
-        yield {
-            "ph": "X", "cat": "buffer", "name": trace.node_name(nodes[allocation]),
-            "pid": pid, "tid": int(lane[allocation]) + 1,
-            "ts": ts, "dur": max(0.0, round(end_us[allocation] - ts, 3)), "args": args,
-        }
+    size_texts: dict[int, str] = {}
+    for span in _spans(len(allocs)):
+        sizes = replayed.delta_bytes[allocs[span]].tolist()
+        with_output = np.flatnonzero(replayed.output_row[span] >= 0)
+        rows = replayed.output_row[span][with_output]
+        yield EventColumns(
+            span.stop - span.start,
+            {"ph": "X", "cat": "buffer", "name": Column(_node_names(trace, replayed.event_node[allocs[span]])),
+             "pid": pid, "tid": Column((lane[span] + 1).tolist()), "ts": Column(_us(start[span], origin)),
+             "dur": Column(_durations_us(start[span], end[span]))},
+            {"bytes": Column(sizes),
+             "size": Column(size_texts.get(size) or size_texts.setdefault(size, format_bytes(size)) for size in sizes),
+             "kind": Column(allocation_kinds(trace, replayed, np.arange(span.start, span.stop))),
+             "freed_in_step": Column((frees[span] >= 0).tolist())},
+            extra_rows=with_output.tolist(),
+            extra_args={"slot": Column(outputs.slot[rows].tolist()),
+                        "allocation_id": Column(outputs.allocation_id[rows].tolist()),
+                        "requested_bytes": Column(outputs.requested_bytes[rows].tolist()),
+                        "dtype": Column(map(trace.strings.__getitem__, outputs.dtype[rows].tolist())),
+                        "shape": Column(trace.output_shapes(rows))},
+        )
     unpaired = replayed.unpaired_free_events
     if len(unpaired):
         tid = int(lane.max()) + 2
         yield _meta("thread_name", pid, tid, name="frees of memory from before the step")
         yield _meta("thread_sort_index", pid, tid, sort_index=tid)
-        for event, ts in zip(unpaired.tolist(), _us(replayed.time_ns[unpaired], origin)):
-            yield {
-                "ph": "i", "s": "t", "cat": "buffer", "name": trace.node_name(int(replayed.event_node[event])),
-                "pid": pid, "tid": tid, "ts": ts,
-                "args": {"bytes": int(replayed.delta_bytes[event])},
-            }
+        for span in _spans(len(unpaired)):
+            events = unpaired[span]
+            yield EventColumns(
+                len(events),
+                {"ph": "i", "s": "t", "cat": "buffer", "name": Column(_node_names(trace, replayed.event_node[events])),
+                 "pid": pid, "tid": tid, "ts": Column(_us(replayed.time_ns[events], origin))},
+                {"bytes": Column(replayed.delta_bytes[events].tolist())},
+            )
+
+
+def _node_names(trace: Trace, nodes: IntArray | Int32Array) -> list[str]:
+    return list(map(trace.strings.__getitem__, trace.nodes.name[nodes].tolist()))
 
 
 # -- devices ------------------------------------------------------------------------------------
 
 
-def _device_events(trace: Trace, device: int, pid: int, order: int) -> Iterator[Event]:
+def _device_events(trace: Trace, device: int, pid: int, order: int) -> Iterator[Event | EventColumns]:
     nodes = trace.nodes
     rows = np.flatnonzero((nodes.device == device) & (nodes.start_ns > 0))
     yield _meta("process_name", pid, 0, name=trace.devices.name[device])
@@ -193,13 +260,14 @@ def _device_events(trace: Trace, device: int, pid: int, order: int) -> Iterator[
         yield _meta("thread_name", pid, number, name="ops" if number == 0 else f"ops, lane {number + 1}")
         yield _meta("thread_sort_index", pid, number, sort_index=number)
     origin = trace.step_start_ns
-    start_us, end_us = _us(start, origin), _us(end, origin)
     strings = trace.strings
-    for i, (row, op, label, thread) in enumerate(zip(
-        rows.tolist(), nodes.op_type[rows].tolist(), nodes.label[rows].tolist(), nodes.thread_id[rows].tolist()
-    )):
-        yield {
-            "ph": "X", "cat": "op", "name": trace.node_name(row), "pid": pid, "tid": int(lane[i]),
-            "ts": start_us[i], "dur": max(0.0, round(end_us[i] - start_us[i], 3)),
-            "args": {"op": strings[op], "label": strings[label], "thread_id": thread},
-        }
+    for span in _spans(len(rows)):
+        run = rows[span]
+        yield EventColumns(
+            len(run),
+            {"ph": "X", "cat": "op", "name": Column(_node_names(trace, run)), "pid": pid, "tid": Column(lane[span].tolist()),
+             "ts": Column(_us(start[span], origin)), "dur": Column(_durations_us(start[span], end[span]))},
+            {"op": Column(map(strings.__getitem__, nodes.op_type[run].tolist())),
+             "label": Column(map(strings.__getitem__, nodes.label[run].tolist())),
+             "thread_id": Column(nodes.thread_id[run].tolist())},
+        )

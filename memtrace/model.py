@@ -257,10 +257,15 @@ class Trace:
         return int(self.nodes.end_ns[started].max()) if started.any() else 0
 
     def output_shape(self, row: int) -> list[int] | None:
-        if self.outputs.rank[row] < 0:
-            return None
-        lo, hi = self.outputs.shape_offsets[row], self.outputs.shape_offsets[row + 1]
-        return [int(d) for d in self.outputs.shape_dims[lo:hi]]
+        """An output's shape, None where its rank is unknown."""
+        return self.output_shapes(np.array([row]))[0]
+
+    def output_shapes(self, rows: IntArray) -> list[list[int] | None]:
+        """The shapes of many outputs at once."""
+        offsets, dims = self.outputs.shape_offsets, self.outputs.shape_dims
+        known = (self.outputs.rank[rows] >= 0).tolist()
+        return [dims[lo:hi].tolist() if ok else None
+                for lo, hi, ok in zip(offsets[rows].tolist(), offsets[rows + 1].tolist(), known)]
 
     def same_content(self, other: Trace) -> bool:
         """True when both traces hold the same model (paths and source formats aside)."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import Trace
+from .model import IntArray, Trace
 from .replay import Reconciliation, Replay, reconcile, replay
 
 
@@ -107,12 +107,12 @@ def _live_set(trace: Trace, replayed: Replay, at: int) -> list[LiveAllocation]:
         return (int(replayed.time_ns[event]) - origin) // 1000
 
     live = []
-    for allocation in np.flatnonzero(alive).tolist():
+    allocations = np.flatnonzero(alive)
+    for allocation, kind in zip(allocations.tolist(), allocation_kinds(trace, replayed, allocations)):
         event = int(replayed.alloc_event[allocation])
         free = int(replayed.free_event[allocation])
         node = int(replayed.event_node[event])
         row = int(replayed.output_row[allocation])
-        kind = allocation_kind(trace, replayed, allocation)
         live.append(
             LiveAllocation(
                 node=trace.node_name(node),
@@ -143,16 +143,18 @@ def _live_set(trace: Trace, replayed: Replay, at: int) -> list[LiveAllocation]:
     return live
 
 
-def allocation_kind(trace: Trace, replayed: Replay, allocation: int) -> str:
-    """``output``, ``temp`` (freed before its node finished), ``persistent`` (never freed) or ``unknown``.
+_KINDS = ("output", "temp", "persistent", "unknown")
 
-    The classification of the live set, for one allocation of a replay (``memtrace export``
-    labels every buffer with it).
+
+def allocation_kinds(trace: Trace, replayed: Replay, allocations: IntArray) -> list[str]:
+    """The kind of each of ``allocations`` (indices into a replay's allocations).
+
+    ``output``, ``temp`` (freed before its node finished), ``persistent`` (never freed) or
+    ``unknown``: the classification of the live set (``memtrace export`` labels every buffer
+    with it).
     """
-    if replayed.output_row[allocation] >= 0:
-        return "output"
-    free = int(replayed.free_event[allocation])
-    node = int(replayed.event_node[replayed.alloc_event[allocation]])
-    if free >= 0 and replayed.time_ns[free] <= trace.nodes.end_ns[node]:
-        return "temp"
-    return "persistent" if free < 0 else "unknown"
+    free = replayed.free_event[allocations]
+    node = replayed.event_node[replayed.alloc_event[allocations]]
+    temp = (free >= 0) & (replayed.time_ns[np.maximum(free, 0)] <= trace.nodes.end_ns[node])
+    kind = np.where(replayed.output_row[allocations] >= 0, 0, np.where(temp, 1, np.where(free < 0, 2, 3)))
+    return list(map(_KINDS.__getitem__, kind.tolist()))

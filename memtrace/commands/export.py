@@ -28,12 +28,12 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from .. import load
-    from ..export import chrome_events, other_data
+    from ..export import chrome_event_groups, other_data
     from ..reporters import chrome
     from ..reporters.common import open_output
 
     trace = load(args.trace, graph=args.graph)
-    events = chrome_events(trace, args.allocator, buffers=not args.no_buffers)
+    events = chrome_event_groups(trace, args.allocator, buffers=not args.no_buffers)
     with open_output(args.output) as out:
         chrome.write(events, other_data(trace), out)
     return 0
