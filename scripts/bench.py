@@ -11,8 +11,8 @@ on the same trace, followed by the issue's goals, each PASS or FAIL.
   ``resnet1g.pb``, the same steps in binary (both skipped with ``--quick``).
 
 Tools: ``memtrace peak`` (text, binary; on the 1 GB binary also ``summary``, ``ops``, ``frag``,
-``timeline``, ``check`` and ``report``), ``google.protobuf.text_format.Parse`` alone (timed
-inside its process, without start-up or reading), and where TensorFlow is installed its client
+``timeline``, ``check``, ``report`` and ``export``), ``google.protobuf.text_format.Parse``
+alone (timed inside its process, without start-up or reading), and where TensorFlow is installed its client
 timeline (``Timeline(step_stats).generate_chrome_trace_format(show_memory=True)``) and tfprof
 (``profile(cmd="op")``), both given the message parsed from binary so as not to charge them
 protobuf's text parser. ``--doc docs/performance.md`` also writes the table into that page
@@ -163,8 +163,10 @@ def measure(traces: dict[str, Path], repeats: int, tensorflow: bool) -> list[Run
             plan.append(("memtrace.load (reader alone)", name, [*load, str(traces[name])], 1))
     if "resnet1g.pb" in traces:  # the other analyses at scale (from binary, so that reading counts little)
         big = str(traces["resnet1g.pb"])
-        extra = {"check": ["--max-peak", "GPU_0_bfc=1GiB"], "report": ["-o", str(traces["resnet1g.pb"].parent / "report.html")]}
-        for command in ("summary", "ops", "frag", "timeline", "check", "report"):
+        out = traces["resnet1g.pb"].parent
+        extra = {"check": ["--max-peak", "GPU_0_bfc=1GiB"], "report": ["-o", str(out / "report.html")],
+                 "export": ["-o", str(out / "export.json")]}
+        for command in ("summary", "ops", "frag", "timeline", "check", "report", "export"):
             plan.append((f"memtrace {command}", "resnet1g.pb", [*memtrace[:3], command, big, *extra.get(command, [])], 1))
     plan += [
         ("memtrace --help", "-", [*memtrace[:3], "--help"], max(repeats, 5)),
