@@ -357,19 +357,6 @@ def _field_at(data: bytes, pos: int) -> tuple[int, int, int, int, int]:
     raise Unrecognised("a group or an invalid wire type")
 
 
-def _top_fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int, int]]:
-    """The fields of one message, in Python: (number, wire, value, payload start, field end)."""
-    fields = []
-    pos = start
-    while pos < end:
-        field = _field_at(data, pos)
-        pos = field[4]
-        if pos > end:
-            raise Unrecognised("a truncated message")
-        fields.append(field)
-    return fields
-
-
 def _device_fields(window: _Window, start: int, end: int, ordinal: int, block: _Block) -> str:
     """One DeviceStepStats: its nodes and thread names go to ``block``; returns its name."""
     name = None
@@ -403,27 +390,24 @@ def _device_fields(window: _Window, start: int, end: int, ordinal: int, block: _
             ends.append(stop)
             pos = stop
             continue
-        next_field = window.field(pos, block.keep(pos))[4]
-        window.fill(next_field, block.keep(pos))
+        number, wire, _, payload, next_field = window.field(pos, block.keep(pos))
+        if number == 1:
+            if wire != 2 or name is not None:
+                raise Unrecognised("a device name that is not a string, or two of them")
+            try:
+                name = window.bytes(payload, next_field, block.keep(pos)).decode()
+            except UnicodeDecodeError:
+                raise Unrecognised("a device name that is not UTF-8") from None
+        elif number == 2:
+            if wire != 2:
+                raise Unrecognised("node_stats that is not a message")
+            starts.append(payload)
+            ends.append(next_field)
+        elif number == 3:
+            if wire != 2:
+                raise Unrecognised("thread_names that is not a message")
+            block.thread_spans.append((payload, next_field))
         buf, base, safe = window.buf, window.base, window.safe
-        for number, wire, _, payload, field_end in _top_fields(buf, pos - base, next_field - base):
-            payload, field_end = payload + base, field_end + base
-            if number == 1:
-                if wire != 2 or name is not None:
-                    raise Unrecognised("a device name that is not a string, or two of them")
-                try:
-                    name = buf[payload - base:field_end - base].decode()
-                except UnicodeDecodeError:
-                    raise Unrecognised("a device name that is not UTF-8") from None
-            elif number == 2:
-                if wire != 2:
-                    raise Unrecognised("node_stats that is not a message")
-                starts.append(payload)
-                ends.append(field_end)
-            elif number == 3:
-                if wire != 2:
-                    raise Unrecognised("thread_names that is not a message")
-                block.thread_spans.append((payload, field_end))
         pos = next_field
     if pos != end:
         raise Unrecognised("a truncated DeviceStepStats")
