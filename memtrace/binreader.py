@@ -76,12 +76,22 @@ def _byte_index(bit: np.ndarray) -> IntArray:
     return ((bit.astype(np.float64).view(np.int64) >> 52) - 1030) >> 3
 
 
-def _varints(words: np.ndarray, pos: IntArray) -> tuple[np.ndarray, IntArray]:
+class _Padded:
+    """A block of the message, padded so that every byte can start an eight-byte word."""
+
+    def __init__(self, padded: bytes):
+        self.bytes = padded
+        self.u8 = np.frombuffer(padded, dtype=np.uint8)
+        self.words = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))  # one at each byte
+
+
+def _varints(padded: _Padded, pos: IntArray) -> tuple[np.ndarray, IntArray | int]:
     """The varint at each position: its value (uint64) and its length in bytes."""
+    first = padded.u8[pos]
+    if (first < 0x80).all():  # one byte each (field tags mostly): the common case, a byte each
+        return first.astype(np.uint64), 1
+    words = padded.words
     w = words[pos]
-    single = (w & _U64(0x80)) == 0
-    if single.all():  # one byte each (field tags mostly): the common case, cheaply
-        return w & _U64(0x7F), np.ones(len(pos), dtype=np.int64)
     with np.errstate(over="ignore"):
         stop = ~w & _HIGHS  # bytes that end the varint
         low = stop & (~stop + _U64(1))
@@ -137,16 +147,16 @@ class _Fields:
     wire: IntArray
 
 
-def _scan(words: np.ndarray, starts: IntArray, ends: IntArray) -> _Fields:
+def _scan(padded: _Padded, starts: IntArray, ends: IntArray) -> _Fields:
     """Every field of every message ``[starts[i], ends[i])``, one field of each message per step."""
     parts: list[tuple[IntArray, ...]] = []
     active = np.flatnonzero(ends > starts)
     cursor = starts.copy()
     while len(active):
         p = cursor[active]
-        tag, tag_length = _varints(words, p)
+        tag, tag_length = _varints(padded, p)
         q = p + tag_length
-        value, value_length = _varints(words, q)
+        value, value_length = _varints(padded, q)
         wire = (tag & _U64(7)).astype(np.int64)
         number = (tag >> _U64(3)).astype(np.int64)
         nxt = q + value_length + (wire == 2) * value.astype(np.int64)
@@ -197,11 +207,11 @@ for _kind, _fields in _SCHEMA.items():
 class _Messages:
     """Messages of one type: their spans, and their fields once scanned."""
 
-    def __init__(self, words: np.ndarray, kind: int, starts: IntArray, ends: IntArray, owner: IntArray):
+    def __init__(self, padded: _Padded, kind: int, starts: IntArray, ends: IntArray, owner: IntArray):
         self.kind = kind
         self.count = len(starts)
         self.owner = owner  # per message: the index of the message holding it
-        fields = self.fields = _scan(words, starts, ends)
+        fields = self.fields = _scan(padded, starts, ends)
         number = np.minimum(fields.number, _MAX_NUMBER)
         expected = _EXPECTED_WIRE[kind, number]
         if ((expected >= 0) & (expected != fields.wire)).any():
@@ -237,9 +247,9 @@ class _Messages:
             values[message] = text
         return values
 
-    def children(self, words: np.ndarray, number: int, kind: int) -> _Messages:
+    def children(self, padded: _Padded, number: int, kind: int) -> _Messages:
         rows = self.rows(number)
-        return _Messages(words, kind, self.fields.start[rows], self.fields.end[rows], self.fields.message[rows])
+        return _Messages(padded, kind, self.fields.start[rows], self.fields.end[rows], self.fields.message[rows])
 
 
 def _packed(data: bytes, messages: _Messages, number: int) -> tuple[IntArray, IntArray]:
@@ -569,19 +579,18 @@ class _Block:
         thread_spans = np.array(threads, dtype=np.int64).reshape(-1, 2).T
         lo = int(min(node_spans[0].min(initial=1 << 62), thread_spans[0].min(initial=1 << 62)))
         hi = int(max(node_spans[1].max(initial=0), thread_spans[1].max(initial=0)))
-        block = self.window.bytes(lo, hi, lo, pad=_PAD)
-        words = np.ndarray((len(block) - 7,), dtype="<u8", buffer=block, strides=(1,))
+        padded = _Padded(self.window.bytes(lo, hi, lo, pad=_PAD))
         if threads:
-            thread_names = _Messages(words, _THREAD_NAME, thread_spans[0] - lo, thread_spans[1] - lo,
+            thread_names = _Messages(padded, _THREAD_NAME, thread_spans[0] - lo, thread_spans[1] - lo,
                                      np.zeros(len(threads), np.int64))
             thread_names.rows(1)
-            _strings(block, thread_names.fields, thread_names.rows(2))
+            _strings(padded.bytes, thread_names.fields, thread_names.rows(2))
         if starts:
             firsts = [first for first, _ in self.devices]
             counts = [after - first for first, after in zip(firsts, [*firsts[1:], len(starts)])]
             devices = np.repeat(np.array([ordinal for _, ordinal in self.devices], dtype=np.int64), counts)
-            messages = _Messages(words, _NODE, node_spans[0] - lo, node_spans[1] - lo, devices)
-            self.builder.add_nodes(_node_block(block, words, messages))
+            messages = _Messages(padded, _NODE, node_spans[0] - lo, node_spans[1] - lo, devices)
+            self.builder.add_nodes(_node_block(padded, messages))
         starts.clear()
         ends.clear()
         threads.clear()
@@ -592,17 +601,17 @@ class _Block:
             self.on_block(hi)
 
 
-def _node_block(data: bytes, words: np.ndarray, nodes: _Messages) -> NodeBlock:
-    n = nodes.count
-    memory = nodes.children(words, 6, _MEMORY)
-    records = memory.children(words, 6, _RECORD)
-    outputs = nodes.children(words, 7, _OUTPUT)
-    tensors = outputs.children(words, 3, _TENSOR)
-    shapes = tensors.children(words, 2, _SHAPE)
-    dims = shapes.children(words, 2, _DIM)
-    allocations = tensors.children(words, 4, _ALLOCATION)
-    referenced = nodes.children(words, 11, _ALLOCATION)
-    stats = nodes.children(words, 12, _MEMORY_STATS)
+def _node_block(padded: _Padded, nodes: _Messages) -> NodeBlock:
+    data, n = padded.bytes, nodes.count
+    memory = nodes.children(padded, 6, _MEMORY)
+    records = memory.children(padded, 6, _RECORD)
+    outputs = nodes.children(padded, 7, _OUTPUT)
+    tensors = outputs.children(padded, 3, _TENSOR)
+    shapes = tensors.children(padded, 2, _SHAPE)
+    dims = shapes.children(padded, 2, _DIM)
+    allocations = tensors.children(padded, 4, _ALLOCATION)
+    referenced = nodes.children(padded, 11, _ALLOCATION)
+    stats = nodes.children(padded, 12, _MEMORY_STATS)
     for messages, number in ((dims, 2), (referenced, 3)):  # read (and so checked), not kept
         _strings(data, messages.fields, messages.rows(number))
     for messages in (records, dims, referenced):
