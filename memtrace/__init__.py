@@ -17,18 +17,23 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 __all__ = ["MemtraceError", "Trace", "TraceFormatError", "UsageError", "__version__", "load"]
 
-# The progress callback ``load`` uses when given none (the command line sets one for terminals).
+# The progress callback and the number of reading processes ``load`` uses when given none (the
+# command line sets them: a progress line for terminals, ``--jobs``).
 _progress: ContextVar[Any] = ContextVar("memtrace_progress", default=None)
+_jobs: ContextVar[int] = ContextVar("memtrace_jobs", default=1)
 
 
-def load(path: Any, graph: Any = None, progress: Any = None) -> Trace:
+def load(path: Any, graph: Any = None, progress: Any = None, jobs: int | None = None) -> Trace:
     """Read a trace file (and optionally a separate GraphDef) into a :class:`Trace`.
 
-    ``progress(bytes_read, file_bytes)``, when given, is called as the file is read.
+    ``progress(bytes_read, file_bytes)``, when given, is called as the file is read. ``jobs``
+    processes read a text trace (default 1): faster on a large trace with as many cores, at
+    some tens of MB of memory per process.
     """
     from .reader import load as _load
 
-    return _load(path, graph, progress if progress is not None else _progress.get())
+    return _load(path, graph, progress if progress is not None else _progress.get(),
+                 jobs if jobs is not None else _jobs.get())
 
 
 def __getattr__(name: str) -> Any:

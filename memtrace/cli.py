@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import __version__, _progress
+from . import __version__, _jobs, _progress
 from .commands import register_all
 from .errors import MemtraceError
 from .reporters.progress import ProgressLine
@@ -39,13 +39,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:  # argparse has printed usage and its one-line error
         return int(exit_.code or 0)
     progress = ProgressLine(sys.stderr)  # draws only on a terminal, for large files
-    token = _progress.set(progress)
+    token, jobs_token = _progress.set(progress), _jobs.set(getattr(args, "jobs", 1))
     try:
         try:
             return int(args.run(args))
         finally:
             progress.close()
             _progress.reset(token)
+            _jobs.reset(jobs_token)
     except MemtraceError as error:
         print(f"memtrace: error: {error}", file=sys.stderr)
         return EXIT_USAGE

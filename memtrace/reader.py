@@ -43,15 +43,17 @@ RAISE_UNEXPECTED = False
 
 
 def load(
-    path: str | os.PathLike[str], graph: str | os.PathLike[str] | None = None, progress: Progress | None = None
+    path: str | os.PathLike[str], graph: str | os.PathLike[str] | None = None, progress: Progress | None = None,
+    jobs: int = 1,
 ) -> Trace:
     """Read the trace at ``path`` (and optionally a GraphDef at ``graph``) into a Trace.
 
     ``progress(bytes_read, file_bytes)``, when given, is called as the file is read (bytes of
-    the file as stored, so compressed bytes for gzip), the last time with both equal.
+    the file as stored, so compressed bytes for gzip), the last time with both equal. With
+    ``jobs`` over 1, a text trace is read by that many processes.
     """
     path = os.fspath(path)
-    fast = _load_fast(path, progress)
+    fast = _load_fast(path, progress, jobs)
     if fast is None:
         data, compressed = _read_bytes(path)
         trace = _load_data(path, data, compressed, graph)
@@ -101,7 +103,7 @@ def _finish(
 # -- the fast path ---------------------------------------------------------------------------
 
 
-def _load_fast(path: str, progress: Progress | None) -> tuple[TraceBuilder, str, str, Any] | None:
+def _load_fast(path: str, progress: Progress | None, jobs: int = 1) -> tuple[TraceBuilder, str, str, Any] | None:
     """Stream the file through memtrace's own readers; None where protobuf must decide.
 
     Returns the filled builder, the source format, the message name and, for a RunMetadata,
@@ -144,7 +146,7 @@ def _load_fast(path: str, progress: Progress | None) -> tuple[TraceBuilder, str,
                 return None
             builder = TraceBuilder()
             on_chunk = None if progress is None else (lambda: progress(raw.tell(), size))
-            delegated = textreader.read(stream, head, message_name, builder, on_chunk)
+            delegated = textreader.read(stream, head, message_name, builder, on_chunk, jobs=jobs)
             run_metadata = None
             if message_name == "RunMetadata":
                 from . import protoreader

@@ -2,8 +2,9 @@
 
 ``python scripts/bench.py`` makes the traces under ``bench-out/`` (gitignored), runs every tool
 as a separate process, and prints one markdown table: wall time, MB/s of the input file and
-peak RSS (the child's ``ru_maxrss``), with each tool's time as a multiple of ``memtrace peak``
-on the same trace, followed by the issue's goals, each PASS or FAIL.
+peak RSS (the child's ``ru_maxrss``, or where larger and it reads with several processes the
+summed PSS of them all, sampled), with each tool's time as a multiple of ``memtrace peak`` on the same
+trace, followed by the issue's goals, each PASS or FAIL.
 
 - ``ptb20.pbtxt``: the PTB seed repeated 20 times (29 MB; one valid StepStats), and
   ``ptb20.pb``, the same message in binary.
@@ -84,26 +85,50 @@ class Run:
     trace: Path
     wall_s: float  # the whole process, best of the repeats
     work_s: float | None  # the timed work alone, where the tool reports it
-    rss_mb: float  # peak resident memory of the process, largest of the repeats
+    rss_mb: float  # peak resident memory of the process (and its children), largest of the repeats
     ok: bool = True
 
 
 # A minimal process (no site, no imports) starts each command and reports its wall time and peak
-# RSS: a child's ru_maxrss also counts the memory of the process it was forked from.
+# RSS: a child's ru_maxrss also counts the memory of the process it was forked from. For a
+# command that reads with several processes ("tree"), which are all resident at once, the
+# launcher also samples every 20 ms the summed PSS of the command and its descendants (each
+# page shared between them counted once, in shares) and reports the larger figure.
 LAUNCHER = """
-import os, sys, time
+import os, sys, threading, time
+
+def tree_pss(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            total = next(int(line.split()[1]) for line in f if line.startswith("Pss:"))
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                total += sum(tree_pss(int(child)) for child in f.read().split())
+        return total
+    except (OSError, ValueError, StopIteration):
+        return 0
+
 start = time.perf_counter()
-pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ)
+pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ)
+peak = [0]
+def sample():
+    while True:
+        peak[0] = max(peak[0], tree_pss(pid))
+        time.sleep(0.02)
+if sys.argv[1] == "tree":
+    threading.Thread(target=sample, daemon=True).start()
 _, status, usage = os.wait4(pid, 0)
-sys.stderr.write(f"LAUNCH {time.perf_counter() - start} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)}\\n")
+rss_kib = max(usage.ru_maxrss, peak[0])
+sys.stderr.write(f"LAUNCH {time.perf_counter() - start} {rss_kib} {os.waitstatus_to_exitcode(status)}\\n")
 """
 
 
 def _run(argv: list[str], repeats: int) -> tuple[float, float | None, float, bool]:
     """Best wall time, best reported work time, largest peak RSS (MB) of ``argv`` run ``repeats`` times."""
     walls, works, rss, ok = [], [], 0.0, True
+    processes = "tree" if "-j" in argv else "one"
     for _ in range(repeats):
-        done = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, *argv], capture_output=True, env=ENV, cwd=ROOT,
+        done = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, processes, *argv], capture_output=True, env=ENV, cwd=ROOT,
                               check=False)
         launched = re.search(rb"^LAUNCH ([0-9.e-]+) (\d+) (-?\d+)$", done.stderr, re.MULTILINE)
         if launched is None:
@@ -157,10 +182,13 @@ def measure(traces: dict[str, Path], repeats: int, tensorflow: bool) -> list[Run
             ("TF client timeline (show_memory)", "ptb20.pb", [sys.executable, "-c", TF_TIMELINE, str(traces["ptb20.pb"])], 1),
             ("TF tfprof (cmd=op)", "ptb20.pb", [sys.executable, "-c", TF_PROF, str(traces["ptb20.pb"])], 1),
         ]
+    plan.append(("memtrace peak -j 2", "ptb20.pbtxt", [*memtrace, str(traces["ptb20.pbtxt"]), "-j", "2"], repeats))
     for name in ("resnet1g.pbtxt", "resnet1g.pb"):
         if name in traces:
             plan.append(("memtrace peak", name, [*memtrace, str(traces[name])], 1))
             plan.append(("memtrace.load (reader alone)", name, [*load, str(traces[name])], 1))
+            if name.endswith(".pbtxt"):
+                plan.append(("memtrace peak -j 2", name, [*memtrace, str(traces[name]), "-j", "2"], 1))
     if "resnet1g.pb" in traces:  # the other analyses at scale (from binary, so that reading counts little)
         big = str(traces["resnet1g.pb"])
         out = traces["resnet1g.pb"].parent

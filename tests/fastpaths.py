@@ -11,9 +11,9 @@ from memtrace.model import Trace
 reader.RAISE_UNEXPECTED = True  # a fast reader crashing is a bug to see, not a fallback to take
 
 
-def fast(path: Path | str) -> Trace | None:
+def fast(path: Path | str, jobs: int = 1) -> Trace | None:
     """The trace as memtrace's own streaming readers produce it; None where they leave it to protobuf."""
-    found = reader._load_fast(str(path), None)
+    found = reader._load_fast(str(path), None, jobs)
     if found is None:
         return None
     builder, source_format, message_name, run_metadata = found
@@ -31,9 +31,9 @@ def same(a: Trace, b: Trace) -> bool:
     return a.same_content(b) and a.source_format == b.source_format and a.graph_source == b.graph_source
 
 
-def check(path: Path, expect_fast: bool | None = True) -> None:
+def check(path: Path, expect_fast: bool | None = True, jobs: int = 1) -> None:
     """The fast reader either steps aside or agrees with protobuf; ``expect_fast`` says which."""
-    got = fast(path)
+    got = fast(path, jobs)
     if expect_fast is not None:
         assert (got is not None) == expect_fast, "fast path taken" if got is not None else "fell back"
     try:

@@ -12,7 +12,7 @@ from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memtrace import textreader
+from memtrace import reader, textreader
 from memtrace._proto import tf_trace_pb2 as pb
 from memtrace.dtypes import DATA_TYPE_NAMES
 
@@ -51,6 +51,100 @@ def test_any_chunk_size_gives_the_same_model(path: Path, chunk_bytes: int, monke
     # Chunks end before a node; small ones make devices, graphs and names span many chunks.
     monkeypatch.setattr(textreader, "CHUNK_BYTES", chunk_bytes)
     check(path)
+
+
+# -- several processes ----------------------------------------------------------------------------
+
+
+def _small_chunks(monkeypatch: pytest.MonkeyPatch, chunk_bytes: int) -> None:
+    """Chunks of about ``chunk_bytes``, the first one too (it is what the reader sniffed the format from)."""
+    monkeypatch.setattr(textreader, "CHUNK_BYTES", chunk_bytes)
+    monkeypatch.setattr(reader, "_SNIFF_BYTES", min(chunk_bytes, reader._SNIFF_BYTES))
+    monkeypatch.setattr(textreader, "_cores", lambda: 4)  # (jobs are capped at the cores: CI may have one)
+
+
+@pytest.mark.parametrize("chunk_bytes", [300, 3000, 50_000])
+@pytest.mark.parametrize("path", [ALEXNET, PTB, WHILE_RNN], ids=lambda p: p.name)
+def test_several_processes_give_the_same_model(path: Path, chunk_bytes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks read apart, each from the state its start implies, merged in order: the same model."""
+    _small_chunks(monkeypatch, chunk_bytes)
+    merged: list[int] = []
+    monkeypatch.setattr(textreader, "_merge", lambda read, state, builder, merge=textreader._merge: (
+        merged.append(len(read.recorded.blocks)), merge(read, state, builder))[1])
+    check(path, jobs=2)
+    assert len(merged) >= 3 and sum(merged) > 0
+
+
+@pytest.mark.parametrize("path", sorted(TINY.glob("*.pbtxt")), ids=lambda p: p.name)
+def test_several_processes_read_hand_written_traces_identically(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _small_chunks(monkeypatch, 100)
+    check(path, expect_fast=None, jobs=2)
+    assert (fast(path, jobs=2) is None) == (fast(path) is None)
+
+
+def test_a_device_named_after_its_nodes_in_a_later_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The name of the device a chunk inherits, and a second name for it, are judged across chunks."""
+    _small_chunks(monkeypatch, 100)
+    node = '  node_stats {\n    node_name: "n%d"\n    all_start_micros: %d\n  }\n'
+    nodes = "".join(node % (i, 10 + i) for i in range(8))
+    path = tmp_path / "late.pbtxt"
+    path.write_text("dev_stats {\n" + nodes + '  device: "/cpu:0"\n}\ndev_stats {\n' + nodes + '  device: "/gpu:0"\n}\n')
+    check(path, jobs=2)
+    assert list(fast(path, jobs=2).devices.name) == ["/cpu:0", "/gpu:0"]  # type: ignore[union-attr]
+    path.write_text("dev_stats {\n" + '  device: "/cpu:0"\n' + nodes + '  device: "/cpu:1"\n}\n')
+    check(path, expect_fast=False, jobs=2)  # named twice: protobuf keeps the last, the fast readers step aside
+
+
+def test_a_chunk_whose_assumed_start_is_wrong_is_left_to_protobuf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node line at node depth where the text is not inside a device: the merge sees it and steps aside."""
+    _small_chunks(monkeypatch, 60)
+    path = tmp_path / "odd.pbtxt"
+    path.write_text("dev_stats {\n  node_stats {\n    node_name: \"a\"\n  }\n}\n"
+                    "# the next line sits at node depth, outside any device\n  node_stats {\n  }\n")
+    check(path, expect_fast=False, jobs=2)
+
+
+def _die(*_: object) -> None:
+    import os
+
+    os._exit(3)  # a worker killed mid-chunk (out of memory, say)
+
+
+def test_chunks_a_broken_pool_leaves_are_read_in_the_main_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    _small_chunks(monkeypatch, 50_000)
+    monkeypatch.setattr(textreader, "_read_apart", _die)
+    here: list[int] = []
+    monkeypatch.setattr(textreader, "read_chunk", lambda chunk, state, builder, read=textreader.read_chunk: (
+        here.append(len(chunk)), read(chunk, state, builder))[1])
+    check(PTB, jobs=2)
+    assert len(here) > 3 and sum(here) == PTB.stat().st_size
+
+
+def test_jobs_are_at_most_one_a_core_and_one_chunk_needs_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(textreader, "_read_in_parallel", lambda *a, read=textreader._read_in_parallel: (
+        calls.append(a[-1]), read(*a))[1])
+    monkeypatch.setattr(textreader, "_cores", lambda: 3)
+    monkeypatch.setattr(textreader, "CHUNK_BYTES", 50_000)
+    assert fast(PTB, jobs=8) is not None and calls == [3]
+    assert fast(ALEXNET, jobs=8) is not None and calls == [3]  # 174 KB: one chunk, read here
+
+
+def test_the_command_reads_with_several_processes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from memtrace.cli import main
+
+    _small_chunks(monkeypatch, 50_000)
+    calls: list[int] = []
+    monkeypatch.setattr(textreader, "_read_in_parallel", lambda *a, read=textreader._read_in_parallel: (
+        calls.append(a[-1]), read(*a))[1])
+    assert main(["peak", str(PTB), "--json", "-j", "2"]) == 0
+    parallel = capsys.readouterr().out
+    assert calls == [2]
+    assert main(["peak", str(PTB), "--json"]) == 0
+    assert capsys.readouterr().out == parallel and calls == [2]
+    assert main(["peak", str(PTB), "-j", "0"]) == 2
+    assert "must be at least 1" in capsys.readouterr().err
 
 
 def test_seed_repeated_is_one_valid_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -347,3 +441,31 @@ def test_damaged_text_is_read_identically_or_left_to_protobuf(edits: list[tuple[
 
 def test_the_whole_alexnet_text_without_protobuf_imports_reads_fast() -> None:
     assert fast(ALEXNET) is not None
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(edits=st.lists(st.tuples(st.integers(0, len(_VALID) - 1), st.integers(0, 3), st.binary(max_size=3)), min_size=1, max_size=3),
+       chunk_bytes=st.integers(20, 200))
+def test_damaged_text_in_several_processes_is_read_identically_or_left_to_protobuf(
+        edits: list[tuple[int, int, bytes]], chunk_bytes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _small_chunks(monkeypatch, chunk_bytes)
+    data = bytearray(_VALID * 3)
+    for at, remove, insert in edits:
+        data[at:at + remove] = insert
+    path = tmp_path / "d.pbtxt"
+    path.write_bytes(bytes(data))
+    check(path, expect_fast=None, jobs=2)
+    one, several = fast(path), fast(path, jobs=2)
+    assert (one is None) == (several is None) and (one is None or one.same_content(several))  # type: ignore[arg-type]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(message=step_stats(), chunk_bytes=st.integers(20, 400))
+def test_generated_traces_in_several_processes_read_identically(message: pb.StepStats, chunk_bytes: int, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    if not message.dev_stats:
+        return
+    _small_chunks(monkeypatch, chunk_bytes)
+    path = tmp_path / "g.pbtxt"
+    path.write_text(text_format.MessageToString(message), encoding="utf-8")
+    check(path, jobs=2)

@@ -22,6 +22,13 @@ def add_trace_options(parser: argparse.ArgumentParser) -> None:
     """The trace to read and the optional separate GraphDef, shared by every command."""
     parser.add_argument("trace", metavar="TRACE", help="RunMetadata or StepStats: text or binary, optionally gzip")
     parser.add_argument("--graph", metavar="FILE", help="a GraphDef (text or binary) to take op types and inputs from")
+    add_jobs_option(parser)
+
+
+def add_jobs_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-j", "--jobs", type=positive_int, default=1, metavar="N",
+                        help="read a text trace with N processes (default 1; at most one a core): faster on "
+                        "large traces, at some tens of MB of memory per process")
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import add_allocator_option, add_output_options, positive_int, write_report
+from . import add_allocator_option, add_jobs_option, add_output_options, positive_int, write_report
 
 
 def register(subparsers: Any) -> None:
@@ -19,6 +19,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("base", metavar="BASE", help="the earlier trace: RunMetadata or StepStats, text or binary, optionally gzip")
     parser.add_argument("new", metavar="NEW", help="the later trace")
+    add_jobs_option(parser)
     add_allocator_option(parser)
     parser.add_argument("--max-increase", metavar="PERCENT",
                         help="exit 1 when any allocator's peak grew by more than PERCENT of its base peak (e.g. 5%%); "
