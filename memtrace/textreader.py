@@ -19,23 +19,17 @@ graphs) are cut out as text and handed to protobuf on their own.
 from __future__ import annotations
 
 import codecs
-import collections
 import itertools
-import os
 import re
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Protocol
+from typing import IO, Protocol
 
 import numpy as np
 
 from .builder import NodeBlock, TraceBuilder, release_memory
 from .dtypes import DATA_TYPE_NUMBERS
 from .model import IntArray
-
-if TYPE_CHECKING:
-    import concurrent.futures
 
 CHUNK_BYTES = 4 << 20
 _TRIM_EVERY = 8  # chunks between giving freed memory back to the system (see builder.release_memory)
@@ -336,7 +330,7 @@ def _decode_escaped(raw: bytes) -> str:
 
 
 @dataclass
-class _Open:
+class OpenMessage:
     """A message still open where a chunk ends (its close comes in a later chunk)."""
 
     kind: int
@@ -349,7 +343,7 @@ class TextState:
     """What one chunk leaves to the next, and what the whole read collects."""
 
     root: int
-    stack: list[_Open] = field(default_factory=list)
+    stack: list[OpenMessage] = field(default_factory=list)
     named_devices: set[int] = field(default_factory=set)
     delegated: list[bytes] = field(default_factory=list)  # complete top-level RunMetadata fields, as text
     step_stats_seen: bool = False
@@ -497,6 +491,15 @@ def _classify(padded: bytes, state: TextState) -> _Chunk | None:
                   value_start)
 
 
+class NodeSink(Protocol):
+    """What reading a chunk tells the builder (a :class:`~memtrace.builder.TraceBuilder`, or in a
+    worker process a :class:`_Recorder`)."""
+
+    def add_device_stats(self) -> int: ...
+    def set_device_name(self, ordinal: int, name: str) -> None: ...
+    def add_nodes(self, block: NodeBlock) -> None: ...
+
+
 def read_chunk(buffer: bytes, state: TextState, builder: NodeSink) -> None:
     """Read complete lines: ``buffer`` ends with a newline, and no node spans two chunks."""
     chunk = _classify(bytes(_PAD) + buffer + bytes(_PAD), state)
@@ -527,7 +530,7 @@ def _close_and_carry(chunk: _Chunk, state: TextState, dev_rows: IntArray, dev_or
             state.delegated.append(b"".join([*region, chunk.padded[region_start:int(chunk.ends[row]) + 1]]))
             region = None
 
-    stack: list[_Open] = []
+    stack: list[OpenMessage] = []
     depth = len(state.stack) + int(is_open.sum()) - int(is_close.sum())
     braces = np.flatnonzero(is_open | is_close)
     for lvl in range(depth):
@@ -538,7 +541,7 @@ def _close_and_carry(chunk: _Chunk, state: TextState, dev_rows: IntArray, dev_or
         row = int(at_level[-1])
         if not is_open[row]:
             raise Unrecognised("inconsistent nesting")
-        entry = _Open(int(kind[row]))
+        entry = OpenMessage(int(kind[row]))
         if entry.kind == DEV:
             entry.ordinal = int(dev_ordinals[np.searchsorted(dev_rows, row)])
         stack.append(entry)
@@ -775,29 +778,27 @@ def read(stream: IO[bytes], head: bytes, root: str, builder: TraceBuilder,
 
     The delegated fields are the texts of top-level RunMetadata fields other than ``step_stats``
     (graphs), each a complete RunMetadata text with one field, for protobuf to parse. With
-    ``jobs`` over 1, that many processes read the chunks (see :func:`_read_in_parallel`).
+    ``jobs`` over 1, that many processes read the chunks (see :mod:`memtrace.textjobs`).
     """
     state = TextState(ROOTS[root])
     chunks = _chunks(stream, head, state.root, chunk_bytes or CHUNK_BYTES)
-    jobs = min(jobs, _cores())
+    if jobs > 1:
+        from . import textjobs
+
+        jobs = min(jobs, textjobs.cores())
     if jobs > 1:  # and more than one chunk: else the processes would only cost their start
         first = [chunk for chunk in (next(chunks, None), next(chunks, None)) if chunk is not None]
         chunks = itertools.chain(first, chunks)
         jobs = jobs if len(first) > 1 else 1
     if jobs > 1:
-        _read_in_parallel(chunks, state, builder, on_chunk, jobs)
+        textjobs.read_in_parallel(chunks, state, builder, on_chunk, jobs)
     else:
         for count, (chunk, _) in enumerate(chunks, 1):
             read_chunk(chunk, state, builder)
-            _after_chunk(count, on_chunk)
+            after_chunk(count, on_chunk)
     if state.stack:
         raise Unrecognised("the text ends inside a message")
     return state.delegated
-
-
-def _cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _chunks(stream: IO[bytes], head: bytes, root: int, chunk_bytes: int) -> Iterator[tuple[bytes, bool]]:
@@ -821,168 +822,12 @@ def _chunks(stream: IO[bytes], head: bytes, root: int, chunk_bytes: int) -> Iter
         yield (pending if pending.endswith(b"\n") else pending + b"\n"), at_node
 
 
-def _after_chunk(count: int, on_chunk: Callable[[], None] | None) -> None:
+def after_chunk(count: int, on_chunk: Callable[[], None] | None) -> None:
+    """After each chunk: now and then give freed memory back, and report progress."""
     if count % _TRIM_EVERY == 0:
         release_memory()
     if on_chunk is not None:
         on_chunk()
-
-
-# -- reading chunks in several processes ----------------------------------------------------------
-
-
-class NodeSink(Protocol):
-    """What reading a chunk tells the builder (a :class:`~memtrace.builder.TraceBuilder`, or in a
-    worker process a :class:`_Recorder`)."""
-
-    def add_device_stats(self) -> int: ...
-    def set_device_name(self, ordinal: int, name: str) -> None: ...
-    def add_nodes(self, block: NodeBlock) -> None: ...
-
-
-class _Recorder:
-    """Stands in for the builder in a worker: numbers devices from ``first_ordinal``, keeps the rest.
-
-    A chunk's reading opens its devices, then names them, then adds its nodes (see
-    :func:`read_chunk`), so that order is all there is to keep.
-    """
-
-    def __init__(self, first_ordinal: int):
-        self.first_ordinal = first_ordinal
-        self.devices = 0
-        self.names: list[tuple[int, str]] = []
-        self.blocks: list[NodeBlock] = []
-
-    def add_device_stats(self) -> int:
-        self.devices += 1
-        return self.first_ordinal + self.devices - 1
-
-    def set_device_name(self, ordinal: int, name: str) -> None:
-        self.names.append((ordinal, name))
-
-    def add_nodes(self, block: NodeBlock) -> None:
-        self.blocks.append(block)
-
-
-@dataclass
-class _ChunkRead:
-    """What a worker made of one chunk, for the main process to check and hand to the builder."""
-
-    start: list[tuple[int, int]]  # (kind, ordinal) of the messages assumed open where it begins
-    recorded: _Recorder  # what it told its builder
-    state: TextState  # what it leaves: the messages still open, delegated fields, step_stats seen
-
-
-def _device_opens(chunk: bytes, root: int) -> int:
-    """How many devices the chunk opens, counted from its lines (the worker's reading confirms it)."""
-    line = b"dev_stats {\n" if root == SS else b"  dev_stats {\n"
-    return chunk.count(b"\n" + line) + chunk.startswith(line)
-
-
-def _read_apart(chunk: bytes, root: int, at_node: bool, first_ordinal: int) -> _ChunkRead:
-    """Read one chunk on its own, assuming what is open where it begins (checked when merged)."""
-    kinds = ([SS] if root == RM else []) + [DEV] if at_node else []
-    state = TextState(root, stack=[_Open(kind) for kind in kinds])
-    if at_node:
-        state.stack[-1].ordinal = first_ordinal - 1  # the device the previous chunk left open
-    start = [(entry.kind, entry.ordinal) for entry in state.stack]
-    recorder = _Recorder(first_ordinal)
-    read_chunk(chunk, state, recorder)
-    return _ChunkRead(start, recorder, state)
-
-
-def _read_in_parallel(chunks: Iterator[tuple[bytes, bool]], state: TextState, builder: TraceBuilder,
-                      on_chunk: Callable[[], None] | None, jobs: int) -> None:
-    """Read chunks in ``jobs`` processes, each against the state its start implies; merge in order.
-
-    A chunk cut before a node begins inside the device the previous chunk left open (whose
-    ordinal follows from counting device lines), one cut after a top-level message at the top
-    level. The merge checks each assumption against the state the previous chunks really left,
-    and replays each chunk's builder calls in order; so the model is the one a reading in one
-    process makes, and anything that does not fit is Unrecognised, as there.
-    """
-    import concurrent.futures
-    import multiprocessing
-
-    # Fork where it is the platform's way (Linux): nothing to import again, and no need to find
-    # the parent's main module; elsewhere spawn.
-    method = "fork" if sys.platform.startswith("linux") else "spawn"
-    context = multiprocessing.get_context(method)
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start) as pool:
-        try:
-            reads: collections.deque[tuple[concurrent.futures.Future[_ChunkRead] | None, bytes]] = collections.deque()
-            ordinal = merged = 0
-            for chunk, at_node in chunks:
-                reads.append((_submit(pool, chunk, state.root, at_node, ordinal), chunk))
-                ordinal += _device_opens(chunk, state.root)
-                while len(reads) > 2 * jobs or (reads and (reads[0][0] is None or reads[0][0].done())):
-                    merged += 1
-                    _merge_or_read(*reads.popleft(), state, builder)
-                    _after_chunk(merged, on_chunk)
-            while reads:
-                merged += 1
-                _merge_or_read(*reads.popleft(), state, builder)
-                _after_chunk(merged, on_chunk)
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-
-
-def _submit(pool: concurrent.futures.Executor, chunk: bytes, root: int, at_node: bool,
-            ordinal: int) -> concurrent.futures.Future[_ChunkRead] | None:
-    """The chunk's reading in a worker; None where the pool is broken (a worker died)."""
-    from concurrent.futures import BrokenExecutor
-
-    try:
-        return pool.submit(_read_apart, chunk, root, at_node, ordinal)
-    except BrokenExecutor:
-        return None
-
-
-def _merge_or_read(read: concurrent.futures.Future[_ChunkRead] | None, chunk: bytes, state: TextState,
-                   builder: TraceBuilder) -> None:
-    """Merge a worker's reading of ``chunk``; where no worker could read it (a process that
-    died, not a chunk it did not recognise), read it here, as in one process."""
-    from concurrent.futures import BrokenExecutor
-
-    try:
-        result = read.result() if read is not None else None
-    except BrokenExecutor:
-        result = None
-    if result is None:
-        read_chunk(chunk, state, builder)
-    else:
-        _merge(result, state, builder)
-
-
-def _worker_start() -> None:
-    """In a worker: leave Ctrl-C to the main process, which stops the pool and says so in one line."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _merge(read: _ChunkRead, state: TextState, builder: TraceBuilder) -> None:
-    """Check a chunk's assumptions against ``state``, hand its calls to ``builder``, move ``state`` on."""
-    if [(entry.kind, entry.ordinal) for entry in state.stack] != read.start:
-        raise Unrecognised("a chunk that does not begin where the previous one ended")
-    recorded = read.recorded
-    for ordinal in range(recorded.first_ordinal, recorded.first_ordinal + recorded.devices):
-        if builder.add_device_stats() != ordinal:
-            raise Unrecognised("device lines counted other than read")
-    for ordinal, name in recorded.names:
-        if ordinal in state.named_devices:
-            raise Unrecognised("a device named twice")
-        state.named_devices.add(ordinal)
-        builder.set_device_name(ordinal, name)
-    for block in recorded.blocks:
-        builder.add_nodes(block)
-    after = read.state
-    if after.step_stats_seen and state.step_stats_seen:
-        raise Unrecognised("step_stats given twice")
-    state.step_stats_seen |= after.step_stats_seen
-    state.delegated.extend(after.delegated)
-    state.stack = after.stack
 
 
 def sniff_text(head: bytes, complete: bool) -> str | None:

@@ -12,7 +12,7 @@ from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memtrace import reader, textreader
+from memtrace import reader, textjobs, textreader
 from memtrace._proto import tf_trace_pb2 as pb
 from memtrace.dtypes import DATA_TYPE_NAMES
 
@@ -60,7 +60,7 @@ def _small_chunks(monkeypatch: pytest.MonkeyPatch, chunk_bytes: int) -> None:
     """Chunks of about ``chunk_bytes``, the first one too (it is what the reader sniffed the format from)."""
     monkeypatch.setattr(textreader, "CHUNK_BYTES", chunk_bytes)
     monkeypatch.setattr(reader, "_SNIFF_BYTES", min(chunk_bytes, reader._SNIFF_BYTES))
-    monkeypatch.setattr(textreader, "_cores", lambda: 4)  # (jobs are capped at the cores: CI may have one)
+    monkeypatch.setattr(textjobs, "cores", lambda: 4)  # (jobs are capped at the cores: CI may have one)
 
 
 @pytest.mark.parametrize("chunk_bytes", [300, 3000, 50_000])
@@ -69,7 +69,7 @@ def test_several_processes_give_the_same_model(path: Path, chunk_bytes: int, mon
     """Chunks read apart, each from the state its start implies, merged in order: the same model."""
     _small_chunks(monkeypatch, chunk_bytes)
     merged: list[int] = []
-    monkeypatch.setattr(textreader, "_merge", lambda read, state, builder, merge=textreader._merge: (
+    monkeypatch.setattr(textjobs, "_merge", lambda read, state, builder, merge=textjobs._merge: (
         merged.append(len(read.recorded.blocks)), merge(read, state, builder))[1])
     check(path, jobs=2)
     assert len(merged) >= 3 and sum(merged) > 0
@@ -112,9 +112,9 @@ def _die(*_: object) -> None:
 
 def test_chunks_a_broken_pool_leaves_are_read_in_the_main_process(monkeypatch: pytest.MonkeyPatch) -> None:
     _small_chunks(monkeypatch, 50_000)
-    monkeypatch.setattr(textreader, "_read_apart", _die)
+    monkeypatch.setattr(textjobs, "_read_apart", _die)
     here: list[int] = []
-    monkeypatch.setattr(textreader, "read_chunk", lambda chunk, state, builder, read=textreader.read_chunk: (
+    monkeypatch.setattr(textjobs, "read_chunk", lambda chunk, state, builder, read=textjobs.read_chunk: (
         here.append(len(chunk)), read(chunk, state, builder))[1])
     check(PTB, jobs=2)
     assert len(here) > 3 and sum(here) == PTB.stat().st_size
@@ -122,9 +122,9 @@ def test_chunks_a_broken_pool_leaves_are_read_in_the_main_process(monkeypatch: p
 
 def test_jobs_are_at_most_one_a_core_and_one_chunk_needs_none(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
-    monkeypatch.setattr(textreader, "_read_in_parallel", lambda *a, read=textreader._read_in_parallel: (
+    monkeypatch.setattr(textjobs, "read_in_parallel", lambda *a, read=textjobs.read_in_parallel: (
         calls.append(a[-1]), read(*a))[1])
-    monkeypatch.setattr(textreader, "_cores", lambda: 3)
+    monkeypatch.setattr(textjobs, "cores", lambda: 3)
     monkeypatch.setattr(textreader, "CHUNK_BYTES", 50_000)
     assert fast(PTB, jobs=8) is not None and calls == [3]
     assert fast(ALEXNET, jobs=8) is not None and calls == [3]  # 174 KB: one chunk, read here
@@ -136,7 +136,7 @@ def test_the_command_reads_with_several_processes(tmp_path: Path, monkeypatch: p
 
     _small_chunks(monkeypatch, 50_000)
     calls: list[int] = []
-    monkeypatch.setattr(textreader, "_read_in_parallel", lambda *a, read=textreader._read_in_parallel: (
+    monkeypatch.setattr(textjobs, "read_in_parallel", lambda *a, read=textjobs.read_in_parallel: (
         calls.append(a[-1]), read(*a))[1])
     assert main(["peak", str(PTB), "--json", "-j", "2"]) == 0
     parallel = capsys.readouterr().out
