@@ -27,8 +27,8 @@ def load(path: Any, graph: Any = None, progress: Any = None, jobs: int | None = 
     """Read a trace file (and optionally a separate GraphDef) into a :class:`Trace`.
 
     ``progress(bytes_read, file_bytes)``, when given, is called as the file is read. ``jobs``
-    processes read a text trace (default 1): faster on a large trace with as many cores, at
-    some tens of MB of memory per process.
+    processes read the trace (default 1): faster on a large trace with as many cores, at some
+    tens of MB of memory per process.
     """
     from .reader import load as _load
 

@@ -21,13 +21,17 @@ from __future__ import annotations
 import codecs
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO
+from types import TracebackType
+from typing import IO, TYPE_CHECKING, final
 
 import numpy as np
 
 from .builder import NodeBlock, TraceBuilder
 from .model import IntArray
 from .textreader import Unrecognised
+
+if TYPE_CHECKING:
+    from .jobs import InOrder
 
 _U64 = np.uint64
 _HIGHS = _U64(0x8080808080808080)
@@ -433,21 +437,23 @@ def looks_like_device(name: str) -> bool:
 
 
 def read(stream: IO[bytes], builder: TraceBuilder, on_block: Callable[[int], None] | None = None,
-         head: bytes = b"") -> tuple[str, bytes | None]:
+         head: bytes = b"", jobs: int = 1) -> tuple[str, bytes | None]:
     """Decode a binary StepStats or RunMetadata from ``stream`` into ``builder``.
 
     ``head`` is the message's first bytes, already read from the stream. Returns the message
     name and, for a RunMetadata, its other top-level fields as bytes (a RunMetadata without
     ``step_stats``) for upb to parse the graphs from. ``on_block(offset)`` is called after each
-    block of nodes, with the offset in the message read up to.
+    block of nodes, with the offset in the message read up to. With ``jobs`` over 1, that many
+    processes decode the blocks after the first (see :mod:`memtrace.jobs`).
     """
     window = _Window(stream, head)
-    block = _Block(window, builder, on_block)
-    try:
-        message, rest = _read_message(window, block, builder)
-    except IndexError:
-        raise Unrecognised("a truncated message") from None
-    block.flush()
+    with _Block(window, builder, on_block, jobs) as block:
+        try:
+            message, rest = _read_message(window, block, builder)
+        except IndexError:
+            raise Unrecognised("a truncated message") from None
+        block.flush()
+        block.finish()
     return message, rest
 
 
@@ -545,20 +551,26 @@ def _check_utf8(data: bytes, complete: bool) -> None:
     codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
 
 
+@final
 class _Block:
     """Nodes (and thread names) of at most about ``BLOCK_BYTES`` of the data, decoded together.
 
     Each block is copied out of the window (padded, so that every byte can start an eight-byte
     word) and decoded at once; so the temporaries stay a few times the block, whatever the
-    message's size.
+    message's size. With ``jobs`` over 1, blocks after the first are decoded in that many
+    processes while the walk goes on, and handed to the builder in order.
     """
 
-    def __init__(self, window: _Window, builder: TraceBuilder, on_block: Callable[[int], None] | None = None):
+    def __init__(self, window: _Window, builder: TraceBuilder, on_block: Callable[[int], None] | None = None,
+                 jobs: int = 1):
         self.window, self.builder, self.on_block = window, builder, on_block
         self.starts: list[int] = []  # node spans
         self.ends: list[int] = []
         self.devices: list[tuple[int, int]] = []  # (first node, device ordinal) of each device in the block
         self.thread_spans: list[tuple[int, int]] = []
+        self.jobs = jobs
+        self.flushed = 0
+        self.pool: InOrder[NodeBlock | None] | None = None
 
     def open_device(self, ordinal: int) -> None:
         self.devices.append((len(self.starts), ordinal))
@@ -579,26 +591,56 @@ class _Block:
         thread_spans = np.array(threads, dtype=np.int64).reshape(-1, 2).T
         lo = int(min(node_spans[0].min(initial=1 << 62), thread_spans[0].min(initial=1 << 62)))
         hi = int(max(node_spans[1].max(initial=0), thread_spans[1].max(initial=0)))
-        padded = _Padded(self.window.bytes(lo, hi, lo, pad=_PAD))
-        if threads:
-            thread_names = _Messages(padded, _THREAD_NAME, thread_spans[0] - lo, thread_spans[1] - lo,
-                                     np.zeros(len(threads), np.int64))
-            thread_names.rows(1)
-            _strings(padded.bytes, thread_names.fields, thread_names.rows(2))
-        if starts:
-            firsts = [first for first, _ in self.devices]
-            counts = [after - first for first, after in zip(firsts, [*firsts[1:], len(starts)])]
-            devices = np.repeat(np.array([ordinal for _, ordinal in self.devices], dtype=np.int64), counts)
-            messages = _Messages(padded, _NODE, node_spans[0] - lo, node_spans[1] - lo, devices)
-            self.builder.add_nodes(_node_block(padded, messages))
+        firsts = [first for first, _ in self.devices]
+        counts = [after - first for first, after in zip(firsts, [*firsts[1:], len(starts)])]
+        devices = np.repeat(np.array([ordinal for _, ordinal in self.devices], dtype=np.int64), counts)
+        arguments = (self.window.bytes(lo, hi, lo, pad=_PAD), node_spans - lo, thread_spans - lo, devices)
+        self.flushed += 1
+        if self.jobs > 1 and self.flushed == 2:  # a second block: worth starting the processes
+            from .jobs import InOrder, cores
+
+            self.jobs = min(self.jobs, cores())
+            self.pool = InOrder(_decode_block, self.jobs) if self.jobs > 1 else None
+        if self.pool is not None:
+            self.pool.submit(arguments, lambda nodes: self._done(nodes, hi))
+        else:
+            self._done(_decode_block(*arguments), hi)
         starts.clear()
         ends.clear()
         threads.clear()
         self.devices = self.devices[-1:]
         if self.devices:
             self.devices[0] = (0, self.devices[0][1])  # the device being read goes on in the next block
+
+    def _done(self, nodes: NodeBlock | None, hi: int) -> None:
+        if nodes is not None:
+            self.builder.add_nodes(nodes)
         if self.on_block is not None:
             self.on_block(hi)
+
+    def finish(self) -> None:
+        """Wait for the blocks still being decoded."""
+        if self.pool is not None:
+            self.pool.finish()
+
+    def __enter__(self) -> _Block:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        if self.pool is not None:  # (on an error, the blocks still being decoded are dropped)
+            self.pool.__exit__(kind, error, trace)
+
+
+def _decode_block(data: bytes, node_spans: IntArray, thread_spans: IntArray, devices: IntArray) -> NodeBlock | None:
+    """One block's nodes (``[start, end)`` of each, in padded ``data``), checking its thread names."""
+    padded = _Padded(data)
+    if thread_spans.shape[1]:
+        thread_names = _Messages(padded, _THREAD_NAME, thread_spans[0], thread_spans[1], np.zeros(thread_spans.shape[1], np.int64))
+        thread_names.rows(1)
+        _strings(padded.bytes, thread_names.fields, thread_names.rows(2))
+    if not node_spans.shape[1]:
+        return None
+    return _node_block(padded, _Messages(padded, _NODE, node_spans[0], node_spans[1], devices))
 
 
 def _node_block(padded: _Padded, nodes: _Messages) -> NodeBlock:

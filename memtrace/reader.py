@@ -50,7 +50,7 @@ def load(
 
     ``progress(bytes_read, file_bytes)``, when given, is called as the file is read (bytes of
     the file as stored, so compressed bytes for gzip), the last time with both equal. With
-    ``jobs`` over 1, a text trace is read by that many processes.
+    ``jobs`` over 1, that many processes read a large trace.
     """
     path = os.fspath(path)
     fast = _load_fast(path, progress, jobs)
@@ -130,7 +130,7 @@ def _load_fast(path: str, progress: Progress | None, jobs: int = 1) -> tuple[Tra
                 # Offsets in the message are bytes of the file unless it is compressed.
                 on_block = None if progress is None else (
                     (lambda _: progress(raw.tell(), size)) if compressed else (lambda offset: progress(offset, size)))
-                fast = _load_fast_binary(stream, head, on_block)
+                fast = _load_fast_binary(stream, head, on_block, jobs)
                 if fast is None:
                     return None
                 message_name, builder, run_metadata = fast
@@ -164,13 +164,13 @@ def _load_fast(path: str, progress: Progress | None, jobs: int = 1) -> tuple[Tra
 
 
 def _load_fast_binary(stream: IO[bytes], head: bytes, on_block: Callable[[int], None] | None = None,
-                      ) -> tuple[str, TraceBuilder, Any] | None:
+                      jobs: int = 1) -> tuple[str, TraceBuilder, Any] | None:
     """Decode binary protobuf from ``stream`` (``head`` already read) with memtrace's own reader; None where upb must decide."""
     from . import binreader
 
     builder = TraceBuilder()
     try:
-        message_name, rest = binreader.read(stream, builder, on_block, head)
+        message_name, rest = binreader.read(stream, builder, on_block, head, jobs)
     except binreader.Unrecognised:
         return None
     except Exception:  # as for text: the reference path decides

@@ -12,23 +12,12 @@ builds, and anything that does not fit is :class:`~memtrace.textreader.Unrecogni
 
 from __future__ import annotations
 
-import collections
-import os
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from .builder import NodeBlock, TraceBuilder
+from .jobs import InOrder
 from .textreader import DEV, RM, SS, OpenMessage, TextState, Unrecognised, after_chunk, read_chunk
-
-if TYPE_CHECKING:
-    import concurrent.futures
-
-
-def cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class _Recorder:
@@ -85,65 +74,20 @@ def _read_apart(chunk: bytes, root: int, at_node: bool, first_ordinal: int) -> _
 def read_in_parallel(chunks: Iterator[tuple[bytes, bool]], state: TextState, builder: TraceBuilder,
                      on_chunk: Callable[[], None] | None, jobs: int) -> None:
     """Read ``chunks`` (and whether each begins at a node) in ``jobs`` processes; merge in order into ``builder``."""
-    import concurrent.futures
-    import multiprocessing
+    merged = 0
 
-    # Fork where it is the platform's way (Linux): nothing to import again, and no need to find
-    # the parent's main module; elsewhere spawn.
-    method = "fork" if sys.platform.startswith("linux") else "spawn"
-    context = multiprocessing.get_context(method)
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start) as pool:
-        try:
-            reads: collections.deque[tuple[concurrent.futures.Future[_ChunkRead] | None, bytes]] = collections.deque()
-            ordinal = merged = 0
-            for chunk, at_node in chunks:
-                reads.append((_submit(pool, chunk, state.root, at_node, ordinal), chunk))
-                ordinal += _device_opens(chunk, state.root)
-                while len(reads) > 2 * jobs or (reads and (reads[0][0] is None or reads[0][0].done())):
-                    merged += 1
-                    _merge_or_read(*reads.popleft(), state, builder)
-                    after_chunk(merged, on_chunk)
-            while reads:
-                merged += 1
-                _merge_or_read(*reads.popleft(), state, builder)
-                after_chunk(merged, on_chunk)
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
+    def merge(read: _ChunkRead) -> None:
+        nonlocal merged
+        _merge(read, state, builder)
+        merged += 1
+        after_chunk(merged, on_chunk)
 
-
-def _submit(pool: concurrent.futures.Executor, chunk: bytes, root: int, at_node: bool,
-            ordinal: int) -> concurrent.futures.Future[_ChunkRead] | None:
-    """The chunk's reading in a worker; None where the pool is broken (a worker died)."""
-    from concurrent.futures import BrokenExecutor
-
-    try:
-        return pool.submit(_read_apart, chunk, root, at_node, ordinal)
-    except BrokenExecutor:
-        return None
-
-
-def _merge_or_read(read: concurrent.futures.Future[_ChunkRead] | None, chunk: bytes, state: TextState,
-                   builder: TraceBuilder) -> None:
-    """Merge a worker's reading of ``chunk``; where no worker could read it (a process that
-    died, not a chunk it did not recognise), read it here, as in one process."""
-    from concurrent.futures import BrokenExecutor
-
-    try:
-        result = read.result() if read is not None else None
-    except BrokenExecutor:
-        result = None
-    if result is None:
-        read_chunk(chunk, state, builder)
-    else:
-        _merge(result, state, builder)
-
-
-def _worker_start() -> None:
-    """In a worker: leave Ctrl-C to the main process, which stops the pool and says so in one line."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with InOrder(_read_apart, jobs) as pool:
+        ordinal = 0
+        for chunk, at_node in chunks:
+            pool.submit((chunk, state.root, at_node, ordinal), merge)
+            ordinal += _device_opens(chunk, state.root)
+        pool.finish()
 
 
 def _merge(read: _ChunkRead, state: TextState, builder: TraceBuilder) -> None:

@@ -783,15 +783,17 @@ def read(stream: IO[bytes], head: bytes, root: str, builder: TraceBuilder,
     state = TextState(ROOTS[root])
     chunks = _chunks(stream, head, state.root, chunk_bytes or CHUNK_BYTES)
     if jobs > 1:
-        from . import textjobs
+        from .jobs import cores
 
-        jobs = min(jobs, textjobs.cores())
+        jobs = min(jobs, cores())
     if jobs > 1:  # and more than one chunk: else the processes would only cost their start
         first = [chunk for chunk in (next(chunks, None), next(chunks, None)) if chunk is not None]
         chunks = itertools.chain(first, chunks)
         jobs = jobs if len(first) > 1 else 1
     if jobs > 1:
-        textjobs.read_in_parallel(chunks, state, builder, on_chunk, jobs)
+        from .textjobs import read_in_parallel
+
+        read_in_parallel(chunks, state, builder, on_chunk, jobs)
     else:
         for count, (chunk, _) in enumerate(chunks, 1):
             read_chunk(chunk, state, builder)

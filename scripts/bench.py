@@ -187,8 +187,7 @@ def measure(traces: dict[str, Path], repeats: int, tensorflow: bool) -> list[Run
         if name in traces:
             plan.append(("memtrace peak", name, [*memtrace, str(traces[name])], 1))
             plan.append(("memtrace.load (reader alone)", name, [*load, str(traces[name])], 1))
-            if name.endswith(".pbtxt"):
-                plan.append(("memtrace peak -j 2", name, [*memtrace, str(traces[name]), "-j", "2"], 1))
+            plan.append(("memtrace peak -j 2", name, [*memtrace, str(traces[name]), "-j", "2"], 1))
     if "resnet1g.pb" in traces:  # the other analyses at scale (from binary, so that reading counts little)
         big = str(traces["resnet1g.pb"])
         out = traces["resnet1g.pb"].parent

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memtrace import binreader
+from memtrace import jobs as memtrace_jobs
 from memtrace._proto import tf_trace_pb2 as pb
 
 from .conftest import FIXTURES, PTB, REAL_TRACES
@@ -40,18 +41,21 @@ def test_every_real_trace_serialized_reads_fast_and_identically(path: Path, tmp_
 
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
 @pytest.mark.parametrize("block_bytes", [1, 700, 20_000])
 @pytest.mark.parametrize("name", ["alexnet_train_gpu.pbtxt", "ptb_lstm_train_gpu.pbtxt", "recorded/cpu_while_rnn.pbtxt"])
-def test_small_blocks_give_the_same_model(name: str, block_bytes: int, tmp_path: Path,
+def test_small_blocks_give_the_same_model(name: str, block_bytes: int, jobs: int, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """Blocks cut within devices, between them, and one node at a time, all read as one."""
+    """Blocks cut within devices, between them, and one node at a time, all read as one (in this
+    process, or decoded in two others after the first)."""
     monkeypatch.setattr(binreader, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(memtrace_jobs, "cores", lambda: 4)  # (jobs are capped at the cores: CI may have one)
     flushes = []
     monkeypatch.setattr(binreader._Block, "flush", lambda self, flush=binreader._Block.flush: (
         flushes.append(len(self.starts)), flush(self))[1])
     path = tmp_path / "t.pb"
     path.write_bytes(_message(FIXTURES / name).SerializeToString())
-    check(path)
+    check(path, jobs=jobs)
     nodes = len(fast(FIXTURES / name).nodes)  # type: ignore[union-attr]
     assert sum(flushes) == nodes
     if block_bytes == 1:
@@ -89,6 +93,29 @@ def test_the_window_holds_a_block_or_two_not_the_file(compress: bool, tmp_path: 
     after_head = held[next(i for i, n in enumerate(held) if n != held[0]):]
     assert len(data) > 500_000 and len(after_head) > 10
     assert max(after_head) <= 2 * 20_000 + 2_000  # a block, a read and a node
+
+
+def _die_in_a_worker(*arguments: object) -> object:
+    """A worker killed mid-block (out of memory, say); the same call in the main process decodes."""
+    import multiprocessing
+    import os
+
+    if multiprocessing.parent_process() is not None:
+        os._exit(3)
+    return _DECODE_BLOCK(*arguments)
+
+
+_DECODE_BLOCK = binreader._decode_block
+
+
+def test_blocks_a_dead_worker_leaves_are_decoded_in_the_main_process(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(binreader, "BLOCK_BYTES", 20_000)
+    monkeypatch.setattr(memtrace_jobs, "cores", lambda: 4)
+    monkeypatch.setattr(binreader, "_decode_block", _die_in_a_worker)
+    path = tmp_path / "t.pb"
+    path.write_bytes(_message(PTB).SerializeToString())
+    check(path, jobs=2)
 
 
 def _base() -> pb.StepStats:

@@ -16,6 +16,7 @@ from google.protobuf import text_format
 
 import memtrace
 from memtrace import binreader, textreader
+from memtrace import jobs as memtrace_jobs
 from memtrace._proto import tf_trace_pb2 as pb
 from memtrace.cli import main
 from memtrace.reporters import progress as progress_module
@@ -47,10 +48,13 @@ def test_progress_ends_at_the_stored_size_on_every_path(name: str) -> None:
     assert calls and calls[-1] == (path.stat().st_size, path.stat().st_size)
 
 
-def test_binary_progress_comes_block_by_block(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_binary_progress_comes_block_by_block(jobs: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(binreader, "BLOCK_BYTES", 5_000)
+    monkeypatch.setattr(memtrace_jobs, "cores", lambda: 4)
     path = FIXTURES / "alexnet_train_gpu.pb"
-    calls = _calls(path)
+    calls: list[tuple[int, int]] = []
+    memtrace.load(path, progress=lambda done, total: calls.append((done, total)), jobs=jobs)
     size = path.stat().st_size
     assert len(calls) > 3 and all(total == size for _, total in calls)
     done = [d for d, _ in calls]

@@ -12,7 +12,7 @@ from google.protobuf import text_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memtrace import reader, textjobs, textreader
+from memtrace import jobs, reader, textjobs, textreader
 from memtrace._proto import tf_trace_pb2 as pb
 from memtrace.dtypes import DATA_TYPE_NAMES
 
@@ -60,7 +60,7 @@ def _small_chunks(monkeypatch: pytest.MonkeyPatch, chunk_bytes: int) -> None:
     """Chunks of about ``chunk_bytes``, the first one too (it is what the reader sniffed the format from)."""
     monkeypatch.setattr(textreader, "CHUNK_BYTES", chunk_bytes)
     monkeypatch.setattr(reader, "_SNIFF_BYTES", min(chunk_bytes, reader._SNIFF_BYTES))
-    monkeypatch.setattr(textjobs, "cores", lambda: 4)  # (jobs are capped at the cores: CI may have one)
+    monkeypatch.setattr(jobs, "cores", lambda: 4)  # (jobs are capped at the cores: CI may have one)
 
 
 @pytest.mark.parametrize("chunk_bytes", [300, 3000, 50_000])
@@ -104,15 +104,22 @@ def test_a_chunk_whose_assumed_start_is_wrong_is_left_to_protobuf(tmp_path: Path
     check(path, expect_fast=False, jobs=2)
 
 
-def _die(*_: object) -> None:
+def _die_in_a_worker(*arguments: object) -> object:
+    """A worker killed mid-chunk (out of memory, say); the same call in the main process reads."""
+    import multiprocessing
     import os
 
-    os._exit(3)  # a worker killed mid-chunk (out of memory, say)
+    if multiprocessing.parent_process() is not None:
+        os._exit(3)
+    return _READ_APART(*arguments)
 
 
-def test_chunks_a_broken_pool_leaves_are_read_in_the_main_process(monkeypatch: pytest.MonkeyPatch) -> None:
+_READ_APART = textjobs._read_apart
+
+
+def test_chunks_a_dead_worker_leaves_are_read_in_the_main_process(monkeypatch: pytest.MonkeyPatch) -> None:
     _small_chunks(monkeypatch, 50_000)
-    monkeypatch.setattr(textjobs, "_read_apart", _die)
+    monkeypatch.setattr(textjobs, "_read_apart", _die_in_a_worker)
     here: list[int] = []
     monkeypatch.setattr(textjobs, "read_chunk", lambda chunk, state, builder, read=textjobs.read_chunk: (
         here.append(len(chunk)), read(chunk, state, builder))[1])
@@ -124,7 +131,7 @@ def test_jobs_are_at_most_one_a_core_and_one_chunk_needs_none(monkeypatch: pytes
     calls: list[int] = []
     monkeypatch.setattr(textjobs, "read_in_parallel", lambda *a, read=textjobs.read_in_parallel: (
         calls.append(a[-1]), read(*a))[1])
-    monkeypatch.setattr(textjobs, "cores", lambda: 3)
+    monkeypatch.setattr(jobs, "cores", lambda: 3)
     monkeypatch.setattr(textreader, "CHUNK_BYTES", 50_000)
     assert fast(PTB, jobs=8) is not None and calls == [3]
     assert fast(ALEXNET, jobs=8) is not None and calls == [3]  # 174 KB: one chunk, read here

@@ -27,7 +27,7 @@ def add_trace_options(parser: argparse.ArgumentParser) -> None:
 
 def add_jobs_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-j", "--jobs", type=positive_int, default=1, metavar="N",
-                        help="read a text trace with N processes (default 1; at most one a core): faster on "
+                        help="read the trace with N processes (default 1; at most one a core): faster on "
                         "large traces, at some tens of MB of memory per process")
 
 

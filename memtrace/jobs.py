@@ -1,0 +1,91 @@
+"""Work handed to worker processes, the results taken back in the order it was given.
+
+The readers use this with ``-j N`` (``memtrace.load(path, jobs=N)``): the text reader for its
+chunks (:mod:`memtrace.textjobs`), the binary reader for its blocks of nodes. Workers fork on
+Linux (nothing to import again, no need to find the parent's main module) and spawn elsewhere;
+they leave Ctrl-C to the main process, which stops them all. A call that no worker could run
+(one died: out of memory, say) runs in the main process instead, so a result is never lost,
+only later; an exception the call raises (a chunk it does not recognise) comes back as raised.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    import concurrent.futures
+
+T = TypeVar("T")
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+class InOrder(Generic[T]):
+    """Calls of ``function`` in ``jobs`` processes; each result goes to its ``then``, in call order.
+
+    At most ``2 * jobs`` calls are in flight, so the arguments and results held stay bounded.
+    Use as a context manager; :meth:`finish` waits for the calls still in flight.
+    """
+
+    def __init__(self, function: Callable[..., T], jobs: int):
+        import concurrent.futures
+        import multiprocessing
+
+        context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+        self.function, self.jobs = function, jobs
+        self.pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start)
+        self.calls: collections.deque[tuple[concurrent.futures.Future[T] | None, tuple[Any, ...], Callable[[T], None]]]
+        self.calls = collections.deque()
+
+    def __enter__(self) -> InOrder[T]:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self.pool.shutdown(wait=kind is None, cancel_futures=kind is not None)
+
+    def submit(self, arguments: tuple[Any, ...], then: Callable[[T], None]) -> None:
+        """Hand ``function(*arguments)`` to a worker; its result will go to ``then``."""
+        from concurrent.futures import BrokenExecutor
+
+        try:
+            future: concurrent.futures.Future[T] | None = self.pool.submit(self.function, *arguments)
+        except BrokenExecutor:
+            future = None
+        self.calls.append((future, arguments, then))
+        while len(self.calls) > 2 * self.jobs or (self.calls and self._ready(self.calls[0][0])):
+            self._take()
+
+    def finish(self) -> None:
+        while self.calls:
+            self._take()
+
+    @staticmethod
+    def _ready(future: concurrent.futures.Future[T] | None) -> bool:
+        return future is None or future.done()
+
+    def _take(self) -> None:
+        from concurrent.futures import BrokenExecutor
+
+        future, arguments, then = self.calls.popleft()
+        try:
+            if future is None:
+                raise BrokenExecutor
+            result = future.result()
+        except BrokenExecutor:  # no worker could run it: run it here
+            result = self.function(*arguments)
+        then(result)
+
+
+def _worker_start() -> None:
+    """In a worker: leave Ctrl-C to the main process, which stops the pool and says so in one line."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
