@@ -476,3 +476,22 @@ def test_generated_traces_in_several_processes_read_identically(message: pb.Step
     path = tmp_path / "g.pbtxt"
     path.write_text(text_format.MessageToString(message), encoding="utf-8")
     check(path, jobs=2)
+
+
+def test_several_processes_where_they_are_spawned(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """Spawned workers (macOS, Windows) import the reader afresh rather than inherit it: the same model."""
+    _small_chunks(monkeypatch, 100_000)
+    monkeypatch.setattr(jobs.sys, "platform", "darwin")
+    import multiprocessing
+
+    started: list[str] = []
+    context = multiprocessing.get_context
+    monkeypatch.setattr(multiprocessing, "get_context", lambda method: (started.append(method), context(method))[1])
+    taken: list[bool] = []
+    take = jobs.InOrder._take
+    monkeypatch.setattr(jobs.InOrder, "_take", lambda self: (taken.append(self.calls[0][0] is not None
+                                                                          and self.calls[0][0].exception() is None),
+                                                             take(self))[1])
+    check(PTB, jobs=2)
+    assert started == ["spawn"] and len(taken) > 3 and all(taken)  # every chunk read by a worker
+    assert capfd.readouterr().err == ""
