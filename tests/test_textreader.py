@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import text_format
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memtrace import jobs, reader, textjobs, textreader
@@ -57,9 +57,12 @@ def test_any_chunk_size_gives_the_same_model(path: Path, chunk_bytes: int, monke
 
 
 def _small_chunks(monkeypatch: pytest.MonkeyPatch, chunk_bytes: int) -> None:
-    """Chunks of about ``chunk_bytes``, the first one too (it is what the reader sniffed the format from)."""
+    """Chunks of about ``chunk_bytes``, the first one too: it is what the reader sniffed the format
+    from, so the sniff shrinks with it, for protobuf's reading as much as for the fast one."""
     monkeypatch.setattr(textreader, "CHUNK_BYTES", chunk_bytes)
-    monkeypatch.setattr(reader, "_SNIFF_BYTES", min(chunk_bytes, reader._SNIFF_BYTES))
+    if chunk_bytes < reader._SNIFF_BYTES:
+        monkeypatch.setattr(reader, "_SNIFF_BYTES", chunk_bytes)
+        monkeypatch.setattr(reader, "_SNIFF_CHARS", max(1, chunk_bytes // 4))  # (what those bytes hold at least)
     monkeypatch.setattr(jobs, "cores", lambda: 4)  # (jobs are capped at the cores: CI may have one)
 
 
@@ -453,6 +456,7 @@ def test_the_whole_alexnet_text_without_protobuf_imports_reads_fast() -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(st.tuples(st.integers(0, len(_VALID) - 1), st.integers(0, 3), st.binary(max_size=3)), min_size=1, max_size=3),
        chunk_bytes=st.integers(20, 200))
+@example(edits=[(23, 0, b"\x00")], chunk_bytes=20)  # a NUL just past a sniff that had shrunk alone
 def test_damaged_text_in_several_processes_is_read_identically_or_left_to_protobuf(
         edits: list[tuple[int, int, bytes]], chunk_bytes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _small_chunks(monkeypatch, chunk_bytes)
