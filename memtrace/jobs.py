@@ -4,8 +4,9 @@ The readers use this with ``-j N`` (``memtrace.load(path, jobs=N)``): the text r
 chunks (:mod:`memtrace.textjobs`), the binary reader for its blocks of nodes. Workers fork on
 Linux (nothing to import again, no need to find the parent's main module) and spawn elsewhere;
 they leave Ctrl-C to the main process, which stops them all. A call that no worker could run
-(one died: out of memory, say) runs in the main process instead, so a result is never lost,
-only later; an exception the call raises (a chunk it does not recognise) comes back as raised.
+(one died: out of memory, say; or none could start) runs in the main process instead, so a
+result is never lost, only later; an exception the call raises (a chunk it does not recognise)
+comes back as raised.
 """
 
 from __future__ import annotations
@@ -41,7 +42,11 @@ class InOrder(Generic[T]):
 
         context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
         self.function, self.jobs = function, jobs
-        self.pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start)
+        self.pool: concurrent.futures.ProcessPoolExecutor | None
+        try:
+            self.pool = concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start)
+        except (OSError, NotImplementedError, ValueError):  # no processes here (no /dev/shm, say): all in this one
+            self.pool = None
         self.calls: collections.deque[tuple[concurrent.futures.Future[T] | None, tuple[Any, ...], Callable[[T], None]]]
         self.calls = collections.deque()
 
@@ -49,15 +54,18 @@ class InOrder(Generic[T]):
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
-        self.pool.shutdown(wait=kind is None, cancel_futures=kind is not None)
+        if self.pool is not None:
+            self.pool.shutdown(wait=kind is None, cancel_futures=kind is not None)
 
     def submit(self, arguments: tuple[Any, ...], then: Callable[[T], None]) -> None:
         """Hand ``function(*arguments)`` to a worker; its result will go to ``then``."""
         from concurrent.futures import BrokenExecutor
 
         try:
-            future: concurrent.futures.Future[T] | None = self.pool.submit(self.function, *arguments)
-        except BrokenExecutor:
+            future: concurrent.futures.Future[T] | None = None
+            if self.pool is not None:
+                future = self.pool.submit(self.function, *arguments)
+        except (BrokenExecutor, OSError):  # (a worker that died, or one that could not start)
             future = None
         self.calls.append((future, arguments, then))
         while len(self.calls) > 2 * self.jobs or (self.calls and self._ready(self.calls[0][0])):

@@ -499,3 +499,19 @@ def test_several_processes_where_they_are_spawned(monkeypatch: pytest.MonkeyPatc
     check(PTB, jobs=2)
     assert started == ["spawn"] and len(taken) > 3 and all(taken)  # every chunk read by a worker
     assert capfd.readouterr().err == ""
+
+
+def test_where_no_process_can_start_the_chunks_are_read_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No /dev/shm (AWS Lambda, some sandboxes): the pool cannot be made, and one process reads."""
+    import concurrent.futures
+
+    def no_pool(*_: object, **__: object) -> None:
+        raise OSError(38, "Function not implemented")
+
+    _small_chunks(monkeypatch, 50_000)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_pool)
+    merged: list[int] = []
+    monkeypatch.setattr(textjobs, "_merge", lambda read, state, builder, merge=textjobs._merge: (
+        merged.append(1), merge(read, state, builder))[1])
+    check(PTB, jobs=2)
+    assert len(merged) > 3  # every chunk read here, and merged as a worker's would be
