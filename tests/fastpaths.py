@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from memtrace import reader
@@ -43,3 +44,22 @@ def check(path: Path, expect_fast: bool | None = True, jobs: int = 1) -> None:
         return
     if got is not None:
         assert same(got, expected)
+
+
+class DiesInAWorker:
+    """Stands in for ``function`` where worker processes call it: a worker that calls it dies (out
+    of memory, say); the main process calling it gets ``function``'s result."""
+
+    def __init__(self, function: Callable[..., object]):
+        self.function = function
+
+    def __getstate__(self) -> dict[str, object]:
+        return {}  # a worker gets no function: it dies before it would call one
+
+    def __call__(self, *arguments: object) -> object:
+        import multiprocessing
+        import os
+
+        if multiprocessing.parent_process() is not None:
+            os._exit(3)
+        return self.function(*arguments)

@@ -15,7 +15,7 @@ from memtrace import jobs as memtrace_jobs
 from memtrace._proto import tf_trace_pb2 as pb
 
 from .conftest import FIXTURES, PTB, REAL_TRACES
-from .fastpaths import check, fast
+from .fastpaths import DiesInAWorker, check, fast
 from .test_textreader import BASE, step_stats
 
 
@@ -95,27 +95,17 @@ def test_the_window_holds_a_block_or_two_not_the_file(compress: bool, tmp_path: 
     assert max(after_head) <= 2 * 20_000 + 2_000  # a block, a read and a node
 
 
-def _die_in_a_worker(*arguments: object) -> object:
-    """A worker killed mid-block (out of memory, say); the same call in the main process decodes."""
-    import multiprocessing
-    import os
-
-    if multiprocessing.parent_process() is not None:
-        os._exit(3)
-    return _DECODE_BLOCK(*arguments)
-
-
-_DECODE_BLOCK = binreader._decode_block
-
-
 def test_blocks_a_dead_worker_leaves_are_decoded_in_the_main_process(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(binreader, "BLOCK_BYTES", 20_000)
     monkeypatch.setattr(memtrace_jobs, "cores", lambda: 4)
-    monkeypatch.setattr(binreader, "_decode_block", _die_in_a_worker)
+    decoded_here: list[int] = []
+    decode = binreader._decode_block
+    monkeypatch.setattr(binreader, "_decode_block", DiesInAWorker(lambda *block: (decoded_here.append(1), decode(*block))[1]))
     path = tmp_path / "t.pb"
     path.write_bytes(_message(PTB).SerializeToString())
     check(path, jobs=2)
+    assert len(decoded_here) > 20  # every block of the 546 KB, the workers' too
 
 
 def _base() -> pb.StepStats:

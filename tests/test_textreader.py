@@ -17,7 +17,7 @@ from memtrace._proto import tf_trace_pb2 as pb
 from memtrace.dtypes import DATA_TYPE_NAMES
 
 from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
-from .fastpaths import check, fast, reference
+from .fastpaths import DiesInAWorker, check, fast, reference
 
 WHILE_RNN = PTB.parent / "recorded" / "cpu_while_rnn.pbtxt"  # RunMetadata with partition graphs
 
@@ -107,22 +107,9 @@ def test_a_chunk_whose_assumed_start_is_wrong_is_left_to_protobuf(tmp_path: Path
     check(path, expect_fast=False, jobs=2)
 
 
-def _die_in_a_worker(*arguments: object) -> object:
-    """A worker killed mid-chunk (out of memory, say); the same call in the main process reads."""
-    import multiprocessing
-    import os
-
-    if multiprocessing.parent_process() is not None:
-        os._exit(3)
-    return _READ_APART(*arguments)
-
-
-_READ_APART = textjobs._read_apart
-
-
 def test_chunks_a_dead_worker_leaves_are_read_in_the_main_process(monkeypatch: pytest.MonkeyPatch) -> None:
     _small_chunks(monkeypatch, 50_000)
-    monkeypatch.setattr(textjobs, "_read_apart", _die_in_a_worker)
+    monkeypatch.setattr(textjobs, "_read_apart", DiesInAWorker(textjobs._read_apart))
     here: list[int] = []
     monkeypatch.setattr(textjobs, "read_chunk", lambda chunk, state, builder, read=textjobs.read_chunk: (
         here.append(len(chunk)), read(chunk, state, builder))[1])
