@@ -538,17 +538,13 @@ def _first_device_name(window: _Window, field: tuple[int, int, int, int, int]) -
             if number == 1:
                 if wire != 2:
                     return None
-                _check_utf8(window.bytes(payload, min(field_end, payload + _PREFIX), 0), complete=False)
+                start_of_name = window.bytes(payload, min(field_end, payload + _PREFIX), 0)
+                codecs.getincrementaldecoder("utf-8")().decode(start_of_name)  # not UTF-8: settled, early
                 name = window.bytes(payload, field_end, 0).decode()
             pos = field_end
     except (Unrecognised, UnicodeDecodeError, IndexError):
         return _INVALID
     return name
-
-
-def _check_utf8(data: bytes, complete: bool) -> None:
-    """UnicodeDecodeError unless ``data`` is UTF-8, or (not ``complete``) the start of some."""
-    codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
 
 
 @final
@@ -597,10 +593,9 @@ class _Block:
         arguments = (self.window.bytes(lo, hi, lo, pad=_PAD), node_spans - lo, thread_spans - lo, devices)
         self.flushed += 1
         if self.jobs > 1 and self.flushed == 2:  # a second block: worth starting the processes
-            from .jobs import InOrder, cores
+            from .jobs import InOrder
 
-            self.jobs = min(self.jobs, cores())
-            self.pool = InOrder(_decode_block, self.jobs) if self.jobs > 1 else None
+            self.pool = InOrder(_decode_block, self.jobs)
         if self.pool is not None:
             self.pool.submit(arguments, lambda nodes: self._done(nodes, hi))
         else:

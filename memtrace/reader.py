@@ -108,10 +108,14 @@ def _load_fast(path: str, progress: Progress | None, jobs: int = 1) -> tuple[Tra
 
     Returns the filled builder, the source format, the message name and, for a RunMetadata,
     a message holding its graphs. Anything unusual (every kind of bad input included) is left
-    to the reference path, which says precisely what is wrong.
+    to the reference path, which says precisely what is wrong. ``jobs`` is capped at the cores.
     """
     from . import textreader
 
+    if jobs > 1:
+        from .jobs import cores
+
+        jobs = min(jobs, cores())
     try:
         raw = open(path, "rb")  # noqa: SIM115 - closed by the with below
     except OSError:

@@ -782,10 +782,6 @@ def read(stream: IO[bytes], head: bytes, root: str, builder: TraceBuilder,
     """
     state = TextState(ROOTS[root])
     chunks = _chunks(stream, head, state.root, chunk_bytes or CHUNK_BYTES)
-    if jobs > 1:
-        from .jobs import cores
-
-        jobs = min(jobs, cores())
     if jobs > 1:  # and more than one chunk: else the processes would only cost their start
         first = [chunk for chunk in (next(chunks, None), next(chunks, None)) if chunk is not None]
         chunks = itertools.chain(first, chunks)
