@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from hypothesis import strategies as st
+
 from memtrace import reader
 from memtrace.errors import TraceFormatError
 from memtrace.model import Trace
@@ -63,3 +65,19 @@ class DiesInAWorker:
         if multiprocessing.parent_process() is not None:
             os._exit(3)
         return self.function(*arguments)
+
+
+Edit = tuple[int, int, bytes]  # at, bytes removed there, bytes put in their place
+
+
+def edits(size: int) -> st.SearchStrategy[list[Edit]]:
+    """One to three small edits anywhere in ``size`` bytes."""
+    return st.lists(st.tuples(st.integers(0, size - 1), st.integers(0, 3), st.binary(max_size=3)), min_size=1, max_size=3)
+
+
+def damaged(data: bytes, changes: list[Edit]) -> bytes:
+    """``data`` with ``changes`` made one after another."""
+    result = bytearray(data)
+    for at, remove, insert in changes:
+        result[at:at + remove] = insert
+    return bytes(result)

@@ -17,7 +17,7 @@ from memtrace._proto import tf_trace_pb2 as pb
 from memtrace.dtypes import DATA_TYPE_NAMES
 
 from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
-from .fastpaths import DiesInAWorker, check, fast, reference
+from .fastpaths import DiesInAWorker, Edit, check, damaged, edits, fast, reference
 
 WHILE_RNN = PTB.parent / "recorded" / "cpu_while_rnn.pbtxt"  # RunMetadata with partition graphs
 
@@ -426,13 +426,10 @@ _VALID = BASE.encode()  # as printed, so that the fast reader has to judge every
 
 
 @_SETTINGS
-@given(edits=st.lists(st.tuples(st.integers(0, len(_VALID) - 1), st.integers(0, 3), st.binary(max_size=3)), min_size=1, max_size=3))
-def test_damaged_text_is_read_identically_or_left_to_protobuf(edits: list[tuple[int, int, bytes]], tmp_path: Path) -> None:
-    data = bytearray(_VALID)
-    for at, remove, insert in edits:
-        data[at:at + remove] = insert
+@given(changes=edits(len(_VALID)))
+def test_damaged_text_is_read_identically_or_left_to_protobuf(changes: list[Edit], tmp_path: Path) -> None:
     path = tmp_path / "d.pbtxt"
-    path.write_bytes(bytes(data))
+    path.write_bytes(damaged(_VALID, changes))
     check(path, expect_fast=None)
 
 
@@ -441,17 +438,13 @@ def test_the_whole_alexnet_text_without_protobuf_imports_reads_fast() -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(edits=st.lists(st.tuples(st.integers(0, len(_VALID) - 1), st.integers(0, 3), st.binary(max_size=3)), min_size=1, max_size=3),
-       chunk_bytes=st.integers(20, 200))
-@example(edits=[(23, 0, b"\x00")], chunk_bytes=20)  # a NUL just past a sniff that had shrunk alone
+@given(changes=edits(len(_VALID)), chunk_bytes=st.integers(20, 200))
+@example(changes=[(23, 0, b"\x00")], chunk_bytes=20)  # a NUL just past a sniff that had shrunk alone
 def test_damaged_text_in_several_processes_is_read_identically_or_left_to_protobuf(
-        edits: list[tuple[int, int, bytes]], chunk_bytes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        changes: list[Edit], chunk_bytes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _small_chunks(monkeypatch, chunk_bytes)
-    data = bytearray(_VALID * 3)
-    for at, remove, insert in edits:
-        data[at:at + remove] = insert
     path = tmp_path / "d.pbtxt"
-    path.write_bytes(bytes(data))
+    path.write_bytes(damaged(_VALID * 3, changes))
     check(path, expect_fast=None, jobs=2)
     one, several = fast(path), fast(path, jobs=2)
     assert (one is None) == (several is None) and (one is None or one.same_content(several))  # type: ignore[arg-type]
