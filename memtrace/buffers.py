@@ -340,7 +340,7 @@ def _chains(trace: TraceData, inputs: dict[int, Inputs]) -> tuple[IntArray, IntA
     joins = np.arange(count, dtype=np.int64)  # per row: the creator row of its buffer
     tracked = (outputs.allocator >= 0) & (outputs.allocation_id != 0)
     by_pointer = (outputs.allocator >= 0) & (outputs.allocation_id == 0) & (outputs.ptr != 0)
-    allocators = np.unique(outputs.allocator[tracked]).tolist()
+    allocators = np.flatnonzero(np.bincount(outputs.allocator[tracked])).tolist()  # codes are small; np.unique would import numpy.ma
     unique = np.isin(outputs.allocator, [a for a in allocators if _ids_unique(trace, a)]) & tracked
 
     # Unique ids: every output with an earlier output's (allocator, id, pointer) is its alias.

@@ -147,7 +147,7 @@ def test_region_type_gives_each_buffer_its_kind(tmp_path: Path) -> None:
     fast, reference = xplane.Events(), xplane.Events()
     xplane_binary.collect(bytearray(data) + bytes(_PAD), fast)
     xplane.collect(xplane.parse("hand", data), reference)
-    assert fast.same_as(reference) and fast.texts["region"] == ["temp", "persist", "", "dynamic", "", "", ""]
+    assert fast.same_as(reference) and fast.text("region").tolist() == ["temp", "persist", "", "dynamic", "", "", ""]
 
 
 def _with_peak_counter(counters: list[int]) -> list[tuple[str, int, dict[str, object]]]:

@@ -14,7 +14,7 @@ listed in the order they first occur. Readers that produce equal blocks produce 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,8 +87,8 @@ class NodeBlock:
     """
 
     dev: IntArray  # per node: ordinal of its DeviceStepStats (see TraceBuilder.add_device_stats)
-    name: list[str]
-    label: list[str]
+    name: list[str] | CodedTexts
+    label: list[str] | CodedTexts
     start_ns: IntArray
     op_start_rel_ns: IntArray
     op_end_rel_ns: IntArray
@@ -102,7 +102,7 @@ class NodeBlock:
     persistent_count: IntArray
     persistent_ids: IntArray
     mem_node: IntArray
-    mem_allocator: list[str]
+    mem_allocator: list[str] | CodedTexts
     mem_total: IntArray
     mem_peak: IntArray
     mem_live: IntArray
@@ -112,7 +112,7 @@ class NodeBlock:
     rec_bytes: IntArray
     out_node: IntArray
     out_slot: IntArray
-    out_allocator: list[str]
+    out_allocator: list[str] | CodedTexts
     out_allocation_id: IntArray
     out_requested: IntArray
     out_allocated: IntArray
@@ -190,8 +190,70 @@ def _parse(label: str) -> _ParsedLabel:
     )
 
 
-def _codes(values: Sequence[str]) -> tuple[IntArray, list[str], IntArray]:
+class CodedTexts:
+    """A column of texts as codes into a table of distinct values.
+
+    A profile has millions of events but a few thousand distinct op names, shapes and
+    allocators: readers that decode them with numpy hand them over like this, so that no
+    Python string is made per row. ``values`` are distinct; row ``i`` is ``values[codes[i]]``.
+    """
+
+    def __init__(self, codes: np.ndarray, values: list[str]):
+        self.codes = codes
+        self.values = values
+
+    @classmethod
+    def of(cls, texts: Sequence[str] | CodedTexts) -> CodedTexts:
+        """The texts of a list, coded in order of first appearance."""
+        if isinstance(texts, CodedTexts):
+            return texts
+        codes, distinct, _ = _codes(texts)
+        return cls(codes, distinct)
+
+    @classmethod
+    def from_table(cls, codes: np.ndarray, table: Sequence[str]) -> CodedTexts:
+        """Rows coded into a table that may hold a value twice (each is then coded once)."""
+        index: dict[str, int] = {}
+        remap = np.array([index.setdefault(value, len(index)) for value in table] or [0], dtype=np.int32)
+        return cls(remap[codes], list(index))
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[CodedTexts]) -> CodedTexts:
+        """The parts' rows one after another, in one table."""
+        if len(parts) == 1:
+            return parts[0]
+        table = [value for part in parts for value in part.values]
+        offsets = np.cumsum([0, *(len(part.values) for part in parts[:-1])])
+        codes = np.concatenate([part.codes.astype(np.int64) + offset for part, offset in zip(parts, offsets.tolist())]
+                               or [np.zeros(0, dtype=np.int64)])
+        return cls.from_table(codes, table)
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, row: int) -> str:
+        return self.values[int(self.codes[row])]
+
+    def take(self, rows: np.ndarray) -> CodedTexts:
+        """The rows given (indices or a mask), with the same table."""
+        return CodedTexts(self.codes[rows], self.values)
+
+    def map(self, function: Callable[[str], str]) -> CodedTexts:
+        """Each value replaced by ``function(value)``, which is called once per distinct value."""
+        return CodedTexts.from_table(self.codes, [function(value) for value in self.values])
+
+    def distinct(self) -> list[str]:
+        """The values that some row holds."""
+        return [self.values[code] for code in np.flatnonzero(np.bincount(self.codes, minlength=len(self.values))).tolist()]
+
+    def tolist(self) -> list[str]:
+        return np.array(self.values, dtype=object)[self.codes].tolist()  # type: ignore[no-any-return]
+
+
+def _codes(values: Sequence[str] | CodedTexts) -> tuple[IntArray, list[str], IntArray]:
     """Local codes in order of first appearance, the distinct values, and each one's first row."""
+    if isinstance(values, CodedTexts):
+        return _first_appearance(values)
     distinct = list(dict.fromkeys(values))  # C-level dedupe, first appearance first
     local = {value: code for code, value in enumerate(distinct)}
     codes = np.fromiter(map(local.__getitem__, values), dtype=np.int64, count=len(values))
@@ -200,6 +262,45 @@ def _codes(values: Sequence[str]) -> tuple[IntArray, list[str], IntArray]:
     running = np.maximum.accumulate(codes)
     first = np.flatnonzero(np.diff(running, prepend=-1) > 0)
     return codes, distinct, first
+
+
+def _first_appearance(texts: CodedTexts) -> tuple[IntArray, list[str], IntArray]:
+    """:func:`_codes` of coded texts: renumbered by first appearance, without a Python step per row."""
+    if not len(texts):
+        return np.zeros(0, dtype=np.int64), [], np.zeros(0, dtype=np.int64)
+    present, first = np.unique(texts.codes, return_index=True)
+    by_first = np.argsort(first, kind="stable")
+    lookup = np.zeros(int(present[-1]) + 1, dtype=np.int64)
+    lookup[present[by_first]] = np.arange(len(present))
+    return lookup[texts.codes], [texts.values[code] for code in present[by_first].tolist()], first[by_first]
+
+
+def constant(value: int, rows: int) -> IntArray:
+    """A column of one value: a read-only view of a single number, costing no memory per row.
+
+    Readers of profiles, whose events have no durations, no temp or persistent memory and no
+    inputs, hand these over; the builder keeps them as they are (see :func:`_is_constant`).
+    """
+    return np.broadcast_to(np.int64(value), (rows,))
+
+
+def _is_constant(values: np.ndarray) -> bool:
+    """A column made by :func:`constant` (or another view of one number)."""
+    return values.ndim == 1 and values.strides == (0,)
+
+
+def _running(base: int, counts: IntArray) -> IntArray:
+    """``base + cumsum(counts)``: the offsets that end each row of a ragged column; constant where no row has any."""
+    if _is_constant(counts) and (not len(counts) or counts[0] == 0):
+        return constant(base, len(counts))
+    return base + np.cumsum(counts)
+
+
+def _after(start: IntArray, relative: IntArray) -> IntArray:
+    """``start + relative``; ``start`` itself (not a copy) where every relative time is 0."""
+    if _is_constant(relative) and (not len(relative) or relative[0] == 0):
+        return start
+    return start + relative
 
 
 _TRIM_BYTES = 32 << 20  # give freed memory back after this much has been freed
@@ -359,16 +460,16 @@ class TraceBuilder:
         self._append("node.op_label", op_ids[label_codes].astype(np.int32))
         self._append("node.label", label_ids[label_codes].astype(np.int32))
         self._append("node.start_ns", start)
-        self._append("node.op_start_ns", start + block.op_start_rel_ns)
-        self._append("node.op_end_ns", start + block.op_end_rel_ns)
-        self._append("node.end_ns", start + block.end_rel_ns)
+        self._append("node.op_start_ns", _after(start, block.op_start_rel_ns))
+        self._append("node.op_end_ns", _after(start, block.op_end_rel_ns))
+        self._append("node.end_ns", _after(start, block.end_rel_ns))
         self._append("node.scheduled_ns", block.scheduled_ns)
         self._append("node.thread_id", block.thread_id)
         self._append("node.temp_bytes", block.temp_bytes)
         self._append("node.persistent_bytes", block.persistent_bytes)
         self._append("node.device_temp_bytes", block.device_temp_bytes)
         self._append("node.device_persistent_bytes", block.device_persistent_bytes)
-        self._append("node.persistent_ids_offsets", self._persistent + np.cumsum(block.persistent_count))
+        self._append("node.persistent_ids_offsets", _running(self._persistent, block.persistent_count))
         self._append("node.persistent_ids", block.persistent_ids)
         self._persistent += len(block.persistent_ids)
         in_counts = np.array([len(p.inputs) for p in parsed], dtype=np.int64)
@@ -376,10 +477,13 @@ class TraceBuilder:
         in_names = np.array([index[name] for p in parsed for name in p.inputs], dtype=np.int32)
         in_slots = np.array([s for p in parsed for s in p.slots], dtype=np.int32)
         in_control = np.array([c for p in parsed for c in p.control], dtype=np.bool_)
-        counts, flat_names = _ragged_take(in_offsets, in_names, label_codes)
-        _, flat_slots = _ragged_take(in_offsets, in_slots, label_codes)
-        _, flat_control = _ragged_take(in_offsets, in_control, label_codes)
-        self._append("node.input_offsets", self._inputs + np.cumsum(counts))
+        if in_counts.any():
+            counts, flat_names = _ragged_take(in_offsets, in_names, label_codes)
+            _, flat_slots = _ragged_take(in_offsets, in_slots, label_codes)
+            _, flat_control = _ragged_take(in_offsets, in_control, label_codes)
+        else:  # no label names an input (a profile's): nothing per node
+            counts, flat_names, flat_slots, flat_control = constant(0, n), in_names, in_slots, in_control
+        self._append("node.input_offsets", _running(self._inputs, counts))
         self._append("node.input_name", flat_names)
         self._append("node.input_slot", flat_slots)
         self._append("node.input_is_control", flat_control)
@@ -561,6 +665,10 @@ class TraceBuilder:
     def _column(self, name: str, dtype: type, first: int | None = None) -> np.ndarray:
         """One column, concatenated from its blocks (and freed from the builder)."""
         parts = self._parts.pop(name, [])
+        if (parts and all(map(_is_constant, parts)) and len({int(part[0]) for part in parts if len(part)}) <= 1
+                and (first is None or not any(map(len, parts)) or int(parts[0][0]) == first) and np.dtype(dtype) == np.int64):
+            value = next((int(part[0]) for part in parts if len(part)), 0 if first is None else first)
+            return constant(value, sum(map(len, parts)) + (first is not None))  # still one number, however long
         if first is not None:
             parts.insert(0, np.array([first], dtype=dtype))
         if not parts:

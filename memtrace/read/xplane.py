@@ -44,7 +44,7 @@ import numpy as np
 
 from ..errors import TraceFormatError
 from ..model import IntArray, Step
-from .builder import NodeBlock, TraceBuilder
+from .builder import CodedTexts, NodeBlock, TraceBuilder, _codes, constant, release_memory
 from .xplane_events import ALLOCATION, DEALLOCATION, NO_FRAGMENTATION, NUMBERS, TEXTS, XLA_SIGNS, Events
 
 NO_OP, FREE = "(no op)", "(free)"
@@ -251,34 +251,35 @@ def read(files: Sequence[tuple[str, str]], content: Callable[[str], bytearray], 
     Raises a TraceFormatError for a profile that holds no memory events or is not TensorFlow's.
     """
     from .binary import _PAD
-    from .builder import release_memory
 
     events = Events()
     read_gzip = [] if read_gzip is None else read_gzip
     several = len(files) > 1
     for path, host in files:
-        count = len(events)
-        streamed = read_file_events(path, events) if fast else None
+        mine = Events()
+        streamed = read_file_events(path, mine) if fast else None
         if streamed is not None:
             read_gzip.append(streamed)
+            release_memory()  # the pieces and their temporaries
         else:
             data = content(path)
             if fast:
-                read_events(path, data, events)
+                read_events(path, data, mine)
             else:
-                collect(parse(path, bytes(memoryview(data)[:len(data) - _PAD])), events)
+                collect(parse(path, bytes(memoryview(data)[:len(data) - _PAD])), mine)
             del data
             release_memory()
-        mine = slice(count, len(events))
         if several:
-            events.texts["allocator"][mine] = [f"{host}:{name}" for name in events.texts["allocator"][mine]]
+            mine.texts["allocator"] = [mine.text("allocator").map(f"{host}:".__add__)]
         # XLA's runtimes write the same allocator events, but no TensorFlow op is ever named in them.
-        if events.xla_signs and not any(events.texts["tf_op"][mine]):
+        if mine.xla_signs and not any(mine.text("tf_op").distinct()):
             raise TraceFormatError(
                 path, "this profile was recorded by JAX or another XLA runtime (PjRt), not TensorFlow: memtrace reads "
                 "TensorFlow 2 profiles (tf.profiler.experimental, TensorBoard's profile_batch)")
-        if len(events) == count:
+        if not len(mine):
             raise TraceFormatError(path, f"the profile holds no memory events (MemoryAllocation, MemoryDeallocation). {NO_EVENTS_HINT}")
+        events.extend(mine)
+        del mine
     steps = [Step(number, start // 1000, end // 1000) for number, (start, end) in sorted(events.steps.items())]
     window = None
     if step is not None:
@@ -289,13 +290,6 @@ def read(files: Sequence[tuple[str, str]], content: Callable[[str], bytearray], 
         window = (chosen[0].start_ns, chosen[0].end_ns)
     builder.set_steps(steps, step)
     _feed(events, builder, window, [host for _, host in files] if several else None)
-
-
-def _codes_of(values: list[str]) -> tuple[IntArray, list[str], IntArray]:
-    """Codes by first appearance, the distinct values, and each one's first row (see ``builder._codes``)."""
-    from .builder import _codes
-
-    return _codes(values)
 
 
 def _ragged(offsets: IntArray, values: IntArray, rows: IntArray) -> tuple[IntArray, IntArray]:
@@ -325,10 +319,12 @@ def _feed(events: Events, builder: TraceBuilder, window: tuple[int, int] | None,
     The block is made by a function of its own so that everything it needed on the way is freed
     before the builder copies the block in.
     """
-    builder.add_nodes(_block(events, builder, window, hosts))
+    block = _block(events, builder, window, hosts)
+    release_memory()  # the events' columns, gone into the block
+    builder.add_nodes(block)
 
 
-def _check_peak_counter(builder: TraceBuilder, allocator_names: list[str], allocator: IntArray, rows: IntArray,
+def _check_peak_counter(builder: TraceBuilder, allocator_names: CodedTexts, allocator: IntArray, rows: IntArray,
                         is_alloc: np.ndarray, size: IntArray, in_use: IntArray, counter: IntArray, what: str) -> None:
     """Hold each allocator's peak to its own peak counter (``peak_bytes_in_use``) where that starts the trace fresh.
 
@@ -338,7 +334,7 @@ def _check_peak_counter(builder: TraceBuilder, allocator_names: list[str], alloc
     highest value must be the replay's peak (the bytes before the first event included); where
     it is not, a ``peak-counter-differs`` oddity says so.
     """
-    for code in np.unique(allocator[rows]).tolist():
+    for code in np.flatnonzero(np.bincount(allocator[rows])).tolist():  # (np.unique would import numpy.ma)
         mine = rows[allocator[rows] == code]
         first = int(mine[0])
         after = int(in_use[first])
@@ -352,24 +348,25 @@ def _check_peak_counter(builder: TraceBuilder, allocator_names: list[str], alloc
 
 
 def _block(events: Events, builder: TraceBuilder, window: tuple[int, int] | None, hosts: list[str] | None) -> NodeBlock:
-    order = np.argsort(events.column("time_ps") // 1000, kind="stable")  # ties keep file order
-    # The events in replay order; each file-order column is dropped as soon as it is reordered.
-    column: dict[str, np.ndarray] = {}
+    # The events in replay order (time, ties in file order); each file-order column is dropped as
+    # soon as it is reordered, and a profile already in time order (one line) is not copied.
+    time_ns = events.column("time_ps") // 1000
+    events.numbers["time_ps"] = []
+    order = None if not len(time_ns) or (time_ns[1:] >= time_ns[:-1]).all() else np.argsort(time_ns, kind="stable")
+    column: dict[str, np.ndarray] = {"time_ns": time_ns if order is None else time_ns[order]}
+    del time_ns
     for name in NUMBERS:
-        column[name] = events.column(name)[order]
-        events.numbers[name] = []
-    text: dict[str, np.ndarray] = {}
+        if name != "time_ps":
+            column[name] = events.column(name) if order is None else events.column(name)[order]
+            events.numbers[name] = []
+    text: dict[str, CodedTexts] = {}
     for name in TEXTS:
-        text[name] = np.array(events.texts[name], dtype=object)[order]
+        text[name] = events.text(name) if order is None else events.text(name).take(order)
         events.texts[name] = []
     del order
-    time_ns = column["time_ps"] // 1000
-    is_alloc = column["is_alloc"]
-    allocator_names = text["allocator"].tolist()
-    codes = {name: code for code, name in enumerate(dict.fromkeys(allocator_names))}
-    allocator = np.array([codes[name] for name in allocator_names], dtype=np.int64)
-    addr = column["addr"]
-    size = column["allocation"]
+    time_ns, is_alloc, addr, size = column["time_ns"], column["is_alloc"], column["addr"], column["allocation"]
+    allocator, allocator_order, _ = _codes(text["allocator"])  # numbered by first appearance
+    allocator_names = text["allocator"]
     free_of = _pair(allocator, addr, is_alloc)
     alloc_of = np.full(len(is_alloc), -1, dtype=np.int64)
     freed = np.flatnonzero(free_of >= 0)
@@ -379,11 +376,13 @@ def _block(events: Events, builder: TraceBuilder, window: tuple[int, int] | None
         first = int(freed[mismatched[0]])
         builder.note("free-size-differs", f"{allocator_names[first]} chunk at {int(addr[first]):#x}: allocated "
                      f"{int(size[first])} bytes, freed {int(size[free_of[first]])}", len(mismatched))
+    del freed, mismatched
     keep = np.ones(len(is_alloc), dtype=np.bool_) if window is None else (time_ns >= window[0]) & (time_ns <= window[1])
     # Within the kept events: an allocation's free counts only if kept too; a free whose
     # allocation is not kept (or not in the profile) holds its own record.
     free_kept = np.where((free_of >= 0) & keep[np.maximum(free_of, 0)], free_of, -1)
     own_free = ~is_alloc & ((alloc_of < 0) | ~keep[np.maximum(alloc_of, 0)])
+    del free_of, alloc_of
     unpaired = np.flatnonzero(own_free & keep)
     if len(unpaired):
         first = int(unpaired[0])
@@ -391,13 +390,21 @@ def _block(events: Events, builder: TraceBuilder, window: tuple[int, int] | None
                      f"({int(size[first])} bytes) freed, allocated before the {'step' if window else 'profile'}",
                      len(unpaired))
     rows = np.flatnonzero(keep)
+    everything = len(rows) == len(keep)
+    del keep, unpaired
+
+    def kept(values: np.ndarray) -> np.ndarray:
+        """The kept events' values: the column itself where every event is kept."""
+        return values if everything else values[rows]
+
     n = len(rows)
     _check_peak_counter(builder, allocator_names, allocator, rows, is_alloc, size, column["bytes_allocated"],
                         column["peak_in_use"], "step" if window else "profile")
+    del column["peak_in_use"]
 
     devices: dict[str, int] = {}
     device_of_code = []
-    for name in codes:
+    for name in allocator_order:
         host_prefix = ""
         if hosts is not None:
             host_prefix = "/host:" + name.split(":", 1)[0]
@@ -406,62 +413,71 @@ def _block(events: Events, builder: TraceBuilder, window: tuple[int, int] | None
         if device not in devices:
             devices[device] = builder.add_device_stats(device)
         device_of_code.append(devices[device])
-    dev = np.array(device_of_code or [0], dtype=np.int64)[allocator[rows]]
+    dev = (constant(device_of_code[0], n) if len(devices) == 1
+           else np.array(device_of_code or [0], dtype=np.int64)[kept(allocator)])
 
-    alloc_rows = rows[is_alloc[rows]]
-    # Node names and labels per distinct tf_op, not per event.
-    op_codes, ops, _ = _codes_of(text["tf_op"][alloc_rows].tolist())
-    op_names = [op or NO_OP for op in ops]
-    op_labels = [f"{op} = {op_type_of(op, events.op_types)}()" if op else "" for op in ops]
-    name_code = np.full(n, len(ops), dtype=np.int64)  # frees: the extra code
-    name_code[np.flatnonzero(is_alloc[rows])] = op_codes
-    names = [*op_names, FREE]
-    labels = [*op_labels, ""]
-    names = np.array(names, dtype=object)[name_code].tolist()
-    labels = np.array(labels, dtype=object)[name_code].tolist()
+    kept_alloc = kept(is_alloc)
+    alloc_rows = rows[kept_alloc]
+    # Node names and labels per distinct tf_op, not per event; frees take the last code.
+    ops = text["tf_op"].values
+    name_code = np.where(kept_alloc, kept(text["tf_op"].codes), len(ops)).astype(np.int32)
+    names = CodedTexts.from_table(name_code, [*(op or NO_OP for op in ops), FREE])
+    labels = CodedTexts.from_table(
+        name_code, [*(f"{op} = {op_type_of(op, events.op_types)}()" if op else "" for op in ops), ""])
+    del name_code
 
     # Records: an allocation's own (+bytes) and its kept free's (-bytes); a free's own (-bytes).
-    has_free = free_kept[rows] >= 0
-    record_count = np.where(is_alloc[rows], 1 + has_free, own_free[rows]).astype(np.int64)
+    has_free = kept(free_kept) >= 0
+    record_count = np.where(kept_alloc, 1 + has_free, kept(own_free)).astype(np.int64)
+    del own_free
     rec_event = np.repeat(rows, record_count)
     second = np.zeros(len(rec_event), dtype=np.bool_)
-    starts = np.cumsum(record_count) - record_count
-    second[(starts + 1)[record_count == 2]] = True
+    second[(np.cumsum(record_count) - record_count + 1)[record_count == 2]] = True
     rec_event = np.where(second, free_kept[rec_event], rec_event)
+    del second, free_kept
     rec_bytes = np.where(is_alloc[rec_event], size[rec_event], -size[rec_event])
+    rec_time_ns = time_ns[rec_event]
+    del rec_event
 
-    zeros = np.zeros(n, dtype=np.int64)
-    alloc_bytes = np.where(is_alloc[rows], size[rows], 0)
-    shape_codes, shape_texts, _ = _codes_of(text["shape"][alloc_rows].tolist())
-    shapes = [_shape(text) for text in shape_texts]  # parsed once per distinct shape
+    kept_size = kept(size)
+    alloc_bytes = np.where(kept_alloc, kept_size, 0)
+    live_bytes = np.where(kept_alloc & ~has_free, kept_size, 0)
+    del has_free, kept_size
+    shape_codes = text["shape"].codes[alloc_rows]
+    shapes = [_shape(value) for value in text["shape"].values]  # parsed once per distinct shape
     shape_rank = np.array([-1 if shape is None else len(shape) for shape in shapes] or [0], dtype=np.int64)
     ranks = shape_rank[shape_codes] if len(shape_codes) else np.zeros(0, dtype=np.int64)
     shape_offsets = np.concatenate([[0], np.cumsum(np.maximum(shape_rank, 0))])
     shape_dims = np.array([dim for shape in shapes for dim in shape or []], dtype=np.int64)
     _, dims = _ragged(shape_offsets, shape_dims, shape_codes)
-    allocation_id = np.zeros(len(is_alloc), dtype=np.int64)
-    for code in range(len(codes)):  # 1, 2, ... per allocator, over the whole profile
-        mine = np.flatnonzero(is_alloc & (allocator == code))
-        allocation_id[mine] = np.arange(1, len(mine) + 1)
-    out_node = np.flatnonzero(is_alloc[rows])
-    region_codes, regions, _ = _codes_of(text["region"][alloc_rows].tolist())
-    region_kind = np.array([REGION_KINDS.get(region, 0) for region in regions] or [0], dtype=np.int64)
-    block = NodeBlock(
-        dev=dev, name=names, label=labels, start_ns=time_ns[rows], op_start_rel_ns=zeros, op_end_rel_ns=zeros,
-        end_rel_ns=zeros, scheduled_ns=zeros, thread_id=column["thread"][rows],
+    del shape_codes
+    # Allocation ids: 1, 2, ... per allocator, over the whole profile.
+    allocations = np.flatnonzero(is_alloc)
+    by_allocator = np.argsort(allocator[allocations], kind="stable")
+    allocation_id = np.empty(len(allocations), dtype=np.int64)
+    counts = np.bincount(allocator[allocations], minlength=len(allocator_order))
+    allocation_id[by_allocator] = np.arange(len(allocations)) - np.repeat(np.cumsum(counts) - counts, counts) + 1
+    out_allocation_id = allocation_id[np.searchsorted(allocations, alloc_rows)]
+    del allocations, by_allocator, allocation_id
+    out_node = np.flatnonzero(kept_alloc)
+    region_codes = text["region"].codes[alloc_rows]
+    region_kind = np.array([REGION_KINDS.get(region, 0) for region in text["region"].values] or [0], dtype=np.int8)
+    zeros = constant(0, n)
+    return NodeBlock(
+        dev=dev, name=names, label=labels, start_ns=kept(time_ns), op_start_rel_ns=zeros, op_end_rel_ns=zeros,
+        end_rel_ns=zeros, scheduled_ns=zeros, thread_id=kept(column["thread"]),
         temp_bytes=zeros, persistent_bytes=zeros, device_temp_bytes=zeros, device_persistent_bytes=zeros,
         persistent_count=zeros, persistent_ids=np.zeros(0, dtype=np.int64),
-        mem_node=np.arange(n, dtype=np.int64), mem_allocator=text["allocator"][rows].tolist(),
-        mem_total=alloc_bytes, mem_peak=alloc_bytes, mem_live=np.where(is_alloc[rows] & ~has_free, size[rows], 0),
-        mem_in_use=column["bytes_allocated"][rows], mem_record_count=record_count,
-        rec_micros=time_ns[rec_event] // 1000, rec_bytes=rec_bytes,
-        out_node=out_node, out_slot=np.zeros(len(out_node), dtype=np.int64),
-        out_allocator=text["allocator"][alloc_rows].tolist(),
-        out_allocation_id=allocation_id[alloc_rows], out_requested=column["requested"][alloc_rows],
+        mem_node=np.arange(n, dtype=np.int32), mem_allocator=allocator_names if everything else allocator_names.take(rows),
+        mem_total=alloc_bytes, mem_peak=alloc_bytes, mem_live=live_bytes,
+        mem_in_use=kept(column["bytes_allocated"]), mem_record_count=record_count,
+        rec_micros=rec_time_ns // 1000, rec_bytes=rec_bytes,
+        out_node=out_node, out_slot=constant(0, len(out_node)),
+        out_allocator=allocator_names.take(alloc_rows),
+        out_allocation_id=out_allocation_id, out_requested=column["requested"][alloc_rows],
         out_allocated=size[alloc_rows], out_ptr=addr[alloc_rows], out_single_ref=np.zeros(len(out_node), dtype=np.bool_),
         out_dtype=column["dtype"][alloc_rows], out_rank=ranks,
-        out_dims=dims, rec_time_ns=time_ns[rec_event],
-        mem_has_snapshot=np.ones(n, dtype=np.bool_), mem_fragmentation=column["fragmentation"][rows],
-        out_kind=region_kind[region_codes] if len(region_codes) else np.zeros(0, dtype=np.int64),
+        out_dims=dims, rec_time_ns=rec_time_ns,
+        mem_has_snapshot=np.broadcast_to(True, (n,)), mem_fragmentation=kept(column["fragmentation"]),
+        out_kind=region_kind[region_codes] if len(region_codes) else np.zeros(0, dtype=np.int8),
     )
-    return block

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..model import IntArray
 from .binary import _PAD, _Padded, _scan, _varint, _varints
+from .builder import CodedTexts
 from .detect import Unrecognised
 from .xplane_events import ALLOCATION, DEALLOCATION, NO_FRAGMENTATION, XLA_SIGNS, Events
 
@@ -34,7 +35,33 @@ _HEADER_BYTES = 32  # more than any field header (a tag and a length: ten bytes 
 _HEADER_PIECE = 64 << 10  # headers are read this much at a time
 
 
-def _line_events(data: bytearray, start: int, end: int, line_id: int = 0, timestamp_ns: int = 0,
+def _event_candidates(u8: np.ndarray, start: int, end: int) -> tuple[IntArray, IntArray, IntArray]:
+    """Where in ``[start, end)`` an event of a line looks as if it starts: (field start, payload start, end).
+
+    An event is field 4 (tag 0x22, then its length in one or two bytes) that opens with its
+    metadata id (0x08, an id of one or two bytes) and then its offset (0x10). A stat looks the
+    same up to its id but never has a 0x10 after it (its value fields are 0x11, 0x18, 0x20, 0x2A,
+    0x32, 0x38), so the stats inside events are not candidates; a candidate may still be a
+    lookalike inside a string, and an event with no offset (offset 0) or a longer header is
+    not one: :func:`_line_events` only believes a candidate it reaches by walking from the
+    line's start, and walks field by field where none is found.
+    """
+    offset_tag = start + 3 + np.flatnonzero(u8[start + 3:end] == 0x10)  # far fewer than 0x22 bytes (every stat has one)
+    before = u8[offset_tag - 2]
+    long_id = before >= 0x80
+    payload = offset_tag - 2 - long_id
+    looks = (u8[payload] == 0x08) & (u8[offset_tag - 1] < 0x80)
+    long_length = u8[payload - 2] >= 0x80
+    at = payload - 2 - long_length
+    looks &= (at >= start) & (u8[np.maximum(at, 0)] == 0x22) & (u8[payload - 1] < 0x80)
+    chosen = np.flatnonzero(looks)
+    at, payload, long_length = at[chosen], payload[chosen], long_length[chosen]
+    length = u8[at + 1].astype(np.int64)
+    length[long_length] = (length[long_length] & 0x7F) | u8[at[long_length] + 2].astype(np.int64) << 7
+    return at, payload, payload + length
+
+
+def _line_events(padded: _Padded, start: int, end: int, line_id: int = 0, timestamp_ns: int = 0,
                  first: bool = True, last: bool = True) -> tuple[int, int, IntArray, IntArray, int]:
     """A piece ``[start, end)`` of an XLine: its id, timestamp_ns, the spans of its events (walked,
     not decoded) and where the walk stopped.
@@ -43,25 +70,38 @@ def _line_events(data: bytearray, start: int, end: int, line_id: int = 0, timest
     walk stops at the first field that does not end in the piece (the next piece starts there).
     ``first``: no event of the line has been decoded yet. After one has, the id and timestamp are
     the ones given (from the pieces before): they may not come after events of an earlier piece.
+
+    The walk goes from field to field, but where it reaches a candidate event (see
+    :func:`_event_candidates`) whose end is the next candidate, and so on, it takes the whole
+    run of them in one numpy step: a line of memory events is a few steps, not one per event.
     """
-    starts = array("q")  # eight bytes an event, not a Python int
+    data = padded.bytes
+    field_at, payload_at, end_at = _event_candidates(padded.u8, start, end)
+    # Candidate i's end is candidate i + 1: a run continues. ``breaks``: where runs stop.
+    breaks = np.flatnonzero(end_at[:-1] != field_at[1:])
+    runs: list[tuple[IntArray, IntArray]] = []
+    starts = array("q")  # events walked one at a time: eight bytes each, not a Python int
     ends = array("q")
-    append_start, append_end = starts.append, ends.append
     pos = field_start = start
     while pos < end:
         field_start = pos
-        if data[pos] == 0x22:  # events: the common case first
-            length = data[pos + 1]
-            if length < 0x80:
-                pos += 2
-            elif data[pos + 2] < 0x80:
-                length = (length & 0x7F) | data[pos + 2] << 7
-                pos += 3
-            else:
-                length, pos = _varint(data, pos + 1)
-            append_start(pos)
+        i = int(np.searchsorted(field_at, pos))
+        if i < len(field_at) and field_at[i] == pos:
+            b = int(np.searchsorted(breaks, i))
+            last_of_run = int(breaks[b]) if b < len(breaks) else len(field_at) - 1
+            stop = i + int(np.searchsorted(end_at[i:last_of_run + 1], end, side="right"))  # the ones inside the piece
+            if stop > i:
+                if len(starts):
+                    runs.append((np.frombuffer(starts, dtype=np.int64), np.frombuffer(ends, dtype=np.int64)))
+                    starts, ends = array("q"), array("q")
+                runs.append((payload_at[i:stop], end_at[i:stop]))
+                pos = int(end_at[stop - 1])
+                continue
+        if data[pos] == 0x22:  # an event the candidates missed (or one past the piece's end)
+            length, pos = _varint(data, pos + 1)
+            starts.append(pos)
             pos += length
-            append_end(pos)
+            ends.append(pos)
             continue
         tag, pos = _varint(data, pos)
         number, wire = tag >> 3, tag & 7
@@ -86,7 +126,13 @@ def _line_events(data: bytearray, start: int, end: int, line_id: int = 0, timest
             starts.pop()
             ends.pop()
         pos = field_start
-    return line_id, timestamp_ns, np.frombuffer(starts, dtype=np.int64), np.frombuffer(ends, dtype=np.int64), pos
+    if len(starts):
+        runs.append((np.frombuffer(starts, dtype=np.int64), np.frombuffer(ends, dtype=np.int64)))
+    if len(runs) == 1:
+        return line_id, timestamp_ns, runs[0][0], runs[0][1], pos
+    empty = np.zeros(0, dtype=np.int64)
+    return (line_id, timestamp_ns, np.concatenate([run[0] for run in runs] or [empty]),
+            np.concatenate([run[1] for run in runs] or [empty]), pos)
 
 
 def _plane_metadata(source: _Source, entries: list[tuple[int, int]]) -> object:
@@ -95,7 +141,7 @@ def _plane_metadata(source: _Source, entries: list[tuple[int, int]]) -> object:
 
     plane = xplane_pb2.XPlane()
     parts = []
-    for lo, hi in entries:
+    for lo, hi in _spans(entries):
         data, _, base = source.piece(lo, hi)
         parts.append(bytes(data[lo - base:hi - base]))
     try:
@@ -103,6 +149,18 @@ def _plane_metadata(source: _Source, entries: list[tuple[int, int]]) -> object:
     except Exception:  # noqa: BLE001 - any failure: the reference path says what is wrong
         raise Unrecognised("metadata that upb cannot parse") from None
     return plane
+
+
+def _spans(entries: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Fields ``[lo, hi)`` in file order, those that follow each other joined: one read each (a plane's
+    thousands of metadata entries are usually one stretch at its end)."""
+    spans: list[tuple[int, int]] = []
+    for lo, hi in entries:
+        if spans and spans[-1][1] == lo:
+            spans[-1] = (spans[-1][0], hi)
+        else:
+            spans.append((lo, hi))
+    return spans
 
 
 @dataclass
@@ -316,12 +374,12 @@ def _plane(source: _Source, start: int, end: int, into: Events) -> None:
             last = pos + source.piece_bytes >= hi
             data, padded, base = source.piece(pos, hi if last else pos + source.piece_bytes)
             line_id, timestamp_ns, starts, ends, stop = _line_events(
-                data, pos - base, (hi if last else pos + source.piece_bytes) - base, line_id, timestamp_ns, not decoded, last)
+                padded, pos - base, (hi if last else pos + source.piece_bytes) - base, line_id, timestamp_ns, not decoded, last)
             if stop == pos - base:  # one field larger than a piece: read it whole
                 *_, field_end = next(_walk(source, pos, hi, "a truncated line"))
                 data, padded, base = source.piece(pos, field_end)
                 line_id, timestamp_ns, starts, ends, stop = _line_events(
-                    data, pos - base, field_end - base, line_id, timestamp_ns, not decoded, field_end == hi)
+                    padded, pos - base, field_end - base, line_id, timestamp_ns, not decoded, field_end == hi)
             if len(starts):
                 decoded = True
                 _line(data, padded, line_id, timestamp_ns, starts, ends, alloc_ids, free_ids, names, step_id, step_meta,
@@ -390,7 +448,7 @@ def _line(data: bytearray, padded: _Padded, line_id: int, timestamp_ns: int, sta
         padded, starts[memory], ends[memory], id_length if isinstance(id_length, int) else id_length[memory],
         wanted, len(int_names))
 
-    def text_column(k: int) -> list[str]:
+    def text_column(k: int) -> CodedTexts:
         rows, kind, value, payload = (part[texts[0] == k] for part in texts[1:])
         codes = np.zeros(n, dtype=np.int64)  # 0: "", then the refs' names, then the strings
         table = [""]
@@ -405,14 +463,13 @@ def _line(data: bytearray, padded: _Padded, line_id: int, timestamp_ns: int, sta
         strings = np.flatnonzero(kind == 5)
         if len(strings):
             codes[rows[strings]] = _string_codes(data, padded, payload[strings], value[strings].astype(np.int64), table)
-        return np.array(table, dtype=object)[codes].tolist()  # type: ignore[no-any-return]
+        return CodedTexts.from_table(codes, table)
 
-    tf_op = text_column(8)
     into.add(
         time_ps=base_ps + offset, is_alloc=_member(metadata_id[memory], alloc_ids),
         allocator=text_column(7), bytes_allocated=numbers[0], requested=numbers[1], allocation=numbers[2],
-        addr=numbers[3].view(np.uint64), tf_op=tf_op if "(null)" not in tf_op else
-        ["" if op == "(null)" else op for op in tf_op], dtype=numbers[4], shape=text_column(9), region=text_column(10),
+        addr=numbers[3].view(np.uint64), tf_op=text_column(8).map(lambda op: "" if op == "(null)" else op),
+        dtype=numbers[4], shape=text_column(9), region=text_column(10),
         peak_in_use=numbers[5],
         thread=np.full(n, line_id, dtype=np.int64), fragmentation=fragmentation,
     )

@@ -2,8 +2,8 @@
 
 The reference walk over upb's messages (:func:`.xplane.collect`) and the wire-format fast path
 (:func:`.xplane_binary.collect`) each fill an :class:`Events`; :mod:`.xplane` maps it into the
-model. Numbers are kept as numpy arrays (a large profile has millions of events), strings as
-lists that share one object per distinct value.
+model. Numbers are kept as numpy arrays (a large profile has millions of events), texts as
+codes into a table of their distinct values (:class:`~.builder.CodedTexts`).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from .builder import CodedTexts
 
 ALLOCATION, DEALLOCATION = "MemoryAllocation", "MemoryDeallocation"
 # Stat names that only XLA's runtimes (JAX, PyTorch/XLA) write: a profile that is not TensorFlow's.
@@ -35,22 +37,22 @@ class Events:
     """
 
     numbers: dict[str, list[np.ndarray]] = field(default_factory=lambda: {name: [] for name in NUMBERS})
-    texts: dict[str, list[str]] = field(default_factory=lambda: {name: [] for name in TEXTS})
+    texts: dict[str, list[CodedTexts]] = field(default_factory=lambda: {name: [] for name in TEXTS})
     steps: dict[int, tuple[int, int]] = field(default_factory=dict)  # step -> (start ps, end ps)
     op_types: dict[str, str] = field(default_factory=dict)
     xla_signs: bool = False
 
     def __len__(self) -> int:
-        return len(self.texts["allocator"])
+        return sum(map(len, self.texts["allocator"]))
 
     def add(self, **columns: Any) -> None:
-        """Append events: every number column (arrays or lists) and every text column (lists)."""
+        """Append events: every number column (arrays or lists) and every text column (lists or coded)."""
         if set(columns) != set(NUMBERS) | set(TEXTS):
             raise ValueError(f"events need exactly the columns {sorted(NUMBERS) + sorted(TEXTS)}")
         for name, dtype in NUMBERS.items():
             self.numbers[name].append(np.asarray(columns[name], dtype=dtype))
         for name in TEXTS:
-            self.texts[name].extend(columns[name])
+            self.texts[name].append(CodedTexts.of(columns[name]))
 
     def column(self, name: str) -> np.ndarray:
         """One number column, whole."""
@@ -58,6 +60,13 @@ class Events:
         if len(parts) > 1:
             self.numbers[name] = parts = [np.concatenate(parts)]
         return parts[0] if parts else np.zeros(0, dtype=NUMBERS[name])
+
+    def text(self, name: str) -> CodedTexts:
+        """One text column, whole."""
+        parts = self.texts[name]
+        if len(parts) != 1:
+            self.texts[name] = parts = [CodedTexts.concatenate(parts) if parts else CodedTexts.of([])]
+        return parts[0]
 
     def add_step(self, number: int, start_ps: int, end_ps: int) -> None:
         """A step marker; a step marked several times spans all its markers."""
@@ -78,5 +87,6 @@ class Events:
 
     def same_as(self, other: Events) -> bool:
         """Equal columns, steps, op types and signs (to compare the two ways of reading)."""
-        return (all(np.array_equal(self.column(n), other.column(n)) for n in NUMBERS) and self.texts == other.texts
+        return (all(np.array_equal(self.column(n), other.column(n)) for n in NUMBERS)
+                and all(self.text(n).tolist() == other.text(n).tolist() for n in TEXTS)
                 and (self.steps, self.op_types, self.xla_signs) == (other.steps, other.op_types, other.xla_signs))
