@@ -545,3 +545,90 @@ def test_frees_of_chunks_from_before_the_profile_are_no_false_caution(name: str,
     assert "free-exceeds-allocation" not in kinds
     assert main(["peak", str(path)]) == 0
     assert not capsys.readouterr().out.startswith("caution:")
+
+
+# -- the fast path's shortcuts: runs of events, texts as codes, constant columns -------------------
+
+
+def _lookalikes() -> list[tuple[str, int, dict[str, object]]]:
+    """Events the event walk's candidates miss or mistake: at offset 0 (no offset field written),
+    larger than 16 KiB (a three-byte length), and string stats holding the very bytes of an event
+    header (0x22, a length, 0x08, an id, 0x10) in their middle."""
+    header = bytes([0x22, 0x05, 0x08, 0x01, 0x10, 0x01, 0x22]).decode("latin-1")
+    return [
+        ("alloc", 0, {"allocator_name": "cpu", "bytes_allocated": 256, "allocation_bytes": 256, "addr": 0x10, "tf_op": "a"}),
+        ("alloc", 2_000_000, {"allocator_name": "cpu", "bytes_allocated": 512, "allocation_bytes": 256, "addr": 0x20,
+                              "tf_op": "b", "shape": header * 3}),
+        ("alloc", 3_000_000, {"allocator_name": "cpu", "bytes_allocated": 768, "allocation_bytes": 256, "addr": 0x30,
+                              "tf_op": "c" * 20_000}),
+        ("free", 4_000_000, {"allocator_name": "cpu", "bytes_allocated": 512, "allocation_bytes": 256, "addr": 0x10}),
+        ("alloc", 5_000_000, {"allocator_name": "cpu", "bytes_allocated": 768, "allocation_bytes": 256, "addr": 0x40,
+                              "tf_op": header}),
+    ]
+
+
+@pytest.mark.parametrize("piece_bytes", [5, 64, 1 << 20])
+def test_the_event_walk_believes_only_events_it_reaches(piece_bytes: int) -> None:
+    import io
+
+    from memtrace.read import xplane, xplane_binary
+    from memtrace.read.binary import _PAD
+
+    data = _space(_lookalikes()).SerializeToString()
+    assert bytes([0x22, 0x05, 0x08, 0x01, 0x10]) in data  # the lookalike is there to be mistaken
+    fast, streamed, reference = xplane.Events(), xplane.Events(), xplane.Events()
+    xplane_binary.collect(bytearray(data) + bytes(_PAD), fast)
+    xplane_binary.collect_file(io.BufferedReader(io.BytesIO(data)), len(data), streamed, piece_bytes)  # type: ignore[arg-type]
+    xplane.collect(xplane.parse("lookalikes", data), reference)
+    assert len(reference) == 5
+    assert fast.same_as(reference) and streamed.same_as(reference)
+    assert fast.text("tf_op").tolist() == ["a", "b", "c" * 20_000, "", _lookalikes()[4][2]["tf_op"]]
+    assert fast.column("time_ps").tolist() == [1_000_000, 3_000_000, 4_000_000, 5_000_000, 6_000_000]
+
+
+def test_event_candidates_skip_stats_and_find_runs() -> None:
+    import numpy as np
+
+    from memtrace.read import xplane_binary
+    from memtrace.read.binary import _PAD, _Padded
+
+    space = _space(HAND)
+    line = space.planes[0].lines[0].SerializeToString()
+    padded = _Padded(bytearray(line) + bytes(_PAD))  # type: ignore[arg-type]
+    line_id, timestamp_ns, starts, ends, stop = xplane_binary._line_events(padded, 0, len(line))
+    assert (line_id, timestamp_ns, stop) == (7, 1000, len(line))
+    field_at, payload_at, end_at = xplane_binary._event_candidates(padded.u8, 0, len(line))
+    # Every event is a candidate (each has an offset), no stat is, and one run holds them all.
+    assert len(field_at) == len(HAND) == len(starts)
+    assert np.array_equal(payload_at, starts) and np.array_equal(end_at, ends)
+    assert np.array_equal(end_at[:-1], field_at[1:])
+
+
+def test_coded_texts_number_values_by_first_appearance() -> None:
+    import numpy as np
+
+    from memtrace.read.builder import CodedTexts, _codes
+
+    texts = ["b", "a", "b", "", "c", "a"]
+    # A table holding a value twice (a reference's name and the same string): coded once.
+    coded = CodedTexts.from_table(np.array([3, 1, 0, 2, 4, 1]), ["b", "a", "", "b", "c"])
+    assert coded.tolist() == texts and len(coded.values) == 4
+    codes, distinct, first = _codes(coded)
+    expected = _codes(texts)
+    assert codes.tolist() == expected[0].tolist() == [0, 1, 0, 2, 3, 1]
+    assert distinct == expected[1] == ["b", "a", "", "c"]
+    assert first.tolist() == expected[2].tolist() == [0, 1, 3, 4]
+    both = CodedTexts.concatenate([coded, CodedTexts.of(["c", "d"])])
+    assert both.tolist() == [*texts, "c", "d"] and both.distinct() == ["b", "a", "", "c", "d"]
+    assert coded.map(str.upper).tolist() == ["B", "A", "B", "", "C", "A"] and coded.take(np.array([4, 0]))[0] == "c"
+
+
+def test_a_profiles_constant_columns_cost_nothing_per_event() -> None:
+    trace = memtrace.load(str(KERAS[0]))
+    nodes = trace.nodes
+    # Events are instants with no temp or persistent memory and no inputs: those columns are one number each.
+    assert nodes.end_ns is nodes.start_ns and nodes.op_start_ns is nodes.start_ns
+    for column in (nodes.scheduled_ns, nodes.temp_bytes, nodes.persistent_bytes, nodes.input_offsets,
+                   nodes.persistent_ids_offsets):
+        assert column.strides == (0,) and not column.flags.writeable and not column.any()
+    assert len(nodes.input_offsets) == len(nodes.start_ns) + 1
