@@ -632,3 +632,22 @@ def test_a_profiles_constant_columns_cost_nothing_per_event() -> None:
                    nodes.persistent_ids_offsets):
         assert column.strides == (0,) and not column.flags.writeable and not column.any()
     assert len(nodes.input_offsets) == len(nodes.start_ns) + 1
+
+
+@pytest.mark.parametrize("path", KERAS, ids=lambda p: p.name.split(".")[0])
+def test_pieces_decoded_in_worker_processes_read_what_upb_reads(path: Path) -> None:
+    import io
+
+    from memtrace.read import xplane, xplane_binary
+
+    data = gzip.decompress(path.read_bytes())
+    pooled, reference = xplane.Events(), xplane.Events()
+    xplane_binary.collect_file(io.BufferedReader(io.BytesIO(data)), len(data), pooled, 4096, jobs=2)  # type: ignore[arg-type]
+    xplane.collect(xplane.parse(str(path), data), reference)
+    assert len(pooled) > 0 and pooled.same_as(reference)
+
+
+def test_jobs_give_the_same_report_on_a_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    one = _run(capsys, "ops", str(KERAS[2]), "--json")
+    two = _run(capsys, "ops", str(KERAS[2]), "--json", "-j", "2")
+    assert one[0] == 0 and one == two

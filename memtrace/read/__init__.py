@@ -66,7 +66,7 @@ def load(
     path = os.fspath(path)
     profiles = _profile_files(path, run) if path != "-" else None
     if profiles is not None:
-        return _load_profiles(path, profiles, graph, progress, step)
+        return _load_profiles(path, profiles, graph, progress, step, jobs)
     if run is not None:
         raise UsageError(f"{path}: --run picks a run of a profile logdir, and this is a file")
     if step is not None:
@@ -168,7 +168,7 @@ def _is_xspace_file(path: str) -> bool:
 
 
 def _load_profiles(path: str, files: list[str], graph: str | os.PathLike[str] | None, progress: Progress | None,
-                   step: int | None) -> TraceData:
+                   step: int | None, jobs: int = 1) -> TraceData:
     from . import xplane
 
     if graph is not None:
@@ -182,7 +182,7 @@ def _load_profiles(path: str, files: list[str], graph: str | os.PathLike[str] | 
         return data
 
     hosts = [(name, os.path.basename(name).removesuffix(".gz").removesuffix(PROFILE_SUFFIX)) for name in files]
-    xplane.read(hosts, content, builder, step, read_gzip=compressed)
+    xplane.read(hosts, content, builder, step, read_gzip=compressed, jobs=min(jobs, worker_pool.cores()))
     if progress is not None:
         size = sum(os.path.getsize(name) for name in files)
         progress(size, size)

@@ -198,7 +198,7 @@ def read_events(path: str, data: bytearray, into: Events) -> None:
     collect(space, into)
 
 
-def read_file_events(path: str, into: Events) -> bool | None:
+def read_file_events(path: str, into: Events, jobs: int = 1) -> bool | None:
     """One file's events read by the fast path a piece at a time, never the whole file in memory.
 
     A gzip-compressed profile is decompressed as it is read into an unnamed temporary file (the
@@ -227,9 +227,9 @@ def read_file_events(path: str, into: Events) -> bool | None:
                 with tempfile.TemporaryFile() as plain:
                     with gzip.GzipFile(fileobj=handle, mode="rb") as unpacked:
                         shutil.copyfileobj(unpacked, plain, 1 << 20)
-                    xplane_binary.collect_file(plain, plain.tell(), fast)  # type: ignore[arg-type]
+                    xplane_binary.collect_file(plain, plain.tell(), fast, jobs=jobs)  # type: ignore[arg-type]
             else:
-                xplane_binary.collect_file(handle, os.fstat(handle.fileno()).st_size, fast)
+                xplane_binary.collect_file(handle, os.fstat(handle.fileno()).st_size, fast, jobs=jobs)
     except (Unrecognised, OSError, EOFError, zlib.error):
         return None
     except Exception:
@@ -241,13 +241,13 @@ def read_file_events(path: str, into: Events) -> bool | None:
 
 
 def read(files: Sequence[tuple[str, str]], content: Callable[[str], bytearray], builder: TraceBuilder,
-         step: int | None = None, fast: bool = True, read_gzip: list[bool] | None = None) -> None:
+         step: int | None = None, fast: bool = True, read_gzip: list[bool] | None = None, jobs: int = 1) -> None:
     """Read profiles (``(path, host)`` each; several files are several hosts) into ``builder``.
 
     The fast path reads each file a piece at a time (:func:`read_file_events`, which appends to
     ``read_gzip`` whether the file was gzip); where it cannot, ``content(path)`` gives the file's
     content followed by ``binary._PAD`` zero bytes, dropped once its events are read.
-    ``fast=False`` reads with upb alone (the reference).
+    ``fast=False`` reads with upb alone (the reference). ``jobs``: processes that decode the events.
     Raises a TraceFormatError for a profile that holds no memory events or is not TensorFlow's.
     """
     from .binary import _PAD
@@ -257,7 +257,7 @@ def read(files: Sequence[tuple[str, str]], content: Callable[[str], bytearray], 
     several = len(files) > 1
     for path, host in files:
         mine = Events()
-        streamed = read_file_events(path, mine) if fast else None
+        streamed = read_file_events(path, mine, jobs) if fast else None
         if streamed is not None:
             read_gzip.append(streamed)
             release_memory()  # the pieces and their temporaries

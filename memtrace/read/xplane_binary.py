@@ -19,6 +19,7 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from io import BufferedIOBase
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from .binary import _PAD, _Padded, _scan, _varint, _varints
 from .builder import CodedTexts
 from .detect import Unrecognised
 from .xplane_events import ALLOCATION, DEALLOCATION, NO_FRAGMENTATION, XLA_SIGNS, Events
+
+if TYPE_CHECKING:
+    from .jobs import InOrder
 
 _LEN = 2
 _SEARCH_BYTES = 8 << 20
@@ -272,22 +276,73 @@ _Source = _Memory | _File
 
 def collect(data: bytearray, into: Events) -> None:
     """Decode an XSpace held in ``data`` (followed by at least ``_PAD`` zero bytes) into ``into``."""
-    _collect(_Memory(data), into)
+    _collect(_Memory(data), into, 1)
 
 
-def collect_file(handle: BufferedIOBase, size: int, into: Events, piece_bytes: int = _PIECE_BYTES) -> None:
+def collect_file(handle: BufferedIOBase, size: int, into: Events, piece_bytes: int = _PIECE_BYTES, jobs: int = 1) -> None:
     """Decode the XSpace of a seekable file of ``size`` bytes into ``into``, a piece at a time.
 
     The plane's metadata comes after its lines in the file, so each plane is walked twice: its
-    fields' headers first (lines skipped by their length, metadata read), then its lines.
+    fields' headers first (lines skipped by their length, metadata read), then its lines. With
+    ``jobs`` over 1, the pieces' events are decoded in that many processes (:mod:`.jobs`), the
+    walk from piece to piece staying here; the events come back in file order.
     """
-    _collect(_File(handle, size, piece_bytes), into)
+    _collect(_File(handle, size, piece_bytes), into, jobs)
 
 
-def _collect(source: _Source, into: Events) -> None:
-    for number, wire, _, start, end in _walk(source, 0, source.size, "a truncated profile"):
-        if number == 1 and wire == _LEN:
-            _plane(source, start, end, into)
+def _collect(source: _Source, into: Events, jobs: int) -> None:
+    decoder = _Decoder(into, jobs)
+    try:
+        for number, wire, _, start, end in _walk(source, 0, source.size, "a truncated profile"):
+            if number == 1 and wire == _LEN:
+                _plane(source, start, end, into, decoder)
+        decoder.finish()
+    except BaseException:
+        decoder.close(failed=True)
+        raise
+    decoder.close()
+
+
+# What :func:`_line` needs besides the piece: line id, timestamp, event spans, memory event ids,
+# stat names, the step_num stat's id and the step numbers metadata gives.
+_LineArguments = tuple[int, int, IntArray, IntArray, IntArray, IntArray, dict[int, str], "int | None", dict[int, int]]
+
+
+class _Decoder:
+    """Decodes the walked pieces of lines into ``into``: here, or from the second piece on in worker processes."""
+
+    def __init__(self, into: Events, jobs: int):
+        self.into, self.jobs, self.pieces = into, jobs, 0
+        self.pool: InOrder[Events] | None = None
+
+    def decode(self, data: bytearray, padded: _Padded, arguments: _LineArguments) -> None:
+        """``_piece_events(data, *arguments)``, its events appended to ``into`` in the order pieces are given."""
+        self.pieces += 1
+        if self.jobs > 1 and self.pieces == 2:  # a second piece: worth starting the processes
+            from .jobs import InOrder
+
+            self.pool = InOrder(_piece_events, self.jobs)
+        if self.pool is None:
+            _line(data, padded, *arguments, into=self.into)
+        else:
+            self.pool.submit((data, *arguments), self.into.extend)
+
+    def finish(self) -> None:
+        if self.pool is not None:
+            self.pool.finish()
+
+    def close(self, failed: bool = False) -> None:
+        """Stop the processes: after the last piece, or at once (dropping the pieces in flight) on a failure."""
+        if self.pool is not None and self.pool.pool is not None:
+            self.pool.pool.shutdown(wait=not failed, cancel_futures=failed)
+
+
+def _piece_events(data: bytearray, *arguments: Any) -> Events:
+    """One piece's events, decoded on their own (in a worker process)."""
+    events = Events()
+    line_arguments: _LineArguments = arguments  # type: ignore[assignment]
+    _line(data, _Padded(data), *line_arguments, into=events)  # type: ignore[arg-type]
+    return events
 
 
 def _walk(source: _Source, start: int, end: int, truncated: str) -> Iterator[tuple[int, int, int, int, int]]:
@@ -324,7 +379,7 @@ def _walk(source: _Source, start: int, end: int, truncated: str) -> Iterator[tup
         raise Unrecognised(truncated)
 
 
-def _plane(source: _Source, start: int, end: int, into: Events) -> None:
+def _plane(source: _Source, start: int, end: int, into: Events, decoder: _Decoder) -> None:
     lines: list[tuple[int, int]] = []
     metadata: list[tuple[int, int]] = []
     for number, wire, field_start, payload, field_end in _walk(source, start, end, "a truncated plane"):
@@ -382,8 +437,8 @@ def _plane(source: _Source, start: int, end: int, into: Events) -> None:
                     padded, pos - base, field_end - base, line_id, timestamp_ns, not decoded, field_end == hi)
             if len(starts):
                 decoded = True
-                _line(data, padded, line_id, timestamp_ns, starts, ends, alloc_ids, free_ids, names, step_id, step_meta,
-                      into)
+                decoder.decode(data, padded, (line_id, timestamp_ns, starts, ends, alloc_ids, free_ids, names, step_id,
+                                              step_meta))
             pos = base + stop
             del data, padded
 
