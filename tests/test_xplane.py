@@ -251,6 +251,19 @@ def test_logdir_takes_the_newest_run_or_the_one_named(tmp_path: Path) -> None:
     assert len(memtrace.load(root / "2024_01_01_00_00_00").nodes) == 2
 
 
+def test_a_keras_logdir_has_its_runs_under_train(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # keras.callbacks.TensorBoard(log_dir=LOGDIR, profile_batch=...) writes LOGDIR/train/plugins/profile/RUN/.
+    root = tmp_path / "train" / "plugins" / "profile"
+    for run, events in (("2024_01_01_00_00_00", HAND[:2]), ("2024_02_01_00_00_00", HAND)):
+        (root / run).mkdir(parents=True)
+        _write(root / run, _space(events), "vm.xplane.pb")
+    (tmp_path / "validation").mkdir()
+    assert len(memtrace.load(tmp_path).nodes) == len(HAND)
+    assert len(memtrace.load(tmp_path, run="2024_01_01_00_00_00").nodes) == 2
+    code, _, err = _run(capsys, "summary", str(tmp_path), "--run", "2023")
+    assert code == 2 and "no run '2023' (runs: 2024_01_01_00_00_00, 2024_02_01_00_00_00)" in err
+
+
 def test_vendored_schema_matches_tensorflows() -> None:
     pytest.importorskip("tensorflow")
     from tensorflow.tsl.profiler.protobuf import xplane_pb2 as theirs
@@ -651,3 +664,44 @@ def test_jobs_give_the_same_report_on_a_profile(capsys: pytest.CaptureFixture[st
     one = _run(capsys, "ops", str(KERAS[2]), "--json")
     two = _run(capsys, "ops", str(KERAS[2]), "--json", "-j", "2")
     assert one[0] == 0 and one == two
+
+
+_TENSORBOARD_SCRIPT = """
+import json, os, tempfile
+os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
+import keras, numpy as np, tensorflow as tf
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)])
+model.compile(optimizer="sgd", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+x, y = np.ones((64, 8), dtype="float32"), np.zeros(64, dtype="int64")
+logdir = tempfile.mkdtemp()
+counters = {}
+class Counters(keras.callbacks.Callback):  # the allocator's own peak counter, batch by batch
+    def on_train_batch_begin(self, batch, logs=None):
+        tf.config.experimental.reset_memory_stats("CPU:0")
+    def on_train_batch_end(self, batch, logs=None):
+        counters[batch] = tf.config.experimental.get_memory_info("CPU:0")["peak"]
+model.fit(x, y, batch_size=8, epochs=1, verbose=0,
+          callbacks=[Counters(), keras.callbacks.TensorBoard(log_dir=logdir, profile_batch=(3, 5))])
+import memtrace
+steps = [s.number for s in memtrace.load(logdir).steps]
+print(json.dumps({"steps": steps, "peaks": [memtrace.load(logdir, step=n).peaks()[0].peak_bytes for n in steps],
+                  "counters": [counters[n] for n in steps]}))
+"""
+
+
+def test_tensorboards_profile_batch_steps_peak_at_the_allocators_own_counter() -> None:
+    # Keras's TensorBoard callback, as users record: its logdir read whole, each profiled batch's
+    # peak equal to the allocator's own peak counter reset before that batch.
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("tensorboard")
+    env = {**os.environ, "PYTHONPATH": str(FIXTURES.parent), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    done = subprocess.run([sys.executable, "-c", _TENSORBOARD_SCRIPT], capture_output=True, text=True, env=env,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["steps"] == [2, 3, 4]  # profile_batch=(3, 5): the third to fifth batch, numbered from 0
+    assert found["peaks"] == found["counters"] and min(found["peaks"]) > 0

@@ -135,21 +135,37 @@ def _profile_files(path: str, run: str | None) -> list[str] | None:
     if not os.path.isdir(path):
         # Only a regular file is sniffed here: reading a pipe's first bytes would take them from the one read it allows.
         return [path] if os.path.isfile(path) and _is_xspace_file(path) else None
-    runs_root = next((os.path.join(path, *sub) for sub in (("plugins", "profile"), ("profile",))
-                      if os.path.isdir(os.path.join(path, *sub))), path)
     here = _host_files(path)
     if here and run is None:
         return here
-    runs = sorted(name for name in os.listdir(runs_root) if _host_files(os.path.join(runs_root, name)))
+    runs = _runs(path)
     if not runs:
         raise TraceFormatError(path, f"no profile here: no RUN/HOST{PROFILE_SUFFIX} under it "
-                               "(tf.profiler.experimental.start(LOGDIR) writes LOGDIR/plugins/profile/RUN/HOST.xplane.pb)")
+                               "(tf.profiler.experimental.start(LOGDIR) writes LOGDIR/plugins/profile/RUN/HOST.xplane.pb, "
+                               "Keras's TensorBoard(log_dir=LOGDIR, profile_batch=...) LOGDIR/train/plugins/profile/RUN/...)")
     if run is None:
         # Run directories are named by the time they were taken (2024_01_31_12_00_00), so the newest sorts last.
-        run = runs[-1]
+        run = max(runs)
     elif run not in runs:
-        raise UsageError(f"{path}: no run {run!r} (runs: {', '.join(runs)})")
-    return _host_files(os.path.join(runs_root, run))
+        raise UsageError(f"{path}: no run {run!r} (runs: {', '.join(sorted(runs))})")
+    return _host_files(runs[run])
+
+
+def _runs(path: str) -> dict[str, str]:
+    """The runs under a logdir, by name: in ``plugins/profile`` (the profiler's own), ``profile``, or
+    ``SUBDIR/plugins/profile`` (Keras's TensorBoard callback writes under ``train/``), else ``path`` itself."""
+    roots = [os.path.join(path, "plugins", "profile"), os.path.join(path, "profile")]
+    try:
+        roots += [os.path.join(path, name, "plugins", "profile") for name in sorted(os.listdir(path))]
+    except OSError:
+        pass
+    roots = [root for root in roots if os.path.isdir(root)] or [path]
+    runs: dict[str, str] = {}
+    for root in roots:
+        for name in sorted(os.listdir(root)):
+            if name not in runs and _host_files(os.path.join(root, name)):
+                runs[name] = os.path.join(root, name)
+    return runs
 
 
 def _host_files(directory: str) -> list[str]:

@@ -322,6 +322,8 @@ def _feed(events: Events, builder: TraceBuilder, window: tuple[int, int] | None,
     block = _block(events, builder, window, hosts)
     release_memory()  # the events' columns, gone into the block
     builder.add_nodes(block)
+    del block
+    release_memory()  # the block, gone into the builder
 
 
 def _check_peak_counter(builder: TraceBuilder, allocator_names: CodedTexts, allocator: IntArray, rows: IntArray,
