@@ -620,14 +620,14 @@ def test_event_candidates_skip_stats_and_find_runs() -> None:
 def test_coded_texts_number_values_by_first_appearance() -> None:
     import numpy as np
 
-    from memtrace.read.builder import CodedTexts, _codes
+    from memtrace.read.builder import CodedTexts, codes_by_first_appearance
 
     texts = ["b", "a", "b", "", "c", "a"]
     # A table holding a value twice (a reference's name and the same string): coded once.
     coded = CodedTexts.from_table(np.array([3, 1, 0, 2, 4, 1]), ["b", "a", "", "b", "c"])
     assert coded.tolist() == texts and len(coded.values) == 4
-    codes, distinct, first = _codes(coded)
-    expected = _codes(texts)
+    codes, distinct, first = codes_by_first_appearance(coded)
+    expected = codes_by_first_appearance(texts)
     assert codes.tolist() == expected[0].tolist() == [0, 1, 0, 2, 3, 1]
     assert distinct == expected[1] == ["b", "a", "", "c"]
     assert first.tolist() == expected[2].tolist() == [0, 1, 3, 4]

@@ -207,7 +207,7 @@ class CodedTexts:
         """The texts of a list, coded in order of first appearance."""
         if isinstance(texts, CodedTexts):
             return texts
-        codes, distinct, _ = _codes(texts)
+        codes, distinct, _ = codes_by_first_appearance(texts)
         return cls(codes, distinct)
 
     @classmethod
@@ -250,7 +250,7 @@ class CodedTexts:
         return np.array(self.values, dtype=object)[self.codes].tolist()  # type: ignore[no-any-return]
 
 
-def _codes(values: Sequence[str] | CodedTexts) -> tuple[IntArray, list[str], IntArray]:
+def codes_by_first_appearance(values: Sequence[str] | CodedTexts) -> tuple[IntArray, list[str], IntArray]:
     """Local codes in order of first appearance, the distinct values, and each one's first row."""
     if isinstance(values, CodedTexts):
         return _first_appearance(values)
@@ -265,7 +265,7 @@ def _codes(values: Sequence[str] | CodedTexts) -> tuple[IntArray, list[str], Int
 
 
 def _first_appearance(texts: CodedTexts) -> tuple[IntArray, list[str], IntArray]:
-    """:func:`_codes` of coded texts: renumbered by first appearance, without a Python step per row."""
+    """:func:`codes_by_first_appearance` of coded texts: renumbered by first appearance, without a Python step per row."""
     if not len(texts):
         return np.zeros(0, dtype=np.int64), [], np.zeros(0, dtype=np.int64)
     present, first = np.unique(texts.codes, return_index=True)
@@ -395,8 +395,8 @@ class TraceBuilder:
 
     def _allocator_codes(self, block: NodeBlock) -> tuple[IntArray, IntArray]:
         """Allocator indices of the memory rows and output rows, numbering new names by first use."""
-        mem_codes, mem_names, mem_first = _codes(block.mem_allocator)
-        out_codes, out_names, out_first = _codes(block.out_allocator)
+        mem_codes, mem_names, mem_first = codes_by_first_appearance(block.mem_allocator)
+        out_codes, out_names, out_first = codes_by_first_appearance(block.out_allocator)
         first_use: dict[str, tuple[int, int, int]] = {}
         for names, first, rows_node, phase in ((mem_names, mem_first, block.mem_node, 0), (out_names, out_first, block.out_node, 1)):
             for name, row in zip(names, first.tolist()):
@@ -420,7 +420,7 @@ class TraceBuilder:
         node_base, mem_base = self._nodes, self._memory
 
         # Labels: parsed once per distinct label, ever.
-        label_codes, labels, label_first = _codes(block.label)
+        label_codes, labels, label_first = codes_by_first_appearance(block.label)
         parsed = []
         for label in labels:
             found = self._labels.get(label)
@@ -431,7 +431,7 @@ class TraceBuilder:
         dtype_names = [dtype_display_name(dtype_enum_name(v)) for v in dtype_numbers.tolist()]
 
         # Intern new strings in the order a node-by-node reading meets them.
-        name_codes, names, name_first = _codes(block.name)
+        name_codes, names, name_first = codes_by_first_appearance(block.name)
         pending: list[tuple[int, int, str]] = [  # (node, sub-position, string)
             (first, 0, name) for name, first in zip(names, name_first.tolist()) if name not in index
         ]

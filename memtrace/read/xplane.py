@@ -44,7 +44,7 @@ import numpy as np
 
 from ..errors import TraceFormatError
 from ..model import IntArray, Step
-from .builder import CodedTexts, NodeBlock, TraceBuilder, _codes, constant, release_memory
+from .builder import CodedTexts, NodeBlock, TraceBuilder, codes_by_first_appearance, constant, release_memory
 from .xplane_events import ALLOCATION, DEALLOCATION, NO_FRAGMENTATION, NUMBERS, TEXTS, XLA_SIGNS, Events
 
 NO_OP, FREE = "(no op)", "(free)"
@@ -367,7 +367,7 @@ def _block(events: Events, builder: TraceBuilder, window: tuple[int, int] | None
         events.texts[name] = []
     del order
     time_ns, is_alloc, addr, size = column["time_ns"], column["is_alloc"], column["addr"], column["allocation"]
-    allocator, allocator_order, _ = _codes(text["allocator"])  # numbered by first appearance
+    allocator, allocator_order, _ = codes_by_first_appearance(text["allocator"])  # numbered by first appearance
     allocator_names = text["allocator"]
     free_of = _pair(allocator, addr, is_alloc)
     alloc_of = np.full(len(is_alloc), -1, dtype=np.int64)
