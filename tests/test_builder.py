@@ -70,19 +70,20 @@ def _trace(tmp_path: Path, text: str) -> Path:
 def test_byte_totals_past_int64_are_an_oddity(tmp_path: Path) -> None:
     path = _trace(tmp_path, WRAPPING)
     trace = memtrace.load(path)
-    assert [(o.kind, o.count, o.example) for o in trace.oddities] == [
+    assert [(o.kind, o.count, o.example, o.allocator) for o in trace.oddities] == [
         ("bytes-beyond-int64", 1,
-         "the records of 'GPU_0_bfc' add up to 1.38e+19 bytes: a running total of them wraps around")]
+         "the records of 'GPU_0_bfc' add up to 1.38e+19 bytes: a running total of them wraps around", "GPU_0_bfc")]
 
 
 def test_semantic_nonsense_is_noted_kind_by_kind(tmp_path: Path) -> None:
     trace = memtrace.load(_trace(tmp_path, NONSENSE))
-    assert [(o.kind, o.count, o.example) for o in trace.oddities] == [
-        ("node-lasts-over-a-day", 1, "'long' lasts 1.13e+04 days"),
-        ("negative-size", 1, "'early' has temp_memory_size -1099511627776"),
-        ("record-outside-its-node", 1, "a record of 'early' at -999,995 us from the node's start"),
-        ("free-exceeds-allocation", 1, "'early' frees 512 bytes but allocates 256"),
-        ("free-before-allocation", 1, "'long' frees 64 bytes before it allocates any"),
+    # A node's sizes and times are the whole trace's; records and memory entries their allocator's.
+    assert [(o.kind, o.count, o.example, o.allocator) for o in trace.oddities] == [
+        ("node-lasts-over-a-day", 1, "'long' lasts 1.13e+04 days", None),
+        ("negative-size", 1, "'early' has temp_memory_size -1099511627776", None),
+        ("record-outside-its-node", 1, "a record of 'early' at -999,995 us from the node's start", "GPU_0_bfc"),
+        ("free-exceeds-allocation", 1, "'early' frees 512 bytes but allocates 256", "GPU_0_bfc"),
+        ("free-before-allocation", 1, "'long' frees 64 bytes before it allocates any", "GPU_0_bfc"),
     ]
 
 
@@ -110,10 +111,12 @@ def test_summary_lists_them_and_the_numbers_they_bend_carry_a_caution(capsys: py
     path = _trace(tmp_path, NONSENSE)
     assert main(["summary", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "  record-outside-its-node: 1 (e.g. a record of 'early' at -999,995 us from the node's start)\n" in out
+    assert "  negative-size: 1 (e.g. 'early' has temp_memory_size -1099511627776)\n" in out
+    assert "  record-outside-its-node on GPU_0_bfc: 1 (e.g. a record of 'early' at -999,995 us from the node's start)\n" in out
     caution = ("caution: oddities in this trace bend the numbers below: node-lasts-over-a-day (durations), "
-               "negative-size (sizes below zero), record-outside-its-node (peak times), free-exceeds-allocation "
-               "(live bytes), free-before-allocation (live bytes); see 'memtrace summary'\n\n")
+               "negative-size (sizes below zero), record-outside-its-node on GPU_0_bfc (peak times), "
+               "free-exceeds-allocation on GPU_0_bfc (live bytes), free-before-allocation on GPU_0_bfc (live bytes); "
+               "see 'memtrace summary'\n\n")
     for command in ("peak", "timeline", "ops"):
         assert main([command, str(path)]) == 0
         assert capsys.readouterr().out.startswith(caution)
@@ -142,10 +145,12 @@ def test_json_carries_the_oddities_that_bend_its_numbers(capsys: pytest.CaptureF
     expected = [
         {"kind": "node-lasts-over-a-day", "count": 1, "example": "'long' lasts 1.13e+04 days"},
         {"kind": "negative-size", "count": 1, "example": "'early' has temp_memory_size -1099511627776"},
-        {"kind": "record-outside-its-node", "count": 1,
+        {"kind": "record-outside-its-node", "allocator": "GPU_0_bfc", "count": 1,
          "example": "a record of 'early' at -999,995 us from the node's start"},
-        {"kind": "free-exceeds-allocation", "count": 1, "example": "'early' frees 512 bytes but allocates 256"},
-        {"kind": "free-before-allocation", "count": 1, "example": "'long' frees 64 bytes before it allocates any"},
+        {"kind": "free-exceeds-allocation", "allocator": "GPU_0_bfc", "count": 1,
+         "example": "'early' frees 512 bytes but allocates 256"},
+        {"kind": "free-before-allocation", "allocator": "GPU_0_bfc", "count": 1,
+         "example": "'long' frees 64 bytes before it allocates any"},
     ]
     for command in (["peak"], ["timeline"], ["ops"], ["summary"], ["check", "--max-peak", "GPU_0_bfc=1GiB"]):
         assert main([*command, str(path), "--json"]) == 0
@@ -186,3 +191,169 @@ def test_ops_stars_a_negative_size_and_check_a_bent_measure(capsys: pytest.Captu
     assert out[6] == "* bent by free-exceeds-allocation, free-before-allocation: see 'memtrace summary'"
     assert main(["check", str(TINY / "ties.pbtxt"), "--max-peak", "bfc=1GiB"]) == 0
     assert "*" not in capsys.readouterr().out
+
+
+# -- an oddity of one allocator marks that allocator's numbers only ------------------------------
+
+# GPU_0_bfc is sound: 1 KiB from 1 us to 5 us. The node's cpu entry allocates 256 B at 2 us and frees
+# 512 B at 4 us (free-exceeds-allocation on cpu).
+ONE_ODD_ALLOCATOR = f'''dev_stats {{
+  device: "{GPU}"
+  node_stats {{
+    node_name: "conv"
+    all_start_micros: 1000
+    all_end_rel_micros: 10
+    memory {{
+      allocator_name: "GPU_0_bfc"
+      allocation_records {{ alloc_micros: 1001 alloc_bytes: 1024 }}
+      allocation_records {{ alloc_micros: 1005 alloc_bytes: -1024 }}
+    }}
+    memory {{
+      allocator_name: "cpu"
+      allocation_records {{ alloc_micros: 1002 alloc_bytes: 256 }}
+      allocation_records {{ alloc_micros: 1004 alloc_bytes: -512 }}
+    }}
+  }}
+}}
+'''
+CPU_CAUTION = ("caution: oddities in this trace bend the numbers below: free-exceeds-allocation on cpu (live bytes); "
+               "see 'memtrace summary'\n\n")
+CPU_ODDITY = {"kind": "free-exceeds-allocation", "allocator": "cpu", "count": 1,
+              "example": "'conv' frees 512 bytes but allocates 256"}
+
+
+def test_an_oddity_is_noted_on_the_allocator_it_is_found_on(tmp_path: Path) -> None:
+    trace = memtrace.load(_trace(tmp_path, ONE_ODD_ALLOCATOR))
+    assert [(o.kind, o.count, o.example, o.allocator) for o in trace.oddities] == [
+        ("free-exceeds-allocation", 1, "'conv' frees 512 bytes but allocates 256", "cpu")]
+
+
+def test_peak_marks_only_the_odd_allocator(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    path = _trace(tmp_path, ONE_ODD_ALLOCATOR)
+    assert main(["peak", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(CPU_CAUTION)
+    peak_lines = [line for line in out.splitlines() if ": peak " in line]
+    assert peak_lines == ["GPU_0_bfc: peak 1 KiB (1,024 bytes) at 1 us into the step (from records)",
+                          "cpu: peak 256 B (256 bytes) (bent: free-exceeds-allocation) at 2 us into the step (from records)"]
+    # Asked for the sound allocator alone: nothing below is bent, so no caution and no mark.
+    assert main(["peak", str(path), "--allocator", "GPU_0_bfc"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("GPU_0_bfc: peak 1 KiB (1,024 bytes) at 1 us into the step (from records)\n")
+    assert "bent" not in out and "caution" not in out
+
+
+def test_peak_json_lists_an_allocators_oddities_in_its_entry(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = _trace(tmp_path, ONE_ODD_ALLOCATOR)
+    assert main(["peak", str(path), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    gpu, cpu = document["allocators"]
+    assert (gpu["allocator"], "oddities" in gpu) == ("GPU_0_bfc", False)
+    assert (cpu["allocator"], cpu["oddities"]) == ("cpu", [CPU_ODDITY])
+    assert document["oddities"] == [CPU_ODDITY]
+    assert main(["peak", str(path), "--json", "--allocator", "GPU_0_bfc"]) == 0
+    assert "oddities" not in capsys.readouterr().out
+
+
+def test_summary_stars_only_the_odd_allocators_peak(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    path = _trace(tmp_path, ONE_ODD_ALLOCATOR)
+    assert main(["summary", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "step: 10 us (10 us), 1 node, 0 outputs"
+    assert out[11].split() == ["GPU_0_bfc", "1", "KiB", "1", "us", "conv", "records", "2", "1", "1", "0", "0", "0", "no"]
+    assert out[12].split() == ["cpu", "256", "B*", "2", "us", "conv", "records", "2", "1", "1", "0", "0", "0", "no"]
+    assert out[13:] == ["* bent by free-exceeds-allocation: see Oddities", "", "Oddities",
+                        "  free-exceeds-allocation on cpu: 1 (e.g. 'conv' frees 512 bytes but allocates 256)"]
+    assert main(["summary", str(path), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["oddities"] == [CPU_ODDITY]
+    assert [a.get("oddities") for a in document["allocators"]] == [None, [CPU_ODDITY]]
+
+
+def test_timeline_json_lists_an_allocators_oddities_in_its_entry(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = _trace(tmp_path, ONE_ODD_ALLOCATOR)
+    assert main(["timeline", str(path), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [a.get("oddities") for a in document["allocators"]] == [None, [CPU_ODDITY]]
+    assert document["oddities"] == [CPU_ODDITY]
+
+
+def test_check_stars_only_the_odd_allocators_budget(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    path = _trace(tmp_path, ONE_ODD_ALLOCATOR)
+    budgets = ["--max-peak", "cpu=1KiB", "--max-peak", "GPU_0_bfc=1MiB"]
+    assert main(["check", str(path), *budgets]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(CPU_CAUTION)
+    rows = out.splitlines()[5:9]
+    assert [row.split() for row in rows] == [
+        ["cpu", "max_peak", "1", "KiB", "(1,024", "B)", "256", "B", "(256", "B)*", "+768", "B", "PASS"],
+        ["GPU_0_bfc", "max_peak", "1", "MiB", "(1,048,576", "B)", "1", "KiB", "(1,024", "B)", "+1023", "KiB", "PASS"],
+        ["*", "bent", "by", "free-exceeds-allocation:", "see", "'memtrace", "summary'"],
+        []]
+    assert main(["check", str(path), *budgets, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert [b.get("oddities") for b in document["budgets"]] == [[CPU_ODDITY], None]
+    assert document["oddities"] == [CPU_ODDITY]
+    assert main(["check", str(path), "--max-peak", "GPU_0_bfc=1MiB"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("memtrace check ") and "*" not in out
+
+
+def test_ops_cautions_about_the_allocators_its_at_peak_covers(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    path = _trace(tmp_path, ONE_ODD_ALLOCATOR)
+    assert main(["ops", str(path)]) == 0
+    assert capsys.readouterr().out.startswith(CPU_CAUTION)
+    assert main(["ops", str(path), "--allocator", "GPU_0_bfc"]) == 0
+    assert capsys.readouterr().out.startswith("op type ")
+    assert main(["ops", str(path), "--allocator", "GPU_0_bfc", "--json"]) == 0
+    assert "oddities" not in json.loads(capsys.readouterr().out)
+    assert main(["ops", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["oddities"] == [CPU_ODDITY]
+
+
+def test_negative_sizes_are_noted_on_their_allocator_and_bend_every_ops_size(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a negative total_bytes on cpu's memory entry and a negative temp_memory_size (the node's)
+    text = ONE_ODD_ALLOCATOR.replace('allocator_name: "cpu"', 'allocator_name: "cpu"\n      total_bytes: -4096')
+    text = text.replace("    all_end_rel_micros: 10\n", "    all_end_rel_micros: 10\n    memory_stats { temp_memory_size: -8 }\n")
+    path = _trace(tmp_path, text)
+    # THEN the node's is the whole trace's and the entry's cpu's, each with its count and example
+    assert [(o.kind, o.count, o.example, o.allocator) for o in memtrace.load(path).oddities] == [
+        ("negative-size", 1, "'conv' has temp_memory_size -8", None),
+        ("negative-size", 1, "'conv' has total_bytes -4096", "cpu"),
+        ("free-exceeds-allocation", 1, "'conv' frees 512 bytes but allocates 256", "cpu")]
+    # AND ops, whose size columns add every allocator up, names both, whichever peaks it covers
+    monkeypatch.setenv("COLUMNS", "400")
+    assert main(["ops", str(path), "--allocator", "GPU_0_bfc"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("caution: oddities in this trace bend the numbers below: negative-size (sizes below zero); "
+                          "see 'memtrace summary'\n\n")
+    assert out.endswith("* below zero: sizes in the trace are negative (oddity negative-size), so this is no size\n")
+    assert main(["summary", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("Oddities\n  negative-size: 1 (e.g. 'conv' has temp_memory_size -8)\n"
+                        "  negative-size on cpu: 1 (e.g. 'conv' has total_bytes -4096)\n"
+                        "  free-exceeds-allocation on cpu: 1 (e.g. 'conv' frees 512 bytes but allocates 256)\n")
+
+
+def test_an_allocators_name_is_escaped_where_its_oddity_is_named(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    path = _trace(tmp_path, ONE_ODD_ALLOCATOR.replace('"cpu"', '"\\033[31mcpu"'))
+    assert main(["peak", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("caution: oddities in this trace bend the numbers below: free-exceeds-allocation on "
+                          "\\x1b[31mcpu (live bytes); see 'memtrace summary'\n\n")
+    assert "\x1b" not in out
+    assert main(["summary", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "  free-exceeds-allocation on \\x1b[31mcpu: 1 (e.g. 'conv' frees 512 bytes but allocates 256)\n" in out
+    assert "\x1b" not in out

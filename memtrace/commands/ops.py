@@ -59,9 +59,11 @@ def run(args: argparse.Namespace) -> int:
     result = ops(trace, by=args.by, sort=args.sort, depth=args.depth, allocators=resolve_allocators(trace, args.allocator),
                  device=args.device, name=args.name, min_bytes=min_bytes)
 
-    def render_text(out: IO[str]) -> None:
-        write_caution(trace.oddities, out)
-        report.render_text(result, out, args.top or 20, trace.oddities)
+    oddities = report.concerning(result, trace.oddities)
 
-    write_report(args, lambda: with_oddities(report.to_json(trace.path, result, args.top), trace.oddities), render_text)
+    def render_text(out: IO[str]) -> None:
+        write_caution(oddities, out)
+        report.render_text(result, out, args.top or 20, oddities)
+
+    write_report(args, lambda: with_oddities(report.to_json(trace.path, result, args.top), oddities), render_text)
     return 0

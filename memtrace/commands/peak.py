@@ -41,7 +41,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..peak import group_live_set, parse_group_by, peaks, select_live
     from ..reporters import peak as report
-    from ..reporters.common import with_oddities, write_caution
+    from ..reporters.common import concerning, with_oddities, write_caution
     from ..units import parse_size
 
     grouping = parse_group_by(args.group_by) if args.group_by else None
@@ -55,10 +55,12 @@ def run(args: argparse.Namespace) -> int:
         groups = group_live_set(trace, p, *grouping, live=live) if grouping else None
         listings[p.allocator] = report.Listing(live, groups, args.group_by)
 
-    def render_text(out: IO[str]) -> None:
-        write_caution(trace.oddities, out)
-        report.render_text(result, out, args.top or 10, listings, trace.oddities)
+    oddities = concerning(trace.oddities, [p.allocator for p in result])
 
-    write_report(args, lambda: with_oddities(report.to_json(trace.path, result, args.top, listings), trace.oddities),
+    def render_text(out: IO[str]) -> None:
+        write_caution(oddities, out)
+        report.render_text(result, out, args.top or 10, listings, oddities)
+
+    write_report(args, lambda: with_oddities(report.to_json(trace.path, result, args.top, listings, oddities), oddities),
                  render_text)
     return 0

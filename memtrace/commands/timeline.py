@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
     from ..peak import peaks
     from ..reporters import timeline as report
-    from ..reporters.common import open_output, with_oddities, write_caution, write_json
+    from ..reporters.common import concerning, open_output, with_oddities, write_caution, write_json
     from ..reporters.tables import fitted
     from ..timeline import timeline
 
@@ -45,13 +45,14 @@ def run(args: argparse.Namespace) -> int:
     trace = load_trace(args)
     names = resolve_allocators(trace, args.allocator) or [p.allocator for p in peaks(trace)]  # largest peak first, as everywhere
     result = [timeline(trace, name, args.points) for name in names]
+    oddities = concerning(trace.oddities, names)
     with open_output(args.output, input_paths(args)) as out:
         if args.json:
-            write_json(with_oddities(report.to_json(trace.path, result), trace.oddities), out)
+            write_json(with_oddities(report.to_json(trace.path, result, oddities), oddities), out)
         elif args.csv:
             report.render_csv(result, out)
         else:
             with fitted(out) as text:
-                write_caution(trace.oddities, text)
+                write_caution(oddities, text)
                 report.render_text(result, text)
     return 0

@@ -31,6 +31,12 @@ def to_json(path: str, report: OpsReport, top: int | None = None) -> dict[str, A
     }
 
 
+def concerning(report: OpsReport, oddities: Sequence[Oddity]) -> list[Oddity]:
+    """The oddities that bend an ops report: the whole trace's, those found on an allocator whose peak
+    'at peak' covers, and negative sizes on any allocator (the size columns add every allocator up)."""
+    return [o for o in oddities if o.allocator is None or o.allocator in report.allocators or o.kind == "negative-size"]
+
+
 def render_text(report: OpsReport, out: IO[str], top: int = 20, oddities: Sequence[Oddity] = ()) -> None:
     """tfprof's layout: each byte column as ``size (cumulative %, self %)`` in the sorted order.
 

@@ -2,31 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import IO, Any
 
 import numpy as np
 
+from ..model import Oddity
 from ..timeline import Timeline
 from ..units import format_bytes, format_us, plural
-from .common import clean
+from .common import clean, with_oddities
 from .tables import output_width
 
 SCHEMA = "memtrace.timeline/1"
 _BARS = " ▁▂▃▄▅▆▇█"
 
 
-def to_json(path: str, timelines: list[Timeline]) -> dict[str, Any]:
+def to_json(path: str, timelines: list[Timeline], oddities: Sequence[Oddity] = ()) -> dict[str, Any]:
+    """Each allocator's points; the ``oddities`` found on it that bend numbers are listed in its entry."""
     return {
         "schema": SCHEMA,
         "trace": path,
         "allocators": [
-            {
+            with_oddities({
                 "allocator": t.allocator,
                 "source": t.source,
                 "baseline_bytes": t.baseline_bytes,
                 "absolute": t.baseline_bytes is not None,
                 "points": [[int(x), int(y)] for x, y in zip(t.time_us, t.live_bytes)],
-            }
+            }, oddities, t.allocator)
             for t in timelines
         ],
     }
