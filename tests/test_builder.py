@@ -274,12 +274,35 @@ def test_summary_stars_only_the_odd_allocators_peak(capsys: pytest.CaptureFixtur
     assert [a.get("oddities") for a in document["allocators"]] == [None, [CPU_ODDITY]]
 
 
+def test_timeline_marks_the_odd_allocators_maximum(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    path = _trace(tmp_path, ONE_ODD_ALLOCATOR)
+    assert main(["timeline", str(path)]) == 0
+    bars, axis = "  " + "█" * 63 + " ", " " * 56  # the last bucket holds the level after the free: 0
+    assert capsys.readouterr().out == CPU_CAUTION + (
+        "GPU_0_bfc (records, bytes relative to the step start): max 1 KiB, 2 points\n"
+        f"{bars}\n  1 us{axis}5 us\n"
+        "cpu (records, bytes relative to the step start): max 256 B (bent: free-exceeds-allocation), 2 points\n"
+        f"{bars}\n  2 us{axis}4 us\n")
+
+
 def test_timeline_json_lists_an_allocators_oddities_in_its_entry(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = _trace(tmp_path, ONE_ODD_ALLOCATOR)
     assert main(["timeline", str(path), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert [a.get("oddities") for a in document["allocators"]] == [None, [CPU_ODDITY]]
     assert document["oddities"] == [CPU_ODDITY]
+
+
+def test_timeline_marks_times_records_outside_their_node_bend(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    assert main(["timeline", str(_trace(tmp_path, NONSENSE))]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[2] == ("GPU_0_bfc (records, bytes relative to the step start): max 256 B "
+                      "(bent: free-exceeds-allocation, free-before-allocation), 4 points")
+    assert out[4].split() == ["-1e+03", "ms", "5", "us", "(bent:", "record-outside-its-node)"]
 
 
 def test_check_stars_only_the_odd_allocators_budget(capsys: pytest.CaptureFixture[str], tmp_path: Path,

@@ -54,5 +54,5 @@ def run(args: argparse.Namespace) -> int:
         else:
             with fitted(out) as text:
                 write_caution(oddities, text)
-                report.render_text(result, text)
+                report.render_text(result, text, oddities=oddities)
     return 0

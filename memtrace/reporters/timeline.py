@@ -10,7 +10,7 @@ import numpy as np
 from ..model import Oddity
 from ..timeline import Timeline
 from ..units import format_bytes, format_us, plural
-from .common import clean, with_oddities
+from .common import bent, clean, with_oddities
 from .tables import output_width
 
 SCHEMA = "memtrace.timeline/1"
@@ -58,9 +58,11 @@ def _levels(t: Timeline, width: int) -> list[int]:
     return levels
 
 
-def render_text(timelines: list[Timeline], out: IO[str], width: int | None = None) -> None:
+def render_text(timelines: list[Timeline], out: IO[str], width: int | None = None, oddities: Sequence[Oddity] = ()) -> None:
     """One sparkline per allocator: each character is the maximum of its time bucket; a blank
-    cell is zero bytes, any bytes at all draw at least the lowest bar (a baseline is not blank)."""
+    cell is zero bytes, any bytes at all draw at least the lowest bar (a baseline is not blank).
+    ``oddities`` that bend an allocator's bytes or times (the whole trace's and its own) are marked
+    after its maximum and after its time axis."""
     width = width or max(min(64, output_width() - 2), 8)
     for t in timelines:
         label = "absolute" if t.baseline_bytes is not None else "relative to the step start"
@@ -72,7 +74,10 @@ def render_text(timelines: list[Timeline], out: IO[str], width: int | None = Non
             _BARS[0 if v <= 0 else max(1, min(len(_BARS) - 1, v * (len(_BARS) - 1) // top))] for v in _levels(t, width)
         )
         start, end = int(t.time_us[0]), int(t.time_us[-1])
-        out.write(f"{clean(t.allocator)} ({t.source}, bytes {label}): max {format_bytes(top)}, {plural(len(t.time_us), 'point')}\n")
+        bent_bytes = bent(oddities, "live bytes", *(("sizes",) if t.source == "outputs" else ()), allocator=t.allocator)
+        out.write(f"{clean(t.allocator)} ({t.source}, bytes {label}): max {format_bytes(top)}{bent_bytes}, "
+                  f"{plural(len(t.time_us), 'point')}\n")
         out.write(f"  {bars}\n")
         left, right = format_us(start * 1000), format_us(end * 1000)
-        out.write(f"  {left}{' ' * max(1, width - len(left) - len(right))}{right}\n")
+        out.write(f"  {left}{' ' * max(1, width - len(left) - len(right))}{right}"
+                  f"{bent(oddities, 'peak times', allocator=t.allocator)}\n")
