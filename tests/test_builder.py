@@ -164,6 +164,7 @@ def test_a_peak_beyond_int64_is_unknown_never_wrapped(capsys: pytest.CaptureFixt
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "400")
     path = _trace(tmp_path, WRAPPING)
+    # Its one allocator is beyond int64: nothing is left to report, so the command is refused.
     refused = (f"memtrace: error: {path}: the records of 'GPU_0_bfc' add up to 1.38e+19 bytes, beyond int64: "
                "its live bytes and peak cannot be counted (oddity bytes-beyond-int64)\n")
     for command in ("peak", "timeline", "ops", "frag", "report"):
@@ -174,6 +175,7 @@ def test_a_peak_beyond_int64_is_unknown_never_wrapped(capsys: pytest.CaptureFixt
     assert main(["summary", str(path), "--json"]) == 0
     (allocator,) = json.loads(capsys.readouterr().out)["allocators"]
     assert (allocator["peak_bytes"], allocator["peak_delta_bytes"], allocator["peak_time_us"]) == (None, None, None)
+    assert allocator["unknown"] == "beyond int64: its records add up to 1.38e+19 bytes"
 
 
 def test_ops_stars_a_negative_size_and_check_a_bent_measure(capsys: pytest.CaptureFixture[str], tmp_path: Path,
@@ -380,3 +382,171 @@ def test_an_allocators_name_is_escaped_where_its_oddity_is_named(capsys: pytest.
     out = capsys.readouterr().out
     assert "  free-exceeds-allocation on \\x1b[31mcpu: 1 (e.g. 'conv' frees 512 bytes but allocates 256)\n" in out
     assert "\x1b" not in out
+
+
+# -- an allocator beyond int64 is unknown; the others are reported ------------------------------
+
+# GPU_0_bfc's records add up to 3 x 2^62 bytes (beyond int64), and it made one buffer of 1000 B in a
+# chunk of 1 KiB; cpu is sound: 256 B from 2 us to 4 us.
+GPU_BEYOND_INT64 = f'''dev_stats {{
+  device: "{GPU}"
+  node_stats {{
+    node_name: "huge"
+    all_start_micros: 1000
+    all_end_rel_micros: 10
+    memory {{
+      allocator_name: "GPU_0_bfc"
+      allocation_records {{ alloc_micros: 1001 alloc_bytes: 4611686018427387904 }}
+      allocation_records {{ alloc_micros: 1002 alloc_bytes: 4611686018427387904 }}
+      allocation_records {{ alloc_micros: 1003 alloc_bytes: 4611686018427387904 }}
+    }}
+    memory {{
+      allocator_name: "cpu"
+      allocation_records {{ alloc_micros: 1002 alloc_bytes: 256 }}
+      allocation_records {{ alloc_micros: 1004 alloc_bytes: -256 }}
+    }}
+    output {{
+      tensor_description {{
+        dtype: DT_FLOAT
+        allocation_description {{ requested_bytes: 1000 allocated_bytes: 1024 allocator_name: "GPU_0_bfc" allocation_id: 1 ptr: 4096 }}
+      }}
+    }}
+  }}
+}}
+'''
+GPU_CAUTION = ("caution: oddities in this trace bend the numbers below: bytes-beyond-int64 on GPU_0_bfc "
+               "(byte totals unknown); see 'memtrace summary'\n\n")
+GPU_REASON = "beyond int64: its records add up to 1.38e+19 bytes"
+GPU_ODDITY = {"kind": "bytes-beyond-int64", "allocator": "GPU_0_bfc", "count": 1,
+              "example": "the records of 'GPU_0_bfc' add up to 1.38e+19 bytes: a running total of them wraps around"}
+
+
+def test_peak_shows_an_allocator_beyond_int64_as_unknown_and_the_others_as_they_are(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    path = _trace(tmp_path, GPU_BEYOND_INT64)
+    assert main(["peak", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(GPU_CAUTION + "GPU_0_bfc: peak unknown (beyond int64): its records add up to 1.38e+19 bytes\n\n"
+                          "cpu: peak 256 B (256 bytes) at 2 us into the step (from records)\n"
+                          "  reached by  huge\n")
+    assert main(["peak", str(path), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    gpu, cpu = document["allocators"]
+    assert gpu == {"allocator": "GPU_0_bfc", "source": "records", "peak_bytes": None, "peak_delta_bytes": None,
+                   "baseline_bytes": None, "peak_time_us": None, "peak_node": None, "running_at_peak": None,
+                   "reconciliation": None, "live_at_peak": None, "unknown": GPU_REASON, "oddities": [GPU_ODDITY]}
+    assert (cpu["allocator"], cpu["peak_bytes"], cpu["peak_node"], "unknown" in cpu, "oddities" in cpu) == (
+        "cpu", 256, "huge", False, False)
+    assert document["oddities"] == [GPU_ODDITY]
+
+
+def test_asking_for_an_allocator_beyond_int64_by_name_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = _trace(tmp_path, GPU_BEYOND_INT64)
+    refused = (f"memtrace: error: {path}: the records of 'GPU_0_bfc' add up to 1.38e+19 bytes, beyond int64: "
+               "its live bytes and peak cannot be counted (oddity bytes-beyond-int64)\n")
+    for command in ("peak", "timeline", "ops", "frag"):
+        assert main([command, str(path), "--allocator", "GPU_0_bfc"]) == 2
+        assert capsys.readouterr() == ("", refused), command
+        assert main([command, str(path), "--allocator", "cpu", "--allocator", "GPU_0_bfc"]) == 2
+        assert capsys.readouterr() == ("", refused), command
+        # The sound allocator alone: its numbers, and no caution about the other one.
+        assert main([command, str(path), "--allocator", "cpu"]) == 0
+        out, err = capsys.readouterr()
+        assert (err, "caution" in out, "beyond int64" in out) == ("", False, False), command
+
+
+def test_timeline_shows_an_allocator_beyond_int64_as_unknown(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    path = _trace(tmp_path, GPU_BEYOND_INT64)
+    assert main(["timeline", str(path)]) == 0
+    assert capsys.readouterr().out == GPU_CAUTION + (
+        "GPU_0_bfc: live bytes unknown (beyond int64): its records add up to 1.38e+19 bytes\n"
+        "cpu (records, bytes relative to the step start): max 256 B, 2 points\n"
+        f"  {'█' * 63} \n  2 us{' ' * 56}4 us\n")
+    assert main(["timeline", str(path), "--json"]) == 0
+    gpu, cpu = json.loads(capsys.readouterr().out)["allocators"]
+    assert gpu == {"allocator": "GPU_0_bfc", "source": "records", "baseline_bytes": None, "absolute": None,
+                   "points": None, "unknown": GPU_REASON, "oddities": [GPU_ODDITY]}
+    assert cpu == {"allocator": "cpu", "source": "records", "baseline_bytes": None, "absolute": False,
+                   "points": [[2, 256], [4, 0]]}
+    # CSV has no row for an unknown curve: it is left out, and stderr says so.
+    assert main(["timeline", str(path), "--csv"]) == 0
+    assert capsys.readouterr() == ("allocator,time_us,live_bytes\ncpu,2,256\ncpu,4,0\n",
+                                   f"memtrace: GPU_0_bfc left out: its live bytes are unknown ({GPU_REASON})\n")
+
+
+def test_ops_at_peak_leaves_out_an_allocator_beyond_int64_and_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    path = _trace(tmp_path, GPU_BEYOND_INT64)
+    assert main(["ops", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(GPU_CAUTION)
+    assert out.splitlines()[-1] == "sorted by peak_bytes; 'at peak' covers the peaks of: cpu; GPU_0_bfc's is unknown (beyond int64)"
+    assert main(["ops", str(path), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert (document["allocators"], document["unknown_peaks"]) == (["cpu"], {"GPU_0_bfc": GPU_REASON})
+    assert (document["total"]["at_peak_bytes"], document["total"]["waste_bytes"]) == (256, 24)
+
+
+def test_frag_measures_the_waste_of_an_allocator_beyond_int64_but_no_moment(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    path = _trace(tmp_path, GPU_BEYOND_INT64)
+    assert main(["frag", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:5] == ["GPU_0_bfc (BFC): 1 buffer, requested 1000 B, allocated 1 KiB (1,024 bytes)",
+                       "  waste 24 B, 2.3% of allocated",
+                       "  in plain words: most waste is rounding up to 256 B, above all in requests of <= 1 KiB",
+                       "  BFC model: rounding up to 256 B 24 B (100.0% of the waste), whole chunks handed out unsplit 0 B (0.0%)",
+                       "  at the peak: unknown (beyond int64): its records add up to 1.38e+19 bytes"]
+    assert "cpu: no output buffer with an allocation id and an allocated size; no internal fragmentation to measure" in out
+    assert main(["frag", str(path), "--json"]) == 0
+    gpu, cpu = json.loads(capsys.readouterr().out)["allocators"]
+    assert (gpu["waste_bytes"], gpu["at_peak"], gpu["external"], gpu["unknown"]) == (24, None, None, GPU_REASON)
+    assert (cpu["at_peak"]["replay_live_bytes"], "unknown" in cpu) == (256, False)
+
+
+def test_check_refuses_a_peak_budget_beyond_int64_and_measures_waste(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    path = _trace(tmp_path, GPU_BEYOND_INT64)
+    # A peak budget on it cannot be measured: never a pass, and the other budgets are no excuse.
+    for metric in ("max-peak", "max-peak-delta"):
+        assert main(["check", str(path), "--max-peak", "cpu=1KiB", f"--{metric}", "GPU_0_bfc=1TiB"]) == 2
+        refused = (f"memtrace: error: {path}: {metric.replace('-', '_')} of GPU_0_bfc cannot be measured: "
+                   f"its peak is unknown, {GPU_REASON} (oddity bytes-beyond-int64)\n")
+        assert capsys.readouterr() == ("", refused)
+    # Its waste needs no replay, and the sound allocator's peak is as it is.
+    assert main(["check", str(path), "--max-waste", "GPU_0_bfc=2%", "--max-peak", "cpu=1KiB"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert [row.split() for row in out[5:7]] == [["GPU_0_bfc", "max_waste", "2%", "2.34%", "-0.344%", "FAIL"],
+                                                 ["cpu", "max_peak", "1", "KiB", "(1,024", "B)", "256", "B", "(256", "B)",
+                                                  "+768", "B", "PASS"]]
+    assert main(["check", str(path), "--max-peak", "cpu=1KiB"]) == 0
+    assert capsys.readouterr().out.startswith("memtrace check ")
+
+
+def test_summary_json_says_why_a_peak_is_unknown(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["summary", str(_trace(tmp_path, GPU_BEYOND_INT64)), "--json"]) == 0
+    gpu, cpu = json.loads(capsys.readouterr().out)["allocators"]
+    assert (gpu["peak_bytes"], gpu["unknown"], gpu["oddities"]) == (None, GPU_REASON, [GPU_ODDITY])
+    assert (cpu["peak_bytes"], "unknown" in cpu) == (256, False)
+
+
+def test_peaks_and_unknown_set_an_allocator_beyond_int64_apart(tmp_path: Path) -> None:
+    from memtrace.errors import BeyondInt64Error
+    from memtrace.peak import peaks, peaks_and_unknown
+    from memtrace.replay import Uncounted, uncounted
+
+    trace = memtrace.load(_trace(tmp_path, GPU_BEYOND_INT64))
+    unknown = Uncounted("GPU_0_bfc", "records", 3 * 2.0**62)
+    assert (uncounted(trace, "GPU_0_bfc"), uncounted(trace, "cpu")) == (unknown, None)
+    found, apart = peaks_and_unknown(trace)
+    assert ([p.allocator for p in found], [p.peak_bytes for p in found], apart) == (["cpu"], [256], [unknown])
+    found, apart = peaks_and_unknown(trace, ["GPU_0_bfc", "cpu"])
+    assert ([p.allocator for p in found], apart) == (["cpu"], [unknown])
+    with pytest.raises(BeyondInt64Error):
+        peaks(trace)  # every peak, or none

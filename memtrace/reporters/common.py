@@ -31,7 +31,7 @@ def clean(name: str) -> str:
 
 # Oddities that bend the numbers an analysis reports, and what they bend (see read/builder.py).
 BENDING_ODDITIES = {
-    "bytes-beyond-int64": "byte totals wrap around",
+    "bytes-beyond-int64": "byte totals unknown",
     "negative-size": "sizes below zero",
     "record-outside-its-node": "peak times",
     "free-exceeds-allocation": "live bytes",
@@ -39,8 +39,8 @@ BENDING_ODDITIES = {
     "node-lasts-over-a-day": "durations",
 }
 
-# The numbers a report marks where they stand, and the oddities that bend each. Where bytes add
-# up past int64 the numbers are not bent but refused (memtrace.errors.BeyondInt64Error).
+# The numbers a report marks where they stand, and the oddities that bend each. Where an
+# allocator's bytes add up past int64 its numbers are not bent but unknown (memtrace.replay.Uncounted).
 BENT_NUMBERS = {
     "live bytes": ("free-exceeds-allocation", "free-before-allocation"),
     "sizes": ("negative-size",),

@@ -526,7 +526,7 @@ def _frag_section(report: ReportData) -> str:
             f"{_bytes(t.waste_bytes)} ({_percent(t.waste_bytes, t.allocated_bytes)})",
             _bytes(t.rounding_waste_bytes) if f.bfc else '<span class="none">-</span>',
             _bytes(t.unsplit_waste_bytes) if f.bfc else '<span class="none">-</span>',
-            _bytes(f.at_peak.live.waste_bytes),
+            _bytes(f.at_peak.live.waste_bytes) if f.at_peak else '<span class="none">-</span>',
             _bytes(e.span_bytes) if e else '<span class="none">-</span>',
             f"{len(e.holes):,} ({_bytes(e.hole_bytes)})" if e else '<span class="none">-</span>',
             _bytes(e.largest_hole_bytes) if e else '<span class="none">-</span>',

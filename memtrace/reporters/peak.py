@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import IO, Any
 
 from ..model import Oddity
 from ..peak import AllocatorPeak, LiveAllocation, LiveGroup, repeated_allocations
+from ..replay import Uncounted
 from ..units import format_bytes, format_us, plural
 from .common import bent, clean, table, with_oddities
 from .tables import output_width, shorten_middle
@@ -27,15 +28,21 @@ class Listing:
 
 def to_json(
     path: str, peaks: list[AllocatorPeak], top: int | None = None, listings: dict[str, Listing] | None = None,
-    oddities: Sequence[Oddity] = (),
+    oddities: Sequence[Oddity] = (), unknown: Sequence[Uncounted] = (),
 ) -> dict[str, Any]:
     """The contract other tools read; ``live_at_peak`` is complete unless ``top`` or a filter cuts it.
 
     With ``--group-by`` each allocator also has ``groups`` (``key``, ``count``, ``bytes``,
     ``share`` of ``peak_delta_bytes``), which add up to ``peak_delta_bytes`` unless a filter is on.
-    The ``oddities`` found on an allocator that bend numbers are listed in its entry too.
+    The ``oddities`` found on an allocator that bend numbers are listed in its entry too. An
+    allocator whose peak is ``unknown`` (bytes beyond int64) comes first, every number of it null
+    and ``unknown`` saying why.
     """
-    allocators = []
+    allocators = [
+        with_oddities({**dict.fromkeys(f.name for f in fields(AllocatorPeak)), "allocator": u.allocator,
+                       "source": u.source, "unknown": u.reason}, oddities, u.allocator)
+        for u in unknown
+    ]
     for p in peaks:
         listing = (listings or {}).get(p.allocator, Listing())
         entry = asdict(p)
@@ -90,14 +97,16 @@ def _render_outputs_model(p: AllocatorPeak, out: IO[str]) -> None:
 
 def render_text(
     peaks: list[AllocatorPeak], out: IO[str], top: int = 10, listings: dict[str, Listing] | None = None,
-    oddities: Sequence[Oddity] = (),
+    oddities: Sequence[Oddity] = (), unknown: Sequence[Uncounted] = (),
 ) -> None:
     """Each peak with its live set; ``oddities`` that bend a peak's bytes or time (the whole trace's and
-    the allocator's own) are marked next to them."""
-    if not peaks:
+    the allocator's own) are marked next to them. An ``unknown`` peak (bytes beyond int64) first."""
+    if not peaks and not unknown:
         out.write("no allocator in this trace: it holds no memory information\n")
+    for u in unknown:
+        out.write(f"{clean(u.allocator)}: peak unknown (beyond int64): {u.detail}\n")
     for number, p in enumerate(peaks):
-        if number:
+        if number or unknown:
             out.write("\n")
         _render_one(p, out, top, (listings or {}).get(p.allocator, Listing()), oddities)
 

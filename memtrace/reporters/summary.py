@@ -14,12 +14,14 @@ SCHEMA = "memtrace.summary/1"
 
 def to_json(summary: Summary) -> dict[str, Any]:
     """The summary as it stands; every oddity under ``oddities``, and an allocator's own (those found
-    on it) under its entry's ``oddities`` too."""
+    on it) under its entry's ``oddities`` too. A peak beyond int64 is null, ``unknown`` saying why."""
     fields = asdict(summary)
     if not summary.steps and summary.step is None:  # a StepStats: the schema as it always was
         del fields["steps"], fields["step"]
     fields["oddities"] = [oddity_json(o) for o in summary.oddities]
     for entry in fields["allocators"]:
+        if entry["unknown"] is None:  # the reason a peak is null, only where one is
+            del entry["unknown"]
         own = [oddity_json(o) for o in summary.oddities if o.allocator == entry["allocator"]]
         if own:
             entry["oddities"] = own
