@@ -24,8 +24,9 @@ means the allocator that device's memory went through (``mklcpu``, ``cpu`` or
 serves every machine; the outcome says which allocator it was.
 
 Anything that cannot be measured or understood (an allocator the trace lacks, a malformed size, an
-unknown key, waste on an allocator that tracks no buffer sizes) is a :class:`UsageError`, never a
-silent pass.
+unknown key, waste on an allocator that tracks no buffer sizes, a peak on an allocator whose bytes
+add up past int64) is a :class:`UsageError`, never a silent pass. Waste needs no replay: it is
+measured on such an allocator too.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ from typing import Any
 
 from .devices import resolve_allocator
 from .errors import UsageError
-from .frag import AllocatorFragmentation, fragmentation
+from .frag import OpWaste, Waste, internal_waste
 from .model import TraceData
 from .peak import AllocatorPeak, peak
+from .replay import uncounted
 from .units import MAX_SIZE, decimal_note, format_bytes, parse_percent, parse_size
 
 if sys.version_info >= (3, 11):
@@ -215,17 +217,21 @@ def check(trace: TraceData, budgets: Iterable[Budget]) -> CheckResult:
         if first is not b:
             raise UsageError(f"{b.metric} of {b.allocator} is stated twice ({first.source} and {b.source})")
     peaks: dict[str, AllocatorPeak] = {}
-    frags: dict[str, AllocatorFragmentation] = {}
+    wastes: dict[str, tuple[Waste, tuple[OpWaste, ...]]] = {}
     outcomes = []
     for b in budgets:
         if b.metric in ("max_peak", "max_peak_delta"):
             if b.allocator not in peaks:
+                unknown = uncounted(trace, b.allocator)
+                if unknown is not None:
+                    raise UsageError(f"{trace.path}: {b.metric} of {b.allocator} cannot be measured: its peak is unknown, "
+                                     f"{unknown.reason} (oddity bytes-beyond-int64)")
                 peaks[b.allocator] = peak(trace, b.allocator)
             outcomes.append(_peak_outcome(b, peaks[b.allocator]))
         else:
-            if b.allocator not in frags:
-                frags[b.allocator] = fragmentation(trace, b.allocator)
-            outcomes.append(_waste_outcome(trace, b, frags[b.allocator]))
+            if b.allocator not in wastes:
+                wastes[b.allocator] = internal_waste(trace, b.allocator)
+            outcomes.append(_waste_outcome(trace, b, *wastes[b.allocator]))
     return CheckResult(trace.path, tuple(outcomes))
 
 
@@ -262,12 +268,11 @@ def _peak_outcome(b: Budget, p: AllocatorPeak) -> Outcome:
     return Outcome(b, p.peak_delta_bytes, "bytes allocated during the step, baseline left out", peak_contributors(p), p)
 
 
-def _waste_outcome(trace: TraceData, b: Budget, f: AllocatorFragmentation) -> Outcome:
-    total = f.total
+def _waste_outcome(trace: TraceData, b: Budget, total: Waste, ops: tuple[OpWaste, ...]) -> Outcome:
     if total.tensors == 0:
         raise UsageError(f"{trace.path}: max_waste of {b.allocator} cannot be measured: the trace gives no "
                          "allocated size for any of its buffers")
-    contributors = tuple(Contributor(o.node, (), o.waste.waste_bytes) for o in f.ops[:TOP_CONTRIBUTORS] if o.waste.waste_bytes > 0)
+    contributors = tuple(Contributor(o.node, (), o.waste.waste_bytes) for o in ops[:TOP_CONTRIBUTORS] if o.waste.waste_bytes > 0)
     note = (f"allocated minus requested over {total.tensors} unique buffers: {format_bytes(total.waste_bytes)} "
             f"of {format_bytes(total.allocated_bytes)} allocated")
     measured = total.waste_fraction if b.unit == "fraction" else total.waste_bytes

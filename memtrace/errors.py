@@ -39,12 +39,16 @@ class TraceFormatError(MemtraceError):
 
 
 class BeyondInt64Error(TraceFormatError):
-    """An allocator's records add up to more bytes than int64 holds: any running total of them
-    would wrap around, so its live bytes and peak are refused rather than shown wrapped."""
+    """An allocator's records (or, without records, its output sizes) add up to more bytes than
+    int64 holds: any running total of them would wrap around, so its live bytes and peak are
+    refused rather than shown wrapped."""
 
-    def __init__(self, path: str, allocator: str, total_bytes: float):
+    def __init__(self, path: str, allocator: str, total_bytes: float, source: str = "records"):
         self.allocator = allocator
-        super().__init__(path, f"the records of {allocator!r} add up to {total_bytes:.3g} bytes, beyond int64: "
+        self.total_bytes = total_bytes
+        self.source = source  # "records" or "outputs": what adds up so
+        what = "records" if source == "records" else "output sizes"
+        super().__init__(path, f"the {what} of {allocator!r} add up to {total_bytes:.3g} bytes, beyond int64: "
                                "its live bytes and peak cannot be counted (oddity bytes-beyond-int64)")
 
 

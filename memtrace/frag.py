@@ -32,8 +32,8 @@ import numpy as np
 
 from .buffers import buffers, output_sizes, owned_outputs
 from .model import IntArray, TraceData
-from .peak import peaks
-from .replay import Replay, allocator_index, replay
+from .peak import peaks_and_unknown
+from .replay import Replay, Uncounted, allocator_index, replay, uncounted
 
 BFC_ALIGNMENT_BYTES = 256  # BFC's kMinAllocationSize: every chunk is a multiple of this, 256-aligned
 EXAMPLES = 3  # detail strings kept per anomaly kind
@@ -235,15 +235,18 @@ class AllocatorFragmentation:
     buffers: Sequence[Buffer]  # most waste first (made when read)
     ops: tuple[OpWaste, ...]  # most waste first
     histogram: tuple[SizeClass, ...]  # smallest size class first, empty classes left out
-    at_peak: Moment
+    at_peak: Moment | None  # None where the allocator's live bytes are unknown (``unknown``)
     at: Moment | None  # the moment asked for with ``at_us``
     anomalies: tuple[Anomaly, ...]
     tf_metric: AllocatorMetric | None = None  # TF's own metric over time, where the trace reports it
+    # Where the allocator's bytes add up past int64: no replay, so no moment (its waste needs none).
+    unknown: Uncounted | None = None
 
     @property
     def external(self) -> External | None:
         """External fragmentation at the moment asked for, else at the peak."""
-        return (self.at or self.at_peak).external
+        moment = self.at or self.at_peak
+        return moment.external if moment is not None else None
 
 
 @dataclass(frozen=True)
@@ -259,7 +262,8 @@ def fragmentation(trace: TraceData, allocator: str, at_us: int | None = None) ->
     """Internal and external fragmentation and the anomalies of one allocator.
 
     ``at_us`` (microseconds after the step start, as peak times are) adds the moment ``at``,
-    whose external fragmentation then replaces the peak's as ``external``.
+    whose external fragmentation then replaces the peak's as ``external``. Where the allocator's
+    bytes add up past int64 there is no moment (``unknown`` says why); its waste is still measured.
     """
     index = allocator_index(trace, allocator)
     rows = _unique_rows(trace, index)
@@ -270,32 +274,46 @@ def fragmentation(trace: TraceData, allocator: str, at_us: int | None = None) ->
     distinct_names, name_codes = np.unique(trace.nodes.name[outputs.node[rows]], return_inverse=True)
     name_rank = _string_ranks(trace, distinct_names)[name_codes]
     by_waste = rows[np.lexsort((outputs.slot[rows], name_rank, requested - allocated))]
-    # Ops (by node name) and size classes: sums over their buffers.
-    op_waste = _waste_sums(measures, name_codes, len(distinct_names))
-    ops = [OpWaste(trace.strings[n], w) for n, w in zip(distinct_names.tolist(), op_waste)]
+    # Size classes: sums over their buffers.
     sizes, size_codes = np.unique(requested, return_inverse=True)
     classes = np.array([size_class(n) for n in sizes.tolist()], dtype=np.int64)
     class_values, class_codes = np.unique(classes[size_codes], return_inverse=True)
     histogram = zip(class_values.tolist(), _waste_sums(measures, class_codes, len(class_values)))
-    replayed = replay(trace, allocator)
-    at_peak = _at_peak(trace, replayed)
-    at = None if at_us is None else _at_time(trace, replayed, at_us)
+    unknown = uncounted(trace, allocator)
+    replayed = replay(trace, allocator) if unknown is None else None
+    at_peak = _at_peak(trace, replayed) if replayed is not None else None
+    at = _at_time(trace, replayed, at_us) if at_us is not None and replayed is not None else None
+    moments = [m for m in (at_peak, at) if m is not None]
+    total, ops = internal_waste(trace, allocator)
     return AllocatorFragmentation(
         allocator=allocator,
         bfc=is_bfc(allocator),
-        total=_waste_sums(measures)[0],
+        total=total,
         buffers=Buffers(trace, by_waste),
-        ops=tuple(sorted(ops, key=lambda o: (-o.waste.waste_bytes, o.node))),
+        ops=ops,
         histogram=tuple(SizeClass(c, w) for c, w in histogram),
         at_peak=at_peak,
         at=at,
-        anomalies=tuple(_allocator_anomalies(trace, allocator, index, rows, [at_peak] if at is None else [at_peak, at])),
+        anomalies=tuple(_allocator_anomalies(trace, allocator, index, rows, moments)),
         tf_metric=_tf_metric(trace, index, replayed),
+        unknown=unknown,
     )
 
 
-def _tf_metric(trace: TraceData, index: int, replayed: Replay) -> AllocatorMetric | None:
-    """TF's own fragmentation metric of the allocator: at the peak, its highest and its last value."""
+def internal_waste(trace: TraceData, allocator: str) -> tuple[Waste, tuple[OpWaste, ...]]:
+    """The waste of the allocator's unique buffers in all, and per op (most waste first, then by
+    name): :func:`fragmentation`'s ``total`` and ``ops``. It needs no replay, so it is known even
+    where the allocator's bytes add up past int64."""
+    rows = _unique_rows(trace, allocator_index(trace, allocator))
+    measures = _measures(trace, rows)
+    names, codes = np.unique(trace.nodes.name[trace.outputs.node[rows]], return_inverse=True)
+    ops = [OpWaste(trace.strings[n], w) for n, w in zip(names.tolist(), _waste_sums(measures, codes, len(names)))]
+    return _waste_sums(measures)[0], tuple(sorted(ops, key=lambda o: (-o.waste.waste_bytes, o.node)))
+
+
+def _tf_metric(trace: TraceData, index: int, replayed: Replay | None) -> AllocatorMetric | None:
+    """TF's own fragmentation metric of the allocator: at the peak (None where that is unknown), its
+    highest and its last value."""
     memory = trace.memory
     rows = np.flatnonzero((memory.allocator == index) & (memory.fragmentation >= 0))
     if not len(rows):
@@ -304,9 +322,9 @@ def _tf_metric(trace: TraceData, index: int, replayed: Replay) -> AllocatorMetri
     order = np.argsort(times, kind="stable")
     times, values = times[order], memory.fragmentation[rows][order]
     highest = int(np.argmax(values))
-    at = replayed.peak_event()
+    at = replayed.peak_event() if replayed is not None else None
     at_peak = None
-    if at is not None:
+    if at is not None and replayed is not None:
         position = int(np.searchsorted(times, int(replayed.time_ns[at]), side="right"))
         at_peak = float(values[position - 1]) if position else None
     return AllocatorMetric(len(rows), at_peak, float(values[highest]),
@@ -314,11 +332,12 @@ def _tf_metric(trace: TraceData, index: int, replayed: Replay) -> AllocatorMetri
 
 
 def fragmentations(trace: TraceData, allocators: Iterable[str] | None = None, at_us: int | None = None) -> TraceFragmentation:
-    """The named allocators in the order given, or all of them, largest peak first, plus trace-wide anomalies."""
-    if allocators is not None:
-        found = [fragmentation(trace, name, at_us) for name in allocators]
-    else:
-        found = [fragmentation(trace, p.allocator, at_us) for p in peaks(trace)]  # largest peak first, as everywhere
+    """The named allocators in the order given, or all of them, largest peak first (those whose peak
+    is unknown, bytes beyond int64, first of all), plus trace-wide anomalies."""
+    if allocators is None:
+        counted, unknown = peaks_and_unknown(trace)
+        allocators = [*(u.allocator for u in unknown), *(p.allocator for p in counted)]
+    found = [fragmentation(trace, name, at_us) for name in allocators]
     return TraceFragmentation(tuple(found), tuple(_trace_anomalies(trace)))
 
 

@@ -192,6 +192,7 @@ class Oddity:
     kind: str
     count: int
     example: str
+    allocator: str | None = None  # the allocator it concerns; None for the whole trace
 
 
 @dataclass(frozen=True, eq=False)

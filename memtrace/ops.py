@@ -20,8 +20,9 @@ memtrace's own ``temp_bytes`` and ``persistent_bytes`` columns take the deprecat
 ``device_temp_memory_size``/``device_persistent_memory_size`` where a node left today's fields
 at 0 (TensorFlow 1.4 and earlier filled those). memtrace adds what tfprof cannot say:
 ``at_peak_bytes``, the bytes the op holds in the live set at each allocator's peak (summed over
-allocators, or only those asked for), and ``waste_bytes``, allocated minus requested bytes of the
-buffers it produced, each buffer counted once.
+allocators, or only those asked for; an allocator whose peak is unknown, its bytes beyond int64,
+is left out and named), and ``waste_bytes``, allocated minus requested bytes of the buffers it
+produced, each buffer counted once.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ import numpy.typing as npt
 from .buffers import owned_outputs
 from .errors import UsageError
 from .model import IntArray, TraceData
-from .peak import compile_name_filter, peak, peaks
+from .peak import compile_name_filter, peak, peaks_and_unknown
+from .replay import Uncounted, split_counted
 
 BYTE_COLUMNS = (
     "requested_bytes", "peak_bytes", "residual_bytes", "output_bytes",
@@ -78,6 +80,7 @@ class OpsReport:
     allocators: tuple[str, ...]  # the allocators whose peaks at_peak_bytes covers
     rows: tuple[OpRow, ...]
     total: OpRow
+    unknown: tuple[Uncounted, ...] = ()  # allocators asked for whose peak is unknown (bytes beyond int64): not covered
 
 
 SORT_NAMES = ("peak", "requested", "residual", "output", "temp", "persistent", "at_peak", "waste", "occurrences",
@@ -196,7 +199,12 @@ def ops(
         raise UsageError(f"cannot group by {by!r}: choose one of {', '.join(GROUPINGS)}")
     sort = column_name(sort)
     pattern = compile_name_filter(name)
-    chosen = tuple(allocators) if allocators is not None else tuple(p.allocator for p in peaks(trace))  # largest first
+    if allocators is None:
+        found, unknown = peaks_and_unknown(trace)
+        chosen = tuple(p.allocator for p in found)  # largest first
+    else:
+        counted, unknown = split_counted(trace, allocators)
+        chosen = tuple(counted)
     rows = node_rows(trace, chosen)
     if device is not None:
         kept = [r for r in rows if r.device is not None and device.lower() in r.device.lower()]
@@ -221,7 +229,8 @@ def ops(
         rows.sort(key=lambda r: (-getattr(r, sort), r.name))
     empty = OpRow("total", None, None, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     total = sum(rows, empty) if rows else empty
-    return OpsReport(by=by, sort=sort, allocators=chosen, rows=tuple(rows), total=replace(total, name="total"))
+    return OpsReport(by=by, sort=sort, allocators=chosen, rows=tuple(rows), total=replace(total, name="total"),
+                     unknown=tuple(unknown))
 
 
 def _group_key(row: OpRow, by: str, depth: int | None) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 
 from .errors import UsageError
 from .model import IntArray, TraceData
-from .replay import Reconciliation, Replay, reconcile, replay
+from .replay import Reconciliation, Replay, Uncounted, reconcile, replay, split_counted
 
 
 @dataclass(frozen=True)
@@ -114,11 +114,25 @@ def _peak(trace: TraceData, allocator: str) -> AllocatorPeak:
 
 
 def peaks(trace: TraceData, allocators: Iterable[str] | None = None) -> list[AllocatorPeak]:
-    """Peaks of the named allocators in the order given, or of all of them, largest first."""
+    """Peaks of the named allocators in the order given, or of all of them, largest first.
+
+    Refused (:class:`~memtrace.errors.BeyondInt64Error`) where one of them adds up past int64;
+    :func:`peaks_and_unknown` sets those apart instead.
+    """
     if allocators is not None:
         return [peak(trace, name) for name in allocators]
     found = [peak(trace, name) for name in trace.allocators]
     return sorted(found, key=lambda p: (-p.peak_bytes, p.allocator))
+
+
+def peaks_and_unknown(trace: TraceData, allocators: Iterable[str] | None = None) -> tuple[list[AllocatorPeak], list[Uncounted]]:
+    """:func:`peaks`, with the allocators whose bytes add up past int64 set apart (their peak is
+    unknown) rather than refusing the lot: those in the order named, or the trace's."""
+    counted, unknown = split_counted(trace, trace.allocators if allocators is None else allocators)
+    found = peaks(trace, counted)
+    if allocators is None:
+        found.sort(key=lambda p: (-p.peak_bytes, p.allocator))  # largest first, as peaks() orders them all
+    return found, unknown
 
 
 def group_live_set(

@@ -15,6 +15,7 @@ the bytes already live when the step began. How many snapshots agree is the reco
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -24,7 +25,7 @@ from .buffers import Allocations, allocator_index, buffers
 from .errors import BeyondInt64Error
 from .model import IntArray, TraceData
 
-__all__ = ["Reconciliation", "Replay", "allocator_index", "reconcile", "replay"]
+__all__ = ["Reconciliation", "Replay", "Uncounted", "allocator_index", "reconcile", "replay", "split_counted", "uncounted"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +66,30 @@ class Reconciliation:
     model_agrees: bool | None = None
 
 
+@dataclass(frozen=True)
+class Uncounted:
+    """An allocator whose bytes add up past int64: any running total of them wraps around, so it has
+    no replay, and its live bytes and peak are unknown (the other allocators of its trace are not)."""
+
+    allocator: str
+    source: str  # "records" or "outputs": what adds up so
+    total_bytes: float  # the sum of the sizes, 2^63 or more
+
+    @property
+    def detail(self) -> str:
+        """``its records add up to 1.38e+19 bytes``."""
+        return f"its {'records' if self.source == 'records' else 'output sizes'} add up to {self.total_bytes:.3g} bytes"
+
+    @property
+    def reason(self) -> str:
+        """Why its numbers are unknown: ``beyond int64: its records add up to 1.38e+19 bytes``."""
+        return f"beyond int64: {self.detail}"
+
+    def error(self, path: str) -> BeyondInt64Error:
+        """The error that refuses a command asking for this allocator's numbers."""
+        return BeyondInt64Error(path, self.allocator, self.total_bytes, self.source)
+
+
 _replayed: weakref.WeakKeyDictionary[TraceData, dict[str, Replay]] = weakref.WeakKeyDictionary()
 
 
@@ -80,10 +105,32 @@ def replay(trace: TraceData, allocator: str) -> Replay:
         paired = buffers(trace).allocations(allocator)
         magnitude = float(np.abs(paired.delta_bytes.astype(np.float64)).sum())
         if magnitude >= 2.0**63:
-            raise BeyondInt64Error(trace.path, allocator, magnitude)
+            raise BeyondInt64Error(trace.path, allocator, magnitude, paired.source)
         columns = {f.name: getattr(paired, f.name) for f in fields(paired)}
         done[allocator] = Replay(**columns, live_bytes=np.cumsum(paired.delta_bytes))
     return done[allocator]
+
+
+def uncounted(trace: TraceData, allocator: str) -> Uncounted | None:
+    """Why the allocator has no replay (its bytes add up past int64); None where it has one."""
+    try:
+        replay(trace, allocator)
+    except BeyondInt64Error as error:
+        return Uncounted(allocator, error.source, error.total_bytes)
+    return None
+
+
+def split_counted(trace: TraceData, allocators: Iterable[str]) -> tuple[list[str], list[Uncounted]]:
+    """The allocators that have a replay, and apart, in the same order, those whose bytes add up past int64."""
+    counted: list[str] = []
+    unknown: list[Uncounted] = []
+    for name in allocators:
+        found = uncounted(trace, name)
+        if found is None:
+            counted.append(name)
+        else:
+            unknown.append(found)
+    return counted, unknown
 
 
 def reconcile(trace: TraceData, replayed: Replay) -> Reconciliation:

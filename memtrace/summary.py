@@ -13,10 +13,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .buffers import buffers
-from .errors import BeyondInt64Error
 from .model import Oddity, TraceData
 from .peak import peak
-from .replay import Replay, reconcile, replay
+from .replay import reconcile, replay, uncounted
 
 
 @dataclass(frozen=True)
@@ -43,6 +42,7 @@ class AllocatorSummary:
     peak_delta_bytes: int | None = 0
     peak_time_us: int | None = None  # relative to the step start; None when it never rises
     peak_node: str | None = None
+    unknown: str | None = None  # why the peak is None: "beyond int64: its records add up to 1.38e+19 bytes"
 
 
 @dataclass(frozen=True)
@@ -104,10 +104,10 @@ def summarize(trace: TraceData) -> Summary:
 def _with_peak(trace: TraceData, found: AllocatorSummary) -> AllocatorSummary:
     """The allocator's peak as ``memtrace peak`` finds it, and the source it was found from; unknown
     (None) where its bytes add up past int64."""
-    try:
-        p = peak(trace, found.allocator)
-    except BeyondInt64Error:
-        return replace(found, peak_bytes=None, peak_delta_bytes=None)
+    unknown = uncounted(trace, found.allocator)
+    if unknown is not None:
+        return replace(found, peak_bytes=None, peak_delta_bytes=None, unknown=unknown.reason)
+    p = peak(trace, found.allocator)
     return replace(
         found, source=p.source, peak_bytes=p.peak_bytes, peak_delta_bytes=p.peak_delta_bytes,
         peak_time_us=p.peak_time_us if p.peak_node is not None else None, peak_node=p.peak_node,
@@ -125,7 +125,7 @@ def step_peaks(trace: TraceData) -> list[StepSummary]:
     found = []
     if not trace.steps:
         return []
-    replays = [(name, _replay_or_none(trace, name)) for name in trace.allocators]
+    replays = [(name, None if uncounted(trace, name) else replay(trace, name)) for name in trace.allocators]
     baselines = [(reconcile(trace, replayed).baseline_bytes or 0) if replayed is not None else 0 for _, replayed in replays]
     for step in trace.steps:
         if trace.step is not None and step.number != trace.step:
@@ -144,14 +144,6 @@ def step_peaks(trace: TraceData) -> list[StepSummary]:
             peaks[name] = baseline + highest
         found.append(StepSummary(step.number, (step.start_ns - origin) // 1000, (step.end_ns - step.start_ns) // 1000, peaks))
     return found
-
-
-def _replay_or_none(trace: TraceData, allocator: str) -> Replay | None:
-    """The allocator's replay; None where its bytes add up past int64."""
-    try:
-        return replay(trace, allocator)
-    except BeyondInt64Error:
-        return None
 
 
 def _allocator_summary(trace: TraceData, index: int) -> AllocatorSummary:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import memtrace
 from memtrace.cli import main
 from memtrace.errors import UsageError
-from memtrace.frag import Waste, fragmentation, fragmentations, round_up, rounding_waste, size_class
+from memtrace.frag import Waste, fragmentation, fragmentations, internal_waste, round_up, rounding_waste, size_class
 
 from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
 
@@ -426,3 +426,11 @@ def test_anomalies_of_generated_outputs_equal_going_output_by_output(
         got = [(a.kind, a.count, a.examples) for a in fragmentation(trace, allocator).anomalies
                if a.kind != "overlapping-live-buffers"]
         assert got == _anomalies_one_by_one(trace, allocator)
+
+
+@pytest.mark.parametrize("path", [ALEXNET, PTB], ids=lambda p: p.name)
+def test_internal_waste_is_fragmentations_total_and_ops(path: Path) -> None:
+    trace = memtrace.load(path)
+    for allocator in trace.allocators:
+        f = fragmentation(trace, allocator)
+        assert internal_waste(trace, allocator) == (f.total, f.ops), allocator

@@ -77,6 +77,15 @@ def resolve_allocators(trace: Any, names: list[str] | None) -> list[str] | None:
     return list(dict.fromkeys(resolved))
 
 
+def refuse_unknown(trace: Any, named: list[str] | None, unknown: list[Any]) -> None:
+    """Refuse the command (exit 2, one line) where an allocator whose numbers are unknown (its bytes
+    add up past int64: ``memtrace.replay.Uncounted``) was asked for by name, or where every allocator
+    of the trace is one: nothing would be left to report. Otherwise the command reports the others
+    and shows those as unknown."""
+    if unknown and (named is not None or len(unknown) == len(trace.allocators)):
+        raise unknown[0].error(trace.path)
+
+
 def add_filter_options(parser: argparse.ArgumentParser, name_help: str, size_help: str) -> None:
     """``--name REGEX`` and ``--min-bytes SIZE``, tfprof's filters (``-show_name_regexes``, ``-min_bytes``)."""
     parser.add_argument("--name", metavar="REGEX", help=name_help)

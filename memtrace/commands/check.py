@@ -71,7 +71,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..budget import check, load_budget_file, parse_assignment
     from ..reporters import check as report
-    from ..reporters.common import with_oddities, write_caution
+    from ..reporters.common import concerning, with_oddities, write_caution
 
     budgets = load_budget_file(args.budget) if args.budget else []
     budgets += [parse_assignment(metric, text, "--" + metric.replace("_", "-")) for metric, text in args.limits or ()]
@@ -81,11 +81,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("no budget to check: give --max-peak, --max-peak-delta, --max-waste or --budget FILE")
     trace = load_trace(args)
     result = check(trace, budgets)
-    def render_text(out: IO[str]) -> None:
-        write_caution(trace.oddities, out)
-        report.render_text(result, out, trace.oddities)
+    oddities = concerning(trace.oddities, [o.budget.allocator for o in result.outcomes])
 
-    write_report(args, lambda: with_oddities(report.to_json(result), trace.oddities), render_text)
+    def render_text(out: IO[str]) -> None:
+        write_caution(oddities, out)
+        report.render_text(result, out, oddities)
+
+    write_report(args, lambda: with_oddities(report.to_json(result, oddities), oddities), render_text)
     if args.output not in (None, "-") and not result.passed:
         # The report went to a file: the terminal (or the CI log) still hears the verdict.
         print(f"memtrace check: {report.verdict(result)}; the report is in {args.output}", file=sys.stderr)

@@ -11,6 +11,7 @@ from . import (
     add_trace_options,
     load_trace,
     positive_int,
+    refuse_unknown,
     resolve_allocators,
     write_report,
 )
@@ -41,7 +42,9 @@ def run(args: argparse.Namespace) -> int:
     from ..reporters import frag as report
 
     trace = load_trace(args)
-    result = fragmentations(trace, resolve_allocators(trace, args.allocator), args.at)
+    named = resolve_allocators(trace, args.allocator)
+    result = fragmentations(trace, named, args.at)
+    refuse_unknown(trace, named, [f.unknown for f in result.allocators if f.unknown is not None])
     write_report(
         args, lambda: report.to_json(trace.path, result, args.top), lambda out: report.render_text(result, out, args.top or 10)
     )

@@ -12,6 +12,7 @@ from . import (
     add_trace_options,
     load_trace,
     positive_int,
+    refuse_unknown,
     resolve_allocators,
     write_report,
 )
@@ -56,12 +57,16 @@ def run(args: argparse.Namespace) -> int:
 
     min_bytes = parse_size(args.min_bytes) if args.min_bytes is not None else None
     trace = load_trace(args)
-    result = ops(trace, by=args.by, sort=args.sort, depth=args.depth, allocators=resolve_allocators(trace, args.allocator),
+    named = resolve_allocators(trace, args.allocator)
+    result = ops(trace, by=args.by, sort=args.sort, depth=args.depth, allocators=named,
                  device=args.device, name=args.name, min_bytes=min_bytes)
+    refuse_unknown(trace, named, list(result.unknown))
+
+    oddities = report.concerning(result, trace.oddities)
 
     def render_text(out: IO[str]) -> None:
-        write_caution(trace.oddities, out)
-        report.render_text(result, out, args.top or 20, trace.oddities)
+        write_caution(oddities, out)
+        report.render_text(result, out, args.top or 20, oddities)
 
-    write_report(args, lambda: with_oddities(report.to_json(trace.path, result, args.top), trace.oddities), render_text)
+    write_report(args, lambda: with_oddities(report.to_json(trace.path, result, args.top), oddities), render_text)
     return 0

@@ -12,6 +12,7 @@ from . import (
     add_trace_options,
     load_trace,
     positive_int,
+    refuse_unknown,
     resolve_allocators,
     write_report,
 )
@@ -39,15 +40,17 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..peak import group_live_set, parse_group_by, peaks, select_live
+    from ..peak import group_live_set, parse_group_by, peaks_and_unknown, select_live
     from ..reporters import peak as report
-    from ..reporters.common import with_oddities, write_caution
+    from ..reporters.common import concerning, with_oddities, write_caution
     from ..units import parse_size
 
     grouping = parse_group_by(args.group_by) if args.group_by else None
     min_bytes = parse_size(args.min_bytes) if args.min_bytes is not None else None
     trace = load_trace(args)
-    result = peaks(trace, resolve_allocators(trace, args.allocator))
+    named = resolve_allocators(trace, args.allocator)
+    result, unknown = peaks_and_unknown(trace, named)
+    refuse_unknown(trace, named, unknown)
     filtered = args.name is not None or min_bytes is not None
     listings = {}
     for p in result:
@@ -55,10 +58,12 @@ def run(args: argparse.Namespace) -> int:
         groups = group_live_set(trace, p, *grouping, live=live) if grouping else None
         listings[p.allocator] = report.Listing(live, groups, args.group_by)
 
-    def render_text(out: IO[str]) -> None:
-        write_caution(trace.oddities, out)
-        report.render_text(result, out, args.top or 10, listings, trace.oddities)
+    oddities = concerning(trace.oddities, [p.allocator for p in result] + [u.allocator for u in unknown])
 
-    write_report(args, lambda: with_oddities(report.to_json(trace.path, result, args.top, listings), trace.oddities),
-                 render_text)
+    def render_text(out: IO[str]) -> None:
+        write_caution(oddities, out)
+        report.render_text(result, out, args.top or 10, listings, oddities, unknown)
+
+    write_report(args, lambda: with_oddities(report.to_json(trace.path, result, args.top, listings, oddities, unknown),
+                                             oddities), render_text)
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from . import (
@@ -12,6 +13,7 @@ from . import (
     input_paths,
     load_trace,
     positive_int,
+    refuse_unknown,
     resolve_allocators,
 )
 
@@ -34,24 +36,34 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
-    from ..peak import peaks
+    from ..peak import peaks_and_unknown
+    from ..replay import split_counted
     from ..reporters import timeline as report
-    from ..reporters.common import open_output, with_oddities, write_caution, write_json
+    from ..reporters.common import clean, concerning, open_output, with_oddities, write_caution, write_json
     from ..reporters.tables import fitted
     from ..timeline import timeline
 
     if args.csv and args.json:
         raise UsageError("choose one of --csv and --json")
     trace = load_trace(args)
-    names = resolve_allocators(trace, args.allocator) or [p.allocator for p in peaks(trace)]  # largest peak first, as everywhere
+    named = resolve_allocators(trace, args.allocator)
+    if named is None:
+        found, unknown = peaks_and_unknown(trace)
+        names = [p.allocator for p in found]  # largest peak first, as everywhere
+    else:
+        names, unknown = split_counted(trace, named)
+    refuse_unknown(trace, named, unknown)
     result = [timeline(trace, name, args.points) for name in names]
+    oddities = concerning(trace.oddities, names + [u.allocator for u in unknown])
     with open_output(args.output, input_paths(args)) as out:
         if args.json:
-            write_json(with_oddities(report.to_json(trace.path, result), trace.oddities), out)
+            write_json(with_oddities(report.to_json(trace.path, result, oddities, unknown), oddities), out)
         elif args.csv:
+            for u in unknown:  # CSV has no row for a curve that is not known
+                print(f"memtrace: {clean(u.allocator)} left out: its live bytes are unknown ({u.reason})", file=sys.stderr)
             report.render_csv(result, out)
         else:
             with fitted(out) as text:
-                write_caution(trace.oddities, text)
-                report.render_text(result, text)
+                write_caution(oddities, text)
+                report.render_text(result, text, oddities=oddities, unknown=unknown)
     return 0

@@ -22,6 +22,7 @@ import numpy as np
 from ..model import (
     Devices,
     GraphNodes,
+    Int32Array,
     IntArray,
     Memory,
     Nodes,
@@ -368,19 +369,28 @@ class TraceBuilder:
         self._persistent = 0
         self._dims = 0
         self._graph: tuple[str, list[tuple[str, str, str, list[str]]]] | None = None
-        self._oddities: dict[str, list[object]] = {}
+        self._oddities: dict[tuple[str, str | None], list[object]] = {}  # (kind, allocator) -> [count, example]
         self._freed = 0  # bytes of merged column parts not yet given back (see release_memory)
         self._steps: tuple[tuple[Step, ...], int | None] = ((), None)
 
     # -- facts, in trace order ---------------------------------------------------------------
 
-    def note(self, kind: str, example: str, count: int = 1) -> None:
-        """Count an oddity of this kind, keeping the first example."""
-        entry = self._oddities.get(kind)
+    def note(self, kind: str, example: str, count: int = 1, allocator: str | None = None) -> None:
+        """Count an oddity of this kind on this allocator (None: the whole trace), keeping the first example."""
+        entry = self._oddities.get((kind, allocator))
         if entry is None:
-            self._oddities[kind] = [count, example]
+            self._oddities[(kind, allocator)] = [count, example]
         else:
             entry[0] = int(entry[0]) + count  # type: ignore[call-overload]
+
+    def _note_by_allocator(self, kind: str, rows: IntArray, allocator: Int32Array, example: Callable[[int], str]) -> None:
+        """Note ``rows`` as oddities of ``kind``, one per allocator they are on (``allocator`` per row;
+        below 0, no allocator: the whole trace's, noted first), each with its first row's example."""
+        codes = allocator[rows]
+        names = list(self._allocators)
+        for code in np.unique(codes).tolist():
+            mine = rows[codes == code]
+            self.note(kind, example(int(mine[0])), len(mine), names[code] if code >= 0 else None)
 
     def add_device_stats(self, name: str = "") -> int:
         """Open the next ``DeviceStepStats``; returns its ordinal. The name may be set later."""
@@ -581,7 +591,9 @@ class TraceBuilder:
                     strings: Sequence[str]) -> None:
         """Oddities only the whole trace shows: numbers no allocator or clock can produce, which
         would otherwise reach a report as fact (wrapped totals, negative sizes, records far from
-        their node, frees without or before their allocation). Noted after the per-block kinds."""
+        their node, frees without or before their allocation). Noted after the per-block kinds, each
+        on the allocator whose records, memory entry or output it is found in (so that a report marks
+        only that allocator's numbers), on the whole trace where they name none."""
         name = lambda node: repr(strings[int(nodes.name[node])])
         started = nodes.start_ns > 0
         duration = nodes.end_ns - nodes.start_ns
@@ -591,22 +603,28 @@ class TraceBuilder:
             self.note("node-lasts-over-a-day", f"{name(i)} lasts {int(duration[i]) / 86_400e9:.3g} days",
                       int(np.count_nonzero(long)))
 
-        sizes = ((memory.total_bytes, memory.node, "total_bytes"), (memory.peak_bytes, memory.node, "peak_bytes"),
-                 (memory.live_bytes, memory.node, "live_bytes"), (memory.bytes_in_use, memory.node, "allocator_bytes_in_use"),
-                 (nodes.temp_bytes, None, "temp_memory_size"), (nodes.persistent_bytes, None, "persistent_memory_size"),
-                 (outputs.requested_bytes, outputs.node, "requested_bytes"),
-                 (outputs.allocated_bytes, outputs.node, "allocated_bytes"))
-        negative_count, negative_example = 0, ""
-        for values, owner, field_name in sizes:
-            negative = values < 0
-            if negative.any():
-                row = int(np.argmax(negative))
-                node = row if owner is None else int(owner[row])
-                if not negative_count:
-                    negative_example = f"{name(node)} has {field_name} {int(values[row])}"
-                negative_count += int(np.count_nonzero(negative))
-        if negative_count:
-            self.note("negative-size", negative_example, negative_count)
+        # A size on a memory entry or an output is its allocator's; a node's temp or persistent size the trace's.
+        unowned = np.full(len(nodes.start_ns), -1, dtype=np.int32)
+        sizes = ((memory.total_bytes, memory.node, memory.allocator, "total_bytes"),
+                 (memory.peak_bytes, memory.node, memory.allocator, "peak_bytes"),
+                 (memory.live_bytes, memory.node, memory.allocator, "live_bytes"),
+                 (memory.bytes_in_use, memory.node, memory.allocator, "allocator_bytes_in_use"),
+                 (nodes.temp_bytes, None, unowned, "temp_memory_size"),
+                 (nodes.persistent_bytes, None, unowned, "persistent_memory_size"),
+                 (outputs.requested_bytes, outputs.node, outputs.allocator, "requested_bytes"),
+                 (outputs.allocated_bytes, outputs.node, outputs.allocator, "allocated_bytes"))
+        negative_counts: dict[int, int] = {}  # per allocator (-1: none), the first example by field order
+        negative_examples: dict[int, str] = {}
+        for values, owner, allocator_of, field_name in sizes:
+            rows = np.flatnonzero(values < 0)
+            for code in np.unique(allocator_of[rows]).tolist():
+                mine = rows[allocator_of[rows] == code]
+                node = int(mine[0]) if owner is None else int(owner[mine[0]])
+                negative_examples.setdefault(code, f"{name(node)} has {field_name} {int(values[mine[0]])}")
+                negative_counts[code] = negative_counts.get(code, 0) + len(mine)
+        allocators = list(self._allocators)
+        for code in sorted(negative_counts):
+            self.note("negative-size", negative_examples[code], negative_counts[code], allocators[code] if code >= 0 else None)
 
         if not len(records.bytes):
             return
@@ -615,12 +633,13 @@ class TraceBuilder:
         before = records.time_ns < nodes.start_ns[node_of] - 999
         after = (records.bytes > 0) & (records.time_ns >= nodes.end_ns[node_of] + 1000)
         outside = (before | after) & started[node_of]
-        if outside.any():
-            row = int(np.argmax(outside))
+
+        def outside_example(row: int) -> str:
             node = int(node_of[row])
             offset = (int(records.time_ns[row]) - int(nodes.start_ns[node])) // 1000
-            self.note("record-outside-its-node",
-                      f"a record of {name(node)} at {offset:+,} us from the node's start", int(np.count_nonzero(outside)))
+            return f"a record of {name(node)} at {offset:+,} us from the node's start"
+
+        self._note_by_allocator("record-outside-its-node", np.flatnonzero(outside), records.allocator, outside_example)
 
         entry = records.memory.astype(np.int64)
         entries = len(memory.node)
@@ -628,33 +647,26 @@ class TraceBuilder:
         freed = np.bincount(entry, weights=np.maximum(-records.bytes, 0).astype(np.float64), minlength=entries)
         # A node that only frees (allocates nothing) frees memory from before the step or profile: replay
         # counts that as such; an oddity is a node that allocates some and frees more.
-        frees_more = (freed > allocated) & (allocated > 0)
-        if frees_more.any():
-            row = int(np.argmax(frees_more))
-            self.note("free-exceeds-allocation",
-                      f"{name(int(memory.node[row]))} frees {int(freed[row])} bytes but allocates {int(allocated[row])}",
-                      int(np.count_nonzero(frees_more)))
+        frees_more = np.flatnonzero((freed > allocated) & (allocated > 0))
+        self._note_by_allocator(
+            "free-exceeds-allocation", frees_more, memory.allocator,
+            lambda row: f"{name(int(memory.node[row]))} frees {int(freed[row])} bytes but allocates {int(allocated[row])}")
         first_alloc = np.full(entries, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(first_alloc, entry[records.bytes > 0], records.time_ns[records.bytes > 0])
         free_rows = np.flatnonzero(records.bytes < 0)
         early = free_rows[records.time_ns[free_rows] < first_alloc[entry[free_rows]]]
         early = early[allocated[entry[early]] > 0]  # a node's frees with no allocation at all are another matter
-        if len(early):
-            row = int(early[0])
-            self.note("free-before-allocation",
-                      f"{name(int(node_of[row]))} frees {-int(records.bytes[row])} bytes before it allocates any",
-                      len(early))
+        self._note_by_allocator(
+            "free-before-allocation", early, records.allocator,
+            lambda row: f"{name(int(node_of[row]))} frees {-int(records.bytes[row])} bytes before it allocates any")
 
         named = records.allocator >= 0
         per_allocator = np.bincount(records.allocator[named].astype(np.int64),
                                     weights=np.abs(records.bytes[named].astype(np.float64)),
                                     minlength=len(self._allocators))
-        beyond = np.flatnonzero(per_allocator >= 2.0**63)
-        if len(beyond):
-            allocator = list(self._allocators)[int(beyond[0])]
-            self.note("bytes-beyond-int64",
-                      f"the records of {allocator!r} add up to {per_allocator[beyond[0]]:.3g} bytes: "
-                      "a running total of them wraps around", len(beyond))
+        for code in np.flatnonzero(per_allocator >= 2.0**63).tolist():
+            self.note("bytes-beyond-int64", f"the records of {allocators[code]!r} add up to {per_allocator[code]:.3g} bytes: "
+                      "a running total of them wraps around", 1, allocators[code])
 
     def set_graph(self, source: str, nodes: list[tuple[str, str, str, list[str]]]) -> None:
         """The graph's nodes as ``(name, op, device, inputs)``, inputs as GraphDef writes them."""
@@ -792,7 +804,8 @@ class TraceBuilder:
             outputs=outputs,
             graph=graph,
             graph_source=graph_source,
-            oddities=tuple(Oddity(kind, int(c), str(e)) for kind, (c, e) in self._oddities.items()),  # type: ignore[call-overload]
+            oddities=tuple(Oddity(kind, int(c), str(e), allocator)  # type: ignore[call-overload]
+                           for (kind, allocator), (c, e) in self._oddities.items()),
             steps=self._steps[0],
             step=self._steps[1],
         )

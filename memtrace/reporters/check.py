@@ -12,19 +12,20 @@ from typing import IO, Any
 from ..budget import Budget, CheckResult, Contributor, Outcome
 from ..model import Oddity
 from ..units import format_bytes, format_percent, format_us, plural
-from .common import BENT_NUMBERS, clean, table
+from .common import BENT_NUMBERS, clean, table, with_oddities
 
 SCHEMA = "memtrace.check/1"
 
 
-def to_json(result: CheckResult) -> dict[str, Any]:
-    """Every budget with its limit, measured value, margin (limit - value) and whether it passed."""
+def to_json(result: CheckResult, oddities: Sequence[Oddity] = ()) -> dict[str, Any]:
+    """Every budget with its limit, measured value, margin (limit - value) and whether it passed, and
+    the ``oddities`` found on its allocator that bend numbers."""
     return {
         "schema": SCHEMA,
         "trace": result.trace,
         "passed": result.passed,
         "budgets": [
-            {
+            with_oddities({
                 "allocator": o.budget.allocator,
                 **({"device": o.budget.stated_as} if o.budget.stated_as is not None else {}),
                 **({"limit_note": o.budget.limit_note} if o.budget.limit_note is not None else {}),
@@ -37,7 +38,7 @@ def to_json(result: CheckResult) -> dict[str, Any]:
                 "source": o.budget.source,
                 "note": o.note,
                 "contributors": [{"name": c.name, "kinds": list(c.kinds), "bytes": c.bytes} for c in o.contributors],
-            }
+            }, oddities, o.budget.allocator)
             for o in result.outcomes
         ],
     }
@@ -71,20 +72,19 @@ def _allocator_name(budget: Budget) -> str:
 
 def render_text(result: CheckResult, out: IO[str], oddities: Sequence[Oddity] = ()) -> None:
     """One row per budget, then an explanation of every failure and the verdict. A measured value
-    the trace's ``oddities`` bend is starred, and the kinds named under the table."""
-    kinds = {o.kind for o in oddities}
-    bent_by = {metric: [k for number in numbers for k in BENT_NUMBERS[number] if k in kinds]
-               for metric, numbers in _BENT_METRICS.items()}
+    the ``oddities`` bend (the whole trace's, or those found on its allocator) is starred, and the
+    kinds named under the table."""
+    bent_by = [_bent_by(o, oddities) for o in result.outcomes]
     rows = [
         (_allocator_name(o.budget), o.budget.metric, value_text(o.budget.limit, o.budget.unit),
-         value_text(o.measured, o.budget.unit) + ("*" if bent_by.get(o.budget.metric) else ""), margin_text(o),
+         value_text(o.measured, o.budget.unit) + ("*" if kinds else ""), margin_text(o),
          "PASS" if o.passed else "FAIL")
-        for o in result.outcomes
+        for o, kinds in zip(result.outcomes, bent_by)
     ]
     headers = ("allocator", "budget", "limit", "measured", "margin", "result")
     out.write(f"memtrace check {clean(result.trace)}\n")
     out.write(table(rows, headers, ("left", "left", "right", "right", "right", "left")) + "\n")
-    starred = list(dict.fromkeys(k for o in result.outcomes for k in bent_by.get(o.budget.metric, [])))
+    starred = list(dict.fromkeys(k for kinds in bent_by for k in kinds))
     if starred:
         out.write(f"* bent by {', '.join(starred)}: see 'memtrace summary'\n")
     for note in dict.fromkeys(o.budget.limit_note for o in result.outcomes if o.budget.limit_note):
@@ -98,6 +98,12 @@ def render_text(result: CheckResult, out: IO[str], oddities: Sequence[Oddity] = 
 
 # The numbers each budget measures (keys of reporters.common.BENT_NUMBERS).
 _BENT_METRICS = {"max_peak": ("live bytes",), "max_peak_delta": ("live bytes",), "max_waste": ("sizes",)}
+
+
+def _bent_by(outcome: Outcome, oddities: Sequence[Oddity]) -> list[str]:
+    """The oddity kinds that bend the measured value: the whole trace's and its allocator's own."""
+    kinds = {o.kind for o in oddities if o.allocator in (None, outcome.budget.allocator)}
+    return [k for number in _BENT_METRICS[outcome.budget.metric] for k in BENT_NUMBERS[number] if k in kinds]
 
 
 def _contributor_line(c: Contributor, whole: int) -> str:

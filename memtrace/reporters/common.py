@@ -8,10 +8,13 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
-from typing import IO, Any
+from collections.abc import Collection, Iterator, Sequence
+from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import OutputError, UsageError
+
+if TYPE_CHECKING:
+    from ..model import Oddity
 
 _CONTROL_TABLE: dict[int, str] = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
 # Characters that reorder what a terminal (or browser) shows around them: a name could make a
@@ -28,7 +31,7 @@ def clean(name: str) -> str:
 
 # Oddities that bend the numbers an analysis reports, and what they bend (see read/builder.py).
 BENDING_ODDITIES = {
-    "bytes-beyond-int64": "byte totals wrap around",
+    "bytes-beyond-int64": "byte totals unknown",
     "negative-size": "sizes below zero",
     "record-outside-its-node": "peak times",
     "free-exceeds-allocation": "live bytes",
@@ -36,8 +39,8 @@ BENDING_ODDITIES = {
     "node-lasts-over-a-day": "durations",
 }
 
-# The numbers a report marks where they stand, and the oddities that bend each. Where bytes add
-# up past int64 the numbers are not bent but refused (memtrace.errors.BeyondInt64Error).
+# The numbers a report marks where they stand, and the oddities that bend each. Where an
+# allocator's bytes add up past int64 its numbers are not bent but unknown (memtrace.replay.Uncounted).
 BENT_NUMBERS = {
     "live bytes": ("free-exceeds-allocation", "free-before-allocation"),
     "sizes": ("negative-size",),
@@ -46,26 +49,56 @@ BENT_NUMBERS = {
 }
 
 
-def write_caution(oddities: Sequence[Any], out: IO[str]) -> None:
-    """One line ahead of a report whose numbers the trace's oddities bend; nothing for a sound trace."""
-    bent = [f"{o.kind} ({BENDING_ODDITIES[o.kind]})" for o in oddities if o.kind in BENDING_ODDITIES]
-    if bent:
+def concerning(oddities: Sequence[Oddity], allocators: Collection[str] | None = None) -> list[Oddity]:
+    """The oddities that concern a report of these allocators: the whole trace's and those found on one
+    of them (every allocator's where None); an oddity of another allocator bends none of its numbers."""
+    return [o for o in oddities if o.allocator is None or allocators is None or o.allocator in allocators]
+
+
+def write_caution(oddities: Sequence[Oddity], out: IO[str]) -> None:
+    """One line ahead of a report whose numbers the ``oddities`` bend, naming the allocators they are
+    found on (``free-exceeds-allocation on cpu (live bytes)``); nothing for a sound trace."""
+    on: dict[str, list[str | None]] = {}
+    for o in oddities:
+        if o.kind in BENDING_ODDITIES:
+            on.setdefault(o.kind, []).append(o.allocator)
+    if on:
+        bent = [f"{kind}{_on(allocators)} ({BENDING_ODDITIES[kind]})" for kind, allocators in on.items()]
         out.write(f"caution: oddities in this trace bend the numbers below: {', '.join(bent)}; "
                   "see 'memtrace summary'\n\n")
 
 
-def bent(oddities: Sequence[Any], *numbers: str) -> str:
-    """The mark that goes next to a number the trace's oddities bend (`` (bent: negative-size)``),
-    for the kinds of ``numbers`` (keys of :data:`BENT_NUMBERS`) the trace has; "" for a sound one."""
+def _on(allocators: Sequence[str | None]) -> str:
+    """`` on cpu, GPU_0_bfc`` for oddities found on those allocators; "" where one is the whole trace's."""
+    return "" if None in allocators else " on " + ", ".join(clean(a or "") for a in allocators)
+
+
+def oddity_name(oddity: Oddity) -> str:
+    """``free-exceeds-allocation on cpu``, or the kind alone for an oddity of the whole trace."""
+    return oddity.kind + _on([oddity.allocator])
+
+
+def bent(oddities: Sequence[Oddity], *numbers: str, allocator: str | None = None) -> str:
+    """The mark that goes next to a number the oddities bend (`` (bent: negative-size)``): the kinds of
+    ``numbers`` (keys of :data:`BENT_NUMBERS`) among the whole trace's oddities and, for a number of
+    one ``allocator``, that allocator's; "" for a sound one."""
     wanted = {kind for number in numbers for kind in BENT_NUMBERS[number]}
-    kinds = [o.kind for o in oddities if o.kind in wanted]
+    kinds = dict.fromkeys(o.kind for o in oddities if o.kind in wanted and o.allocator in (None, allocator))
     return f" (bent: {', '.join(kinds)})" if kinds else ""
 
 
-def with_oddities(document: dict[str, Any], oddities: Sequence[Any]) -> dict[str, Any]:
-    """A JSON report with the oddities that bend its numbers (``kind``, ``count``, ``example``) under
-    ``oddities``; unchanged for a sound trace, so its JSON stays as it always was."""
-    bending = [{"kind": o.kind, "count": o.count, "example": o.example} for o in oddities if o.kind in BENDING_ODDITIES]
+def oddity_json(oddity: Oddity) -> dict[str, Any]:
+    """``kind``, ``allocator`` (only for an oddity found on one), ``count`` and ``example``."""
+    found_on = {"allocator": oddity.allocator} if oddity.allocator is not None else {}
+    return {"kind": oddity.kind, **found_on, "count": oddity.count, "example": oddity.example}
+
+
+def with_oddities(document: dict[str, Any], oddities: Sequence[Oddity], allocator: str | None = None) -> dict[str, Any]:
+    """A JSON report (or one allocator's part of it) with the oddities that bend its numbers under
+    ``oddities``: every one given, or with ``allocator`` those found on it; unchanged for a sound
+    trace, so that its JSON stays as it always was."""
+    bending = [oddity_json(o) for o in oddities
+               if o.kind in BENDING_ODDITIES and (allocator is None or o.allocator == allocator)]
     if bending:
         document["oddities"] = bending
     return document

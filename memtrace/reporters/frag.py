@@ -102,9 +102,11 @@ def _allocator_json(f: AllocatorFragmentation, top: int | None) -> dict[str, Any
         "allocator": f.allocator,
         "bfc": f.bfc,
         **_waste_json(f.total),
-        "at_peak": _moment_json(f.at_peak),
+        "at_peak": _moment_json(f.at_peak) if f.at_peak is not None else None,
         "at": _moment_json(f.at) if f.at is not None else None,
-        "external": _external_json(f.external, moment.time_us, top),
+        # where the live bytes are unknown (beyond int64), why: there is no moment to measure at
+        **({"unknown": f.unknown.reason} if f.unknown is not None else {}),
+        "external": _external_json(f.external, moment.time_us if moment is not None else None, top),
         "histogram": [{"max_bytes": c.max_bytes, **_waste_json(c.waste)} for c in f.histogram],
         "top_buffers": [_buffer_json(b) for b in f.buffers[:top]],
         "top_ops": [{"node": o.node, **_waste_json(o.waste)} for o in f.ops[:top]],
@@ -164,7 +166,11 @@ def _render_one(f: AllocatorFragmentation, out: IO[str], top: int) -> None:
         at_peak = "-" if m.at_peak is None else f"{m.at_peak:.4f}"
         out.write(f"  TensorFlow's own metric (1 - largest free chunk / free bytes, after each of {m.events:,} events): "
                   f"{at_peak} at the peak, highest {m.highest:.4f} at {m.highest_time_us:,} us, last {m.last:.4f}\n")
-    _render_moment("at the peak", f.at_peak, out)
+    if f.at_peak is None:
+        unknown = f" (beyond int64): {f.unknown.detail}" if f.unknown is not None else ""
+        out.write(f"  at the peak: unknown{unknown}\n")
+    else:
+        _render_moment("at the peak", f.at_peak, out)
     if f.at is not None:
         _render_moment("at the time asked for", f.at, out)
     _render_external(f, out)
@@ -222,9 +228,9 @@ def _render_moment(label: str, m: Moment, out: IO[str]) -> None:
 def _render_external(f: AllocatorFragmentation, out: IO[str]) -> None:
     m = f.at or f.at_peak
     where = "at the time asked for" if f.at is not None else "at the peak"
-    e = m.external
+    e = m.external if m is not None else None
     if e is None:
-        if m.time_us is not None:
+        if m is not None and m.time_us is not None:
             out.write(f"  address space {where}: no live buffer has a pointer\n")
         return
     out.write(

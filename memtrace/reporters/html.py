@@ -23,7 +23,7 @@ from ..peak import AllocatorPeak, RepeatedAllocation, repeated_allocations
 from ..report import AllocatorView, ReportData
 from ..units import format_bytes, format_us, plural
 from . import icicle
-from .common import clean
+from .common import clean, oddity_name
 
 # Chart geometry, in SVG user units (the SVG scales to the page width).
 WIDTH, HEIGHT = 960, 300
@@ -164,7 +164,7 @@ def _facts(report: ReportData) -> str:
         ("graph", esc(f"{s.graph_nodes:,} nodes from {s.graph_source}") if s.graph_source else "none in the trace"),
     ]
     if s.oddities:
-        facts.append(("oddities", "; ".join(f"{esc(o.kind)}: {o.count}" for o in s.oddities)))
+        facts.append(("oddities", "; ".join(f"{esc(oddity_name(o))}: {o.count}" for o in s.oddities)))
     items = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
     return f'<dl class="facts">{items}</dl>\n'
 
@@ -526,7 +526,7 @@ def _frag_section(report: ReportData) -> str:
             f"{_bytes(t.waste_bytes)} ({_percent(t.waste_bytes, t.allocated_bytes)})",
             _bytes(t.rounding_waste_bytes) if f.bfc else '<span class="none">-</span>',
             _bytes(t.unsplit_waste_bytes) if f.bfc else '<span class="none">-</span>',
-            _bytes(f.at_peak.live.waste_bytes),
+            _bytes(f.at_peak.live.waste_bytes) if f.at_peak else '<span class="none">-</span>',
             _bytes(e.span_bytes) if e else '<span class="none">-</span>',
             f"{len(e.holes):,} ({_bytes(e.hole_bytes)})" if e else '<span class="none">-</span>',
             _bytes(e.largest_hole_bytes) if e else '<span class="none">-</span>',

@@ -26,9 +26,18 @@ def to_json(path: str, report: OpsReport, top: int | None = None) -> dict[str, A
         "by": report.by,
         "sort": report.sort,
         "allocators": list(report.allocators),
+        # allocators whose peak at_peak_bytes cannot cover (bytes beyond int64), and why; only where there are any
+        **({"unknown_peaks": {u.allocator: u.reason for u in report.unknown}} if report.unknown else {}),
         "rows": [asdict(r) for r in report.rows[:top]],
         "total": asdict(report.total),
     }
+
+
+def concerning(report: OpsReport, oddities: Sequence[Oddity]) -> list[Oddity]:
+    """The oddities that bend an ops report: the whole trace's, those found on an allocator whose peak
+    'at peak' covers, and negative sizes on any allocator (the size columns add every allocator up)."""
+    covered = {*report.allocators, *(u.allocator for u in report.unknown)}
+    return [o for o in oddities if o.allocator is None or o.allocator in covered or o.kind == "negative-size"]
 
 
 def render_text(report: OpsReport, out: IO[str], top: int = 20, oddities: Sequence[Oddity] = ()) -> None:
@@ -50,8 +59,9 @@ def render_text(report: OpsReport, out: IO[str], top: int = 20, oddities: Sequen
     else:
         out.write(_table(report, top, percentages=False, star=star) + "\n")
         shares = "; a wider terminal (COLUMNS) also shows each size's (cumulative %, self %)"
+    unknown = "".join(f"; {clean(u.allocator)}'s is unknown (beyond int64)" for u in report.unknown)
     out.write(f"sorted by {report.sort}; 'at peak' covers the peaks of: {', '.join(clean(a) for a in report.allocators) or 'none'}"
-              f"{shares}\n")
+              f"{unknown}{shares}\n")
     shown = [*rows[:top], report.total]
     if star and any(getattr(row, column) < 0 for row in shown for column in BYTE_COLUMNS):
         out.write("* below zero: sizes in the trace are negative (oddity negative-size), so this is no size\n")

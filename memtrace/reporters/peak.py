@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import IO, Any
 
 from ..model import Oddity
 from ..peak import AllocatorPeak, LiveAllocation, LiveGroup, repeated_allocations
+from ..replay import Uncounted
 from ..units import format_bytes, format_us, plural
-from .common import bent, clean, table
+from .common import bent, clean, table, with_oddities
 from .tables import output_width, shorten_middle
 
 SCHEMA = "memtrace.peak/1"
@@ -26,14 +27,22 @@ class Listing:
 
 
 def to_json(
-    path: str, peaks: list[AllocatorPeak], top: int | None = None, listings: dict[str, Listing] | None = None
+    path: str, peaks: list[AllocatorPeak], top: int | None = None, listings: dict[str, Listing] | None = None,
+    oddities: Sequence[Oddity] = (), unknown: Sequence[Uncounted] = (),
 ) -> dict[str, Any]:
     """The contract other tools read; ``live_at_peak`` is complete unless ``top`` or a filter cuts it.
 
     With ``--group-by`` each allocator also has ``groups`` (``key``, ``count``, ``bytes``,
     ``share`` of ``peak_delta_bytes``), which add up to ``peak_delta_bytes`` unless a filter is on.
+    The ``oddities`` found on an allocator that bend numbers are listed in its entry too. An
+    allocator whose peak is ``unknown`` (bytes beyond int64) comes first, every number of it null
+    and ``unknown`` saying why.
     """
-    allocators = []
+    allocators = [
+        with_oddities({**dict.fromkeys(f.name for f in fields(AllocatorPeak)), "allocator": u.allocator,
+                       "source": u.source, "unknown": u.reason}, oddities, u.allocator)
+        for u in unknown
+    ]
     for p in peaks:
         listing = (listings or {}).get(p.allocator, Listing())
         entry = asdict(p)
@@ -51,7 +60,7 @@ def to_json(
         if listing.groups is not None:
             entry["grouped_by"] = listing.grouped_by
             entry["groups"] = [asdict(g) for g in listing.groups[:top]]
-        allocators.append(entry)
+        allocators.append(with_oddities(entry, oddities, p.allocator))
     return {"schema": SCHEMA, "trace": path, "allocators": allocators}
 
 
@@ -88,13 +97,16 @@ def _render_outputs_model(p: AllocatorPeak, out: IO[str]) -> None:
 
 def render_text(
     peaks: list[AllocatorPeak], out: IO[str], top: int = 10, listings: dict[str, Listing] | None = None,
-    oddities: Sequence[Oddity] = (),
+    oddities: Sequence[Oddity] = (), unknown: Sequence[Uncounted] = (),
 ) -> None:
-    """Each peak with its live set; ``oddities`` that bend a peak's bytes or time are marked next to them."""
-    if not peaks:
+    """Each peak with its live set; ``oddities`` that bend a peak's bytes or time (the whole trace's and
+    the allocator's own) are marked next to them. An ``unknown`` peak (bytes beyond int64) first."""
+    if not peaks and not unknown:
         out.write("no allocator in this trace: it holds no memory information\n")
+    for u in unknown:
+        out.write(f"{clean(u.allocator)}: peak unknown (beyond int64): {u.detail}\n")
     for number, p in enumerate(peaks):
-        if number:
+        if number or unknown:
             out.write("\n")
         _render_one(p, out, top, (listings or {}).get(p.allocator, Listing()), oddities)
 
@@ -104,9 +116,9 @@ def _render_one(p: AllocatorPeak, out: IO[str], top: int, listing: Listing, oddi
     if p.peak_node is None:
         out.write(f"{name}: never rises above its level at the step start (source: {p.source})\n")
         return
-    bent_bytes = bent(oddities, "live bytes", *(("sizes",) if p.source == "outputs" else ()))
+    bent_bytes = bent(oddities, "live bytes", *(("sizes",) if p.source == "outputs" else ()), allocator=p.allocator)
     out.write(f"{name}: peak {_exact(p.peak_bytes)}{bent_bytes} at {format_us(p.peak_time_us * 1000)}"
-              f"{bent(oddities, 'peak times')} into the step (from {p.source})\n")
+              f"{bent(oddities, 'peak times', allocator=p.allocator)} into the step (from {p.source})\n")
     out.write(f"  reached by  {shorten_middle(clean(p.peak_node), output_width() - 14)}\n")
     others = [clean(n) for n in p.running_at_peak if n != p.peak_node]
     if others:

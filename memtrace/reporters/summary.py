@@ -7,15 +7,24 @@ from typing import IO, Any
 
 from ..summary import AllocatorSummary, Summary
 from ..units import format_bytes, format_us, plural
-from .common import BENT_NUMBERS, bent, clean, table
+from .common import BENT_NUMBERS, bent, clean, oddity_json, oddity_name, table
 
 SCHEMA = "memtrace.summary/1"
 
 
 def to_json(summary: Summary) -> dict[str, Any]:
+    """The summary as it stands; every oddity under ``oddities``, and an allocator's own (those found
+    on it) under its entry's ``oddities`` too. A peak beyond int64 is null, ``unknown`` saying why."""
     fields = asdict(summary)
     if not summary.steps and summary.step is None:  # a StepStats: the schema as it always was
         del fields["steps"], fields["step"]
+    fields["oddities"] = [oddity_json(o) for o in summary.oddities]
+    for entry in fields["allocators"]:
+        if entry["unknown"] is None:  # the reason a peak is null, only where one is
+            del entry["unknown"]
+        own = [oddity_json(o) for o in summary.oddities if o.allocator == entry["allocator"]]
+        if own:
+            entry["oddities"] = own
     return {"schema": SCHEMA, "trace": fields.pop("path"), **fields}
 
 
@@ -48,7 +57,7 @@ def render_text(summary: Summary, out: IO[str]) -> None:
         out.write(table(rows, headers, ("left", "right", "right", "left", "left") + ("right",) * 6 + ("left",), drop=drop) + "\n")
         starred = set().union(*marks.values())
         if starred:
-            kinds = [o.kind for o in summary.oddities if o.kind in starred]
+            kinds = dict.fromkeys(o.kind for o in summary.oddities if o.kind in starred)
             out.write(f"* bent by {', '.join(kinds)}: see Oddities\n")
     else:
         out.write("(no allocator appears in this trace: it holds no memory information)\n")
@@ -64,15 +73,17 @@ def render_text(summary: Summary, out: IO[str]) -> None:
     if summary.oddities:
         out.write("\nOddities\n")
         for oddity in summary.oddities:
-            out.write(f"  {oddity.kind}: {oddity.count} (e.g. {clean(oddity.example)})\n")
+            out.write(f"  {oddity_name(oddity)}: {oddity.count} (e.g. {clean(oddity.example)})\n")
 
 
 def _bending(summary: Summary, allocator: AllocatorSummary) -> set[str]:
-    """The oddity kinds that bend this allocator's peak bytes or time (none where it never rises)."""
+    """The oddity kinds that bend this allocator's peak bytes or time (none where it never rises): the
+    whole trace's and its own."""
     if allocator.peak_time_us is None:
         return set()
     numbers = ["live bytes", "peak times", *(["sizes"] if allocator.source == "outputs" else [])]
-    return {kind for number in numbers for kind in BENT_NUMBERS[number]} & {o.kind for o in summary.oddities}
+    found = {o.kind for o in summary.oddities if o.allocator in (None, allocator.allocator)}
+    return {kind for number in numbers for kind in BENT_NUMBERS[number]} & found
 
 
 def _peak(peak_bytes: int | None, starred: bool) -> str:

@@ -2,33 +2,43 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import IO, Any
 
 import numpy as np
 
+from ..model import Oddity
+from ..replay import Uncounted
 from ..timeline import Timeline
 from ..units import format_bytes, format_us, plural
-from .common import clean
+from .common import bent, clean, with_oddities
 from .tables import output_width
 
 SCHEMA = "memtrace.timeline/1"
 _BARS = " ▁▂▃▄▅▆▇█"
 
 
-def to_json(path: str, timelines: list[Timeline]) -> dict[str, Any]:
+def to_json(path: str, timelines: list[Timeline], oddities: Sequence[Oddity] = (),
+            unknown: Sequence[Uncounted] = ()) -> dict[str, Any]:
+    """Each allocator's points; the ``oddities`` found on it that bend numbers are listed in its entry.
+    An allocator whose live bytes are ``unknown`` (bytes beyond int64) comes first, with null
+    ``points`` and ``unknown`` saying why."""
+    unknown_entries: list[dict[str, Any]] = [{"allocator": u.allocator, "source": u.source, "baseline_bytes": None, "absolute": None,
+                        "points": None, "unknown": u.reason} for u in unknown]
+    entries: list[dict[str, Any]] = [
+        {
+            "allocator": t.allocator,
+            "source": t.source,
+            "baseline_bytes": t.baseline_bytes,
+            "absolute": t.baseline_bytes is not None,
+            "points": [[int(x), int(y)] for x, y in zip(t.time_us, t.live_bytes)],
+        }
+        for t in timelines
+    ]
     return {
         "schema": SCHEMA,
         "trace": path,
-        "allocators": [
-            {
-                "allocator": t.allocator,
-                "source": t.source,
-                "baseline_bytes": t.baseline_bytes,
-                "absolute": t.baseline_bytes is not None,
-                "points": [[int(x), int(y)] for x, y in zip(t.time_us, t.live_bytes)],
-            }
-            for t in timelines
-        ],
+        "allocators": [with_oddities(entry, oddities, entry["allocator"]) for entry in unknown_entries + entries],
     }
 
 
@@ -55,10 +65,16 @@ def _levels(t: Timeline, width: int) -> list[int]:
     return levels
 
 
-def render_text(timelines: list[Timeline], out: IO[str], width: int | None = None) -> None:
+def render_text(timelines: list[Timeline], out: IO[str], width: int | None = None, oddities: Sequence[Oddity] = (),
+                unknown: Sequence[Uncounted] = ()) -> None:
     """One sparkline per allocator: each character is the maximum of its time bucket; a blank
-    cell is zero bytes, any bytes at all draw at least the lowest bar (a baseline is not blank)."""
+    cell is zero bytes, any bytes at all draw at least the lowest bar (a baseline is not blank).
+    ``oddities`` that bend an allocator's bytes or times (the whole trace's and its own) are marked
+    after its maximum and after its time axis. An allocator whose live bytes are ``unknown`` (bytes
+    beyond int64) first, in one line."""
     width = width or max(min(64, output_width() - 2), 8)
+    for u in unknown:
+        out.write(f"{clean(u.allocator)}: live bytes unknown (beyond int64): {u.detail}\n")
     for t in timelines:
         label = "absolute" if t.baseline_bytes is not None else "relative to the step start"
         if not len(t.time_us):
@@ -69,7 +85,10 @@ def render_text(timelines: list[Timeline], out: IO[str], width: int | None = Non
             _BARS[0 if v <= 0 else max(1, min(len(_BARS) - 1, v * (len(_BARS) - 1) // top))] for v in _levels(t, width)
         )
         start, end = int(t.time_us[0]), int(t.time_us[-1])
-        out.write(f"{clean(t.allocator)} ({t.source}, bytes {label}): max {format_bytes(top)}, {plural(len(t.time_us), 'point')}\n")
+        bent_bytes = bent(oddities, "live bytes", *(("sizes",) if t.source == "outputs" else ()), allocator=t.allocator)
+        out.write(f"{clean(t.allocator)} ({t.source}, bytes {label}): max {format_bytes(top)}{bent_bytes}, "
+                  f"{plural(len(t.time_us), 'point')}\n")
         out.write(f"  {bars}\n")
         left, right = format_us(start * 1000), format_us(end * 1000)
-        out.write(f"  {left}{' ' * max(1, width - len(left) - len(right))}{right}\n")
+        out.write(f"  {left}{' ' * max(1, width - len(left) - len(right))}{right}"
+                  f"{bent(oddities, 'peak times', allocator=t.allocator)}\n")
