@@ -269,7 +269,10 @@ def _first_appearance(texts: CodedTexts) -> tuple[IntArray, list[str], IntArray]
     """:func:`codes_by_first_appearance` of coded texts: renumbered by first appearance, without a Python step per row."""
     if not len(texts):
         return np.zeros(0, dtype=np.int64), [], np.zeros(0, dtype=np.int64)
-    present, first = np.unique(texts.codes, return_index=True)
+    first_row = np.full(len(texts.values), len(texts), dtype=np.int64)
+    np.minimum.at(first_row, texts.codes, np.arange(len(texts)))  # each code's first row: no sort of the rows
+    present = np.flatnonzero(first_row < len(texts))
+    first = first_row[present]
     by_first = np.argsort(first, kind="stable")
     lookup = np.zeros(int(present[-1]) + 1, dtype=np.int64)
     lookup[present[by_first]] = np.arange(len(present))
