@@ -28,7 +28,7 @@ from ..errors import TraceFormatError, UsageError
 from ..model import TraceData
 from . import binary, detect, files, text
 from . import jobs as worker_pool
-from .builder import TimeOutOfRange, TraceBuilder
+from .builder import TimeOutOfRange, TraceBuilder, release_memory
 from .detect import (
     CONTROL,
     GZIP_MAGIC,
@@ -202,7 +202,9 @@ def _load_profiles(path: str, files: list[str], graph: str | os.PathLike[str] | 
     if progress is not None:
         size = sum(os.path.getsize(name) for name in files)
         progress(size, size)
-    return builder.build(path, "xplane" + ("+gzip" if any(compressed) else ""), "XSpace")
+    trace = builder.build(path, "xplane" + ("+gzip" if any(compressed) else ""), "XSpace")
+    release_memory()  # what the reading freed, before the analyses allocate theirs
+    return trace
 
 
 def _read_padded(path: str) -> tuple[bytearray, bool]:
