@@ -550,3 +550,56 @@ def test_peaks_and_unknown_set_an_allocator_beyond_int64_apart(tmp_path: Path) -
     assert ([p.allocator for p in found], apart) == (["cpu"], [unknown])
     with pytest.raises(BeyondInt64Error):
         peaks(trace)  # every peak, or none
+
+
+GPU_REFUSED = ("the records of 'GPU_0_bfc' add up to 1.38e+19 bytes, beyond int64: "
+               "its live bytes and peak cannot be counted (oddity bytes-beyond-int64)")
+
+
+def test_report_shows_an_allocator_beyond_int64_as_unknown_and_draws_the_others(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = _trace(tmp_path, GPU_BEYOND_INT64)
+    page = tmp_path / "report.html"
+    assert main(["report", str(path), "-o", str(page)]) == 0
+    assert capsys.readouterr() == ("", "")
+    html = page.read_text()
+    # Its own section, first, saying why there is nothing to draw; no chart of it.
+    assert ('<main>\n<section class="allocator unknown" id="allocator-unknown-0">\n<h2>GPU_0_bfc</h2>\n'
+            '<p class="lead">Peak and live bytes unknown: beyond int64: its records add up to 1.38e+19 bytes '
+            "(oddity bytes-beyond-int64). A running total of them would wrap around, so there is no chart and no "
+            "live set; its waste, which needs no running total, is under Fragmentation.</p>\n</section>\n"
+            '<section class="allocator" id="allocator-0">\n<h2>cpu</h2>\n') in html
+    assert ('<tr><td class=""><a href="#allocator-unknown-0">GPU_0_bfc</a></td><td class="">records</td>'
+            '<td class="num"><span class="none">-</span></td><td class="num">'
+            '<span title="beyond int64: its records add up to 1.38e+19 bytes">unknown (beyond int64)</span></td>') in html
+    # The sound allocator as usual: one chart, its peak of 256 B.
+    assert html.count('<figure class="chart"') == 1 and 'data-peak-bytes="256" data-peak-time-us="2"' in html
+    assert "<em>At peak</em> leaves out <code>GPU_0_bfc</code>, whose peak is unknown (beyond int64).</p>" in html
+    # Its waste needs no replay: measured; no moment at the peak.
+    assert ('<tr><td class="">GPU_0_bfc (BFC)</td><td class="num">1</td><td class="num"><span title="1,000 bytes">1000 B'
+            '</span></td><td class="num"><span title="1,024 bytes">1 KiB</span></td><td class="num"><span title="24 bytes">'
+            '24 B</span> (2.3%)</td>') in html
+
+    assert main(["report", str(path), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    gpu, cpu = document["allocators"]
+    assert gpu == {"allocator": "GPU_0_bfc", "source": "records", "peak_bytes": None, "peak_delta_bytes": None,
+                   "baseline_bytes": None, "peak_time_us": None, "peak_node": None, "live_at_peak": None,
+                   "opens_on_us": None, "timeline": None, "snapshots": None,
+                   "fragmentation": {"bfc": True, "buffers": 1, "requested_bytes": 1000, "allocated_bytes": 1024,
+                                     "waste_bytes": 24},
+                   "unknown": GPU_REASON}
+    assert (cpu["allocator"], cpu["peak_bytes"], cpu["peak_node"], cpu["timeline"]["bytes"], "unknown" in cpu) == (
+        "cpu", 256, "huge", [256, 0], False)
+    assert [(o["name"], o["at_peak_bytes"], o["waste_bytes"]) for o in document["top_ops"]] == [("huge", 256, 24)]
+
+
+def test_report_escapes_the_name_of_an_allocator_beyond_int64(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = _trace(tmp_path, GPU_BEYOND_INT64.replace('"GPU_0_bfc"', '"</section><script>x</script>"'))
+    page = tmp_path / "report.html"
+    assert main(["report", str(path), "-o", str(page)]) == 0
+    html = page.read_text()
+    assert "<script>x</script>" not in html
+    assert ('<section class="allocator unknown" id="allocator-unknown-0">\n'
+            "<h2>&lt;/section&gt;&lt;script&gt;x&lt;/script&gt;</h2>\n") in html
+    assert '<a href="#allocator-unknown-0">&lt;/section&gt;&lt;script&gt;x&lt;/script&gt;</a>' in html
