@@ -603,3 +603,27 @@ def test_report_escapes_the_name_of_an_allocator_beyond_int64(capsys: pytest.Cap
     assert ('<section class="allocator unknown" id="allocator-unknown-0">\n'
             "<h2>&lt;/section&gt;&lt;script&gt;x&lt;/script&gt;</h2>\n") in html
     assert '<a href="#allocator-unknown-0">&lt;/section&gt;&lt;script&gt;x&lt;/script&gt;</a>' in html
+
+
+def test_export_leaves_out_an_allocator_beyond_int64_and_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = _trace(tmp_path, GPU_BEYOND_INT64)
+    assert main(["export", str(path)]) == 0
+    out, err = capsys.readouterr()
+    left_out = f"GPU_0_bfc left out: its live bytes are unknown ({GPU_REASON})"
+    assert err == f"memtrace: {left_out}\n"  # once, in one line
+    document = json.loads(out)
+    # No process, counter or buffer of it: the sound allocator's memory first, then the device's ops.
+    processes = [e["args"]["name"] for e in document["traceEvents"] if e["name"] == "process_name"]
+    assert processes == ["memory: cpu", GPU]
+    counters = [(e["name"], e["ts"], e["args"]) for e in document["traceEvents"] if e["ph"] == "C"]
+    assert counters == [("cpu", 0.0, {"live bytes relative to step start": 0}),
+                        ("cpu", 2.0, {"live bytes relative to step start": 256}),
+                        ("cpu", 4.0, {"live bytes relative to step start": 0})]
+    buffers = [(e["name"], e["pid"], e["ts"], e["dur"], e["args"]["bytes"]) for e in document["traceEvents"]
+               if e.get("cat") == "buffer"]
+    assert buffers == [("huge", 1, 2.0, 2.0, 256)]
+    assert document["otherData"]["left_out"] == f"GPU_0_bfc: its live bytes are unknown ({GPU_REASON})"
+    # A sound trace's file says nothing of the kind.
+    assert main(["export", str(TINY / "ties.pbtxt")]) == 0
+    out, err = capsys.readouterr()
+    assert (err, "left_out" in json.loads(out)["otherData"]) == ("", False)
