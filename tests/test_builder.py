@@ -627,3 +627,62 @@ def test_export_leaves_out_an_allocator_beyond_int64_and_says_so(capsys: pytest.
     assert main(["export", str(TINY / "ties.pbtxt")]) == 0
     out, err = capsys.readouterr()
     assert (err, "left_out" in json.loads(out)["otherData"]) == ("", False)
+
+
+def _base_and_new(tmp_path: Path) -> tuple[Path, Path]:
+    """The same step twice: GPU_0_bfc sound in the base (3 x 1 KiB, peak 3 KiB) and beyond int64 in the new."""
+    base, new = tmp_path / "base.pbtxt", tmp_path / "new.pbtxt"
+    base.write_text(GPU_BEYOND_INT64.replace("4611686018427387904", "1024"))
+    new.write_text(GPU_BEYOND_INT64)
+    return base, new
+
+
+def test_diff_lists_an_allocator_beyond_int64_on_either_side_as_unknown(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    base, new = _base_and_new(tmp_path)
+    assert main(["diff", str(base), str(new)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split() for line in out[5:7]] == [
+        ["GPU_0_bfc", "3", "KiB", "(3,072", "B)", "unknown", "(beyond", "int64)", "unknown", "-"],
+        ["cpu", "256", "B", "(256", "B)", "256", "B", "(256", "B)", "+0", "B", "+0%"]]
+    # Never a wrapped delta; at-peak bytes cover the peaks known in both traces, so nothing else changed.
+    assert out[7:] == [f"  note: GPU_0_bfc's peak is unknown in new ({GPU_REASON}): no change is computed", "",
+                       "no op's peak, residual or at-peak bytes changed", "",
+                       "new at the new peak: nothing; every allocation there has a counterpart at the base peak"]
+    assert main(["diff", str(base), str(new), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    gpu, cpu = document["allocators"]
+    assert gpu == {"allocator": "GPU_0_bfc", "base_peak_bytes": 3072, "new_peak_bytes": None, "delta_bytes": None,
+                   "delta_fraction": None, "base_peak_delta_bytes": 3072, "new_peak_delta_bytes": None,
+                   "weak_baseline": False, "status": "both", "base_baseline_bytes": None, "new_baseline_bytes": None,
+                   "exceeds_max_increase": False, "unknown": f"new: {GPU_REASON}"}
+    assert (cpu["delta_bytes"], "unknown" in cpu) == (0, False)
+    assert (document["ops"], document["new_at_peak"], document["passed"]) == ([], [], None)
+    # Unknown in both: each side says so.
+    assert main(["diff", str(new), str(new), "--exclude-baseline"]) == 0
+    assert (f"  note: GPU_0_bfc's peak is unknown in base ({GPU_REASON}) and in new ({GPU_REASON}): "
+            "no change is computed\n") in capsys.readouterr().out
+    assert main(["diff", str(new), str(base), "--json"]) == 0
+    gpu = json.loads(capsys.readouterr().out)["allocators"][0]
+    assert (gpu["base_peak_bytes"], gpu["new_peak_bytes"], gpu["delta_bytes"], gpu["unknown"]) == (
+        None, 3072, None, f"base: {GPU_REASON}")
+
+
+def test_diff_max_increase_cannot_be_measured_on_an_allocator_beyond_int64(capsys: pytest.CaptureFixture[str],
+                                                                           tmp_path: Path) -> None:
+    from memtrace.errors import UsageError
+    from memtrace.testing import assert_no_regression
+
+    base, new = _base_and_new(tmp_path)
+    # As check treats a peak budget it cannot measure: a usage error in one line, never a pass.
+    refused = (f"memtrace: error: {new}: max_increase of GPU_0_bfc cannot be measured: its peak is unknown, "
+               f"{GPU_REASON} (oddity bytes-beyond-int64)\n")
+    for first, second in ((base, new), (new, base)):
+        assert main(["diff", str(first), str(second), "--max-increase", "1000%"]) == 2
+        assert capsys.readouterr() == ("", refused)
+    with pytest.raises(UsageError, match="max_increase of GPU_0_bfc cannot be measured"):
+        assert_no_regression(base, new, max_increase="1000%")
+    # The sound allocator alone is measured.
+    assert main(["diff", str(base), str(new), "--max-increase", "5%", "--allocator", "cpu"]) == 0
+    assert capsys.readouterr().out.endswith("\nPASS: no allocator's peak grew by more than 5%\n")
