@@ -686,3 +686,62 @@ def test_diff_max_increase_cannot_be_measured_on_an_allocator_beyond_int64(capsy
     # The sound allocator alone is measured.
     assert main(["diff", str(base), str(new), "--max-increase", "5%", "--allocator", "cpu"]) == 0
     assert capsys.readouterr().out.endswith("\nPASS: no allocator's peak grew by more than 5%\n")
+
+
+def test_batch_records_an_allocator_beyond_int64_with_a_null_peak_and_why(capsys: pytest.CaptureFixture[str],
+                                                                          tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("dask")
+    from memtrace.batching import COLUMNS, analyse_trace
+
+    base, new = _base_and_new(tmp_path)
+    rows = analyse_trace(str(new)).rows
+    assert rows["runs"][0]["error"] is None and rows["runs"][0]["allocators"] == 2
+    gpu, cpu = rows["allocators"]
+    assert gpu == {**dict.fromkeys(name for name, _ in COLUMNS["allocators"]), "run": str(new), "allocator": "GPU_0_bfc",
+                   "source": "records", "requested_bytes": 1000, "allocated_bytes": 1024, "waste_bytes": 24,
+                   "unknown": GPU_REASON}
+    assert (cpu["allocator"], cpu["peak_bytes"], cpu["peak_node"], cpu["snapshots"], cpu["unknown"]) == (
+        "cpu", 256, "huge", 0, None)
+    # No live set for it; the ops' at-peak bytes cover the sound allocator's peak only.
+    assert {(r["allocator"], r["by"], r["key"], r["bytes"]) for r in rows["live_at_peak"]} == {
+        ("cpu", "scope", "huge", 256), ("cpu", "type", "(unknown)", 256), ("cpu", "node", "huge", 256)}
+    assert [(r["name"], r["at_peak_bytes"], r["waste_bytes"]) for r in rows["ops"]] == [("huge", 256, 24)]
+    # Named, or the only allocator: the run is refused, as the single-trace commands refuse it.
+    named = analyse_trace(str(new), ("GPU_0_bfc",))
+    assert (named.error, [len(named.rows[t]) for t in ("allocators", "ops", "live_at_peak")]) == (
+        f"{new}: {GPU_REFUSED}", [0, 0, 0])
+    assert analyse_trace(str(_trace(tmp_path, WRAPPING))).error == f"{tmp_path / 't.pbtxt'}: {GPU_REFUSED}"
+
+    # The command reads both runs; trend has no point for the unknown peak, as for a run without the allocator.
+    out = tmp_path / "tables"
+    assert main(["batch", str(base), str(new), "-o", str(out), "--workers", "1"]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["trend", str(out), "--json"]) == 0
+    allocators = json.loads(capsys.readouterr().out)["allocators"]
+    assert [(a["allocator"], [(Path(p["run"]).name, p["peak_bytes"]) for p in a["points"]]) for a in allocators] == [
+        ("GPU_0_bfc", [("base.pbtxt", 3072)]), ("cpu", [("base.pbtxt", 256), ("new.pbtxt", 256)])]
+
+
+def test_report_export_diff_and_batch_refuse_an_allocator_beyond_int64_asked_for_by_name(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    base, new = _base_and_new(tmp_path)
+    refused = f"memtrace: error: {new}: {GPU_REFUSED}\n"
+    for command in (["report", str(new), "--json"], ["export", str(new)], ["diff", str(base), str(new)]):
+        for named in (["GPU_0_bfc"], ["cpu", "GPU_0_bfc"], ["GPU:0"]):
+            argv = [*command, *(part for name in named for part in ("--allocator", name))]
+            assert main(argv) == 2, argv
+            assert capsys.readouterr().err.endswith(refused), argv  # after the line saying what GPU:0 means
+        # The sound allocator alone: its numbers, and no word of the other one.
+        assert main([*command, "--allocator", "cpu"]) == 0, command
+        out, err = capsys.readouterr()
+        assert (err, "beyond int64" in out, "GPU_0_bfc" in out) == ("", False, False), command
+    # Every allocator beyond int64: nothing would be left, so each is refused without a name too.
+    only = _trace(tmp_path, WRAPPING)
+    for command in (["report", str(only), "--json"], ["export", str(only)], ["diff", str(only), str(only)]):
+        assert main(command) == 2, command
+        assert capsys.readouterr() == ("", f"memtrace: error: {only}: {GPU_REFUSED}\n"), command
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("dask")
+    assert main(["batch", str(new), "-o", str(tmp_path / "tables"), "--workers", "1", "--allocator", "GPU_0_bfc"]) == 1
+    assert capsys.readouterr().err == f"memtrace: {new}: {GPU_REFUSED}\n"
