@@ -104,7 +104,7 @@ def chrome_event_groups(trace: TraceData, allocators: Iterable[str] | None = Non
                         buffers: bool = True) -> Iterator[Event | EventColumns]:
     """Every event, metadata first, single events as dicts and runs of like events as columns.
 
-    The allocators are :func:`exported_allocators`' : one beyond int64 is left out.
+    The allocators are those of :func:`exported_allocators`: one beyond int64 is left out.
     """
     names, _ = exported_allocators(trace, allocators)
     pid = 0
