@@ -8,7 +8,11 @@ its own task, and returns four tables, one row per:
   read, else null);
 - ``allocators``: run and allocator (the ``peak`` numbers, the fragmentation totals and the
   reconciliation counts); allocators may be asked for by device (``CPU:0``), meaning in each
-  trace the allocator that device's memory went through;
+  trace the allocator that device's memory went through. An allocator whose bytes add up past
+  int64 has null peak and reconciliation numbers and ``unknown`` saying why (its waste is
+  measured); the run's other allocators are as usual. Where it was asked for by name, or where
+  every allocator of the trace is one, the run is refused instead (its ``error``), as the single-trace
+  commands refuse it;
 - ``ops``: run and op (the ``ops --by node`` columns);
 - ``live_at_peak``: run, allocator and group of the live set at the peak (by op, op type and
   top-level scope, see :func:`memtrace.peak.group_live_set`).
@@ -45,7 +49,7 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
                    ("peak_delta_bytes", "int64"), ("baseline_bytes", "int64"), ("peak_time_us", "int64"),
                    ("peak_node", "string"), ("requested_bytes", "int64"), ("allocated_bytes", "int64"),
                    ("waste_bytes", "int64"), ("snapshots", "int64"), ("snapshots_matched", "int64"),
-                   ("max_snapshot_error_bytes", "int64")),
+                   ("max_snapshot_error_bytes", "int64"), ("unknown", "string")),
     "ops": (("run", "string"), ("name", "string"), ("op_type", "string"), ("device", "string"),
             ("occurrences", "int64"), ("requested_bytes", "int64"), ("peak_bytes", "int64"),
             ("residual_bytes", "int64"), ("output_bytes", "int64"), ("temp_bytes", "int64"),
@@ -127,9 +131,9 @@ def analyse_trace(path: str, allocators: Sequence[str] | None = None) -> TraceRo
     """
     from .api import load
     from .devices import device_allocator
-    from .frag import fragmentation
+    from .frag import internal_waste
     from .ops import ops
-    from .peak import group_live_set
+    from .peak import group_live_set, peaks_and_unknown
 
     result = TraceRows(path)
     run: Row = {name: None for name, _ in COLUMNS["runs"]}
@@ -144,9 +148,20 @@ def analyse_trace(path: str, allocators: Sequence[str] | None = None) -> TraceRo
         # An allocator asked for may be a device (CPU:0): it means that device's allocator in each trace.
         wanted = None if allocators is None else {device_allocator(trace, a) or a for a in allocators}
         chosen = [a for a in trace.allocators if wanted is None or a in wanted]
+        counted, unknown = peaks_and_unknown(trace, chosen)
+        # As the single-trace commands: refused where asked for by name, or where nothing else is left.
+        if unknown and (allocators is not None or len(unknown) == len(trace.allocators)):
+            raise unknown[0].error(path)
         rows = result.rows
-        for found in sorted((trace.peak(a) for a in chosen), key=lambda p: (-p.peak_bytes, p.allocator)):
-            waste = fragmentation(trace, found.allocator).total
+        for u in unknown:  # first, as everywhere: its peak is unknown, its waste needs no replay
+            waste, _ = internal_waste(trace, u.allocator)
+            rows["allocators"].append({
+                **dict.fromkeys(name for name, _ in COLUMNS["allocators"]), "run": path, "allocator": u.allocator,
+                "source": u.source, "requested_bytes": waste.requested_bytes, "allocated_bytes": waste.allocated_bytes,
+                "waste_bytes": waste.allocated_bytes - waste.requested_bytes, "unknown": u.reason,
+            })
+        for found in sorted(counted, key=lambda p: (-p.peak_bytes, p.allocator)):
+            waste, _ = internal_waste(trace, found.allocator)
             rows["allocators"].append({
                 "run": path, "allocator": found.allocator, "source": found.source, "peak_bytes": found.peak_bytes,
                 "peak_delta_bytes": found.peak_delta_bytes, "baseline_bytes": found.baseline_bytes,
@@ -154,7 +169,7 @@ def analyse_trace(path: str, allocators: Sequence[str] | None = None) -> TraceRo
                 "requested_bytes": waste.requested_bytes, "allocated_bytes": waste.allocated_bytes,
                 "waste_bytes": waste.allocated_bytes - waste.requested_bytes,
                 "snapshots": found.reconciliation.snapshots, "snapshots_matched": found.reconciliation.matched,
-                "max_snapshot_error_bytes": found.reconciliation.max_abs_error_bytes,
+                "max_snapshot_error_bytes": found.reconciliation.max_abs_error_bytes, "unknown": None,
             })
             for by in GROUPINGS:
                 rows["live_at_peak"].extend(

@@ -5,13 +5,17 @@ Three views, each from numbers memtrace already defines:
 - **Allocators**: each allocator's ``peak_bytes`` (``memtrace.peak``) in both traces, the change
   in bytes and as a fraction of the base peak. An allocator missing from one trace counts as
   peak 0 there; growth from 0 has no fraction (``None``) and exceeds any ``max_increase``.
+  An allocator whose bytes add up past int64 in either trace has an unknown peak there and no
+  change (``None``, never a wrapped number); ``max_increase`` cannot be measured on it, which is
+  a :class:`UsageError` (as ``memtrace check`` treats a peak budget it cannot measure), never a pass.
   Where a baseline rests on a minority of its snapshots (oneDNN's ``mklcpu``), ``peak_bytes``
   moves with whichever snapshot won; ``measure="peak_delta_bytes"`` compares the step's own
   peaks instead.
 - **Ops**: per node name, tfprof's ``peak_bytes`` and ``residual_bytes`` and memtrace's
   ``at_peak_bytes`` (``memtrace.ops``), in both traces; the ops whose largest change among the
   three is biggest come first. Ops whose three numbers did not change are left out, as are ops
-  that appear in only one trace and hold no bytes there.
+  that appear in only one trace and hold no bytes there. ``at_peak_bytes`` covers the allocators
+  whose peak is known in both traces.
 - **New at the peak**: allocations live at an allocator's new peak with no counterpart at its
   base peak. Counterparts are matched by producer (node name) and output slot (allocations
   that are not outputs match by producer and kind); where one producer holds several such
@@ -29,58 +33,102 @@ from .errors import UsageError
 from .model import TraceData
 from .ops import OpRow, node_rows
 from .peak import AllocatorPeak, LiveAllocation, peak
+from .replay import Uncounted, uncounted
 
 MEASURES = ("peak_bytes", "peak_delta_bytes")
 
 
 @dataclass(frozen=True)
 class AllocatorChange:
-    """One allocator's peak in both traces (None where the trace lacks the allocator).
+    """One allocator's peak in both traces (None where the trace lacks the allocator, or where its
+    peak there is unknown: ``base_unknown``, ``new_unknown``, its bytes beyond int64).
 
     ``measure`` says which peak the change is computed on: ``peak_bytes`` (absolute where a
     baseline is known) or ``peak_delta_bytes`` (the step's own allocations, baseline left out).
+    Every number of a side whose peak is unknown is None, and so is the change.
     """
 
     allocator: str
     base: AllocatorPeak | None
     new: AllocatorPeak | None
     measure: str = "peak_bytes"
+    base_unknown: Uncounted | None = None
+    new_unknown: Uncounted | None = None
 
     @property
-    def base_peak_bytes(self) -> int:
+    def unknown(self) -> bool:
+        """True where the peak is unknown in either trace: there is no change to compute."""
+        return self.base_unknown is not None or self.new_unknown is not None
+
+    @property
+    def unknown_sides(self) -> tuple[tuple[str, Uncounted], ...]:
+        """``("base", why)`` and/or ``("new", why)``: the traces where the peak is unknown."""
+        sides = (("base", self.base_unknown), ("new", self.new_unknown))
+        return tuple((side, u) for side, u in sides if u is not None)
+
+    @property
+    def unknown_reason(self) -> str | None:
+        """Why the change is unknown, per trace: ``new: beyond int64: its records add up to 1.38e+19 bytes``."""
+        return "; ".join(f"{side}: {u.reason}" for side, u in self.unknown_sides) or None
+
+    @property
+    def in_base(self) -> bool:
+        """Whether the base trace has the allocator (with a known peak or not)."""
+        return self.base is not None or self.base_unknown is not None
+
+    @property
+    def in_new(self) -> bool:
+        return self.new is not None or self.new_unknown is not None
+
+    @property
+    def base_peak_bytes(self) -> int | None:
+        if self.base_unknown is not None:
+            return None
         return self.base.peak_bytes if self.base is not None else 0
 
     @property
-    def new_peak_bytes(self) -> int:
+    def new_peak_bytes(self) -> int | None:
+        if self.new_unknown is not None:
+            return None
         return self.new.peak_bytes if self.new is not None else 0
 
     @property
-    def base_peak_delta_bytes(self) -> int:
+    def base_peak_delta_bytes(self) -> int | None:
+        if self.base_unknown is not None:
+            return None
         return self.base.peak_delta_bytes if self.base is not None else 0
 
     @property
-    def new_peak_delta_bytes(self) -> int:
+    def new_peak_delta_bytes(self) -> int | None:
+        if self.new_unknown is not None:
+            return None
         return self.new.peak_delta_bytes if self.new is not None else 0
 
     @property
-    def base_bytes(self) -> int:
-        """The compared peak of the base trace (``measure``)."""
+    def base_bytes(self) -> int | None:
+        """The compared peak of the base trace (``measure``); None where it is unknown."""
         return self.base_peak_bytes if self.measure == "peak_bytes" else self.base_peak_delta_bytes
 
     @property
-    def new_bytes(self) -> int:
+    def new_bytes(self) -> int | None:
         return self.new_peak_bytes if self.measure == "peak_bytes" else self.new_peak_delta_bytes
 
     @property
-    def delta_bytes(self) -> int:
-        return self.new_bytes - self.base_bytes
+    def delta_bytes(self) -> int | None:
+        """The change of the compared peak; None where either peak is unknown."""
+        base, new = self.base_bytes, self.new_bytes
+        return None if base is None or new is None else new - base
 
     @property
     def delta_fraction(self) -> float | None:
-        """The change over the base peak; None for growth from a base peak of 0."""
-        if self.base_bytes:
-            return self.delta_bytes / self.base_bytes
-        return 0.0 if self.delta_bytes == 0 else None
+        """The change over the base peak; None for growth from a base peak of 0, and where either
+        peak is unknown (``delta_bytes`` is None then too)."""
+        base, delta = self.base_bytes, self.delta_bytes
+        if base is None or delta is None:
+            return None
+        if base:
+            return delta / base
+        return 0.0 if delta == 0 else None
 
     @property
     def weak_baseline(self) -> bool:
@@ -102,8 +150,9 @@ class AllocatorChange:
         return (self.base.baseline_bytes is None) == (self.new.baseline_bytes is None)
 
     def exceeds(self, max_increase: float) -> bool:
-        """True when the peak grew by more than ``max_increase`` (a fraction) of the base peak."""
-        if self.delta_bytes <= 0:
+        """True when the peak grew by more than ``max_increase`` (a fraction) of the base peak;
+        False where the change is unknown (:func:`diff` refuses ``max_increase`` on such a one)."""
+        if self.delta_bytes is None or self.delta_bytes <= 0:
             return False
         fraction = self.delta_fraction
         return fraction is None or fraction > max_increase
@@ -182,33 +231,49 @@ def diff(
     """Compare two traces of the same model: allocator peaks, per-op changes, new buffers at the peak.
 
     ``measure`` is the peak the allocator changes (and ``max_increase``) are computed on:
-    ``peak_bytes`` or ``peak_delta_bytes``.
+    ``peak_bytes`` or ``peak_delta_bytes``. An allocator whose peak is unknown in either trace (its
+    bytes beyond int64) comes first with no change, is left out of the ops' at-peak bytes and of
+    the new allocations, and cannot be held to ``max_increase``: a :class:`UsageError` then.
     """
     if measure not in MEASURES:
         raise UsageError(f"cannot compare {measure!r}: choose one of {', '.join(MEASURES)}")
     pairs = _allocator_pairs(base, new, allocators)
-    changes = [
-        AllocatorChange(
-            label,
-            peak(base, before) if before is not None else None,
-            peak(new, after) if after is not None else None,
-            measure,
-        )
-        for label, before, after in pairs
-    ]
-    changes.sort(key=lambda c: (-max(c.new_bytes, c.base_bytes), c.allocator))
+    changes = [_change(base, new, label, before, after, measure) for label, before, after in pairs]
+    unmeasured = [(c, side, u) for c in changes for side, u in c.unknown_sides]
+    if max_increase is not None and unmeasured:
+        c, side, u = unmeasured[0]
+        raise UsageError(f"{base.path if side == 'base' else new.path}: max_increase of {c.allocator} cannot be "
+                         f"measured: its peak is unknown, {u.reason} (oddity bytes-beyond-int64)")
+    # Ops hold bytes at the peaks known in both traces: one known on one side only would show as a change.
+    known = [(before, after) for (_, before, after), c in zip(pairs, changes) if not c.unknown]
+    changes.sort(key=lambda c: (not c.unknown, -max(c.new_bytes or 0, c.base_bytes or 0), c.allocator))
     ops = _op_changes(
-        node_rows(base, [before for _, before, _ in pairs if before is not None]),
-        node_rows(new, [after for _, _, after in pairs if after is not None]),
+        node_rows(base, [before for before, _ in known if before is not None]),
+        node_rows(new, [after for _, after in known if after is not None]),
     )
     fresh = [
         NewAtPeak(c.allocator, a)
         for c in changes
-        if c.new is not None
+        if c.new is not None and not c.unknown
         for a in unmatched_at_peak(c.base.live_at_peak if c.base is not None else (), c.new.live_at_peak)
     ]
     fresh.sort(key=lambda f: (-f.allocation.bytes, f.allocator, f.allocation.node))
     return TraceDiff(base.path, new.path, measure, tuple(changes), tuple(ops), tuple(fresh), max_increase)
+
+
+def _change(base: TraceData, new: TraceData, label: str, before: str | None, after: str | None,
+            measure: str) -> AllocatorChange:
+    """One allocator's peaks in both traces; a side whose bytes add up past int64 is unknown, not a peak."""
+    base_unknown = uncounted(base, before) if before is not None else None
+    new_unknown = uncounted(new, after) if after is not None else None
+    return AllocatorChange(
+        label,
+        peak(base, before) if before is not None and base_unknown is None else None,
+        peak(new, after) if after is not None and new_unknown is None else None,
+        measure,
+        base_unknown,
+        new_unknown,
+    )
 
 
 def unmatched_at_peak(base: Sequence[LiveAllocation], new: Sequence[LiveAllocation]) -> list[LiveAllocation]:

@@ -9,6 +9,9 @@ What goes in:
   after the node that allocated it;
 - per device, a process with every op execution as a slice on it.
 
+An allocator whose bytes add up past int64 has no replay, so no counter and no buffers: it is
+left out (:func:`exported_allocators`), and ``otherData`` says so.
+
 Times (``ts``, ``dur``) are microseconds **relative to the step start**, as everywhere in
 memtrace; the absolute start is in ``otherData``. Slices on one thread never overlap: Perfetto
 and the format itself require slices on a thread to nest, and buffer lifetimes and concurrent ops
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,8 +31,8 @@ import numpy as np
 
 from . import __version__
 from .model import Int32Array, IntArray, TraceData
-from .peak import allocation_kinds, peaks
-from .replay import Replay, allocator_index, reconcile, replay
+from .peak import allocation_kinds, peaks_and_unknown
+from .replay import Replay, Uncounted, allocator_index, reconcile, replay, split_counted
 from .timeline import snapshots
 from .units import format_bytes
 
@@ -84,13 +87,26 @@ def chrome_events(trace: TraceData, allocators: Iterable[str] | None = None, buf
             yield group
 
 
-def chrome_event_groups(trace: TraceData, allocators: Iterable[str] | None = None,
-                        buffers: bool = True) -> Iterator[Event | EventColumns]:
-    """Every event, metadata first, single events as dicts and runs of like events as columns."""
-    # All of them: largest peak first, as every command lists allocators.
-    names = list(allocators) if allocators is not None else [p.allocator for p in peaks(trace)]
+def exported_allocators(trace: TraceData, allocators: Iterable[str] | None = None) -> tuple[list[str], list[Uncounted]]:
+    """The allocators whose memory is exported (the named ones in the order given, or all of them,
+    largest peak first, as every command lists allocators), and apart those left out because their
+    bytes add up past int64 (no replay to draw)."""
+    if allocators is None:
+        found, unknown = peaks_and_unknown(trace)
+        return [p.allocator for p in found], unknown
+    names = list(allocators)
     for name in names:
         allocator_index(trace, name)
+    return split_counted(trace, names)
+
+
+def chrome_event_groups(trace: TraceData, allocators: Iterable[str] | None = None,
+                        buffers: bool = True) -> Iterator[Event | EventColumns]:
+    """Every event, metadata first, single events as dicts and runs of like events as columns.
+
+    The allocators are those of :func:`exported_allocators`: one beyond int64 is left out.
+    """
+    names, _ = exported_allocators(trace, allocators)
     pid = 0
     for order, name in enumerate(names):
         pid += 1
@@ -101,14 +117,18 @@ def chrome_event_groups(trace: TraceData, allocators: Iterable[str] | None = Non
         yield from _device_events(trace, device, pid, len(names) + order)
 
 
-def other_data(trace: TraceData) -> dict[str, str]:
-    """The file's ``otherData``: where it came from and what the times are relative to."""
-    return {
+def other_data(trace: TraceData, left_out: Sequence[Uncounted] = ()) -> dict[str, str]:
+    """The file's ``otherData``: where it came from and what the times are relative to; and, only
+    where there are any, the allocators ``left_out`` (bytes beyond int64) and why."""
+    data = {
         "generator": f"memtrace {__version__}",
         "trace": trace.path,
         "time_origin": "step start (earliest node start)",
         "step_start_ns": str(trace.step_start_ns),
     }
+    if left_out:
+        data["left_out"] = "; ".join(f"{u.allocator}: its live bytes are unknown ({u.reason})" for u in left_out)
+    return data
 
 
 def lanes(start: IntArray, end: IntArray, touching: bool = True) -> IntArray:

@@ -19,7 +19,7 @@ from .frag import AllocatorFragmentation, Anomaly, fragmentations
 from .model import TraceData
 from .ops import OpsReport, ops
 from .peak import AllocatorPeak, peak
-from .replay import allocator_index, replay
+from .replay import Uncounted, allocator_index, replay, split_counted
 from .summary import Summary, summarize
 from .timeline import Snapshots, Timeline, bucket_extrema, bucket_maxima, snapshots, timeline
 
@@ -42,22 +42,37 @@ class AllocatorView:
 
 
 @dataclass(frozen=True, eq=False)
+class UnknownView:
+    """An allocator whose bytes add up past int64: no curve, no peak, no live set (``unknown`` says
+    why), but its waste, which needs no replay."""
+
+    unknown: Uncounted
+    fragmentation: AllocatorFragmentation  # at_peak None
+
+
+@dataclass(frozen=True, eq=False)
 class ReportData:
     summary: Summary
     step_duration_us: int
     allocators: tuple[AllocatorView, ...]  # largest peak first, or in the order asked for
     ops: OpsReport  # by node, sorted by the bytes each holds at the peaks (at_peak_bytes)
     anomalies: tuple[Anomaly, ...]  # trace-wide ones (each allocator's are in its fragmentation)
+    unknown: tuple[UnknownView, ...] = ()  # shown first, in the order asked for (or the trace's)
 
 
 def gather(trace: TraceData, allocators: Iterable[str] | None = None, points: int = DEFAULT_POINTS) -> ReportData:
-    """The report's results for the named allocators (default: all of them, largest peak first)."""
+    """The report's results for the named allocators (default: all of them, largest peak first).
+
+    An allocator whose bytes add up past int64 has no replay: it is set apart in ``unknown`` (with
+    its waste) and left out of the ops' ``at_peak_bytes``; the others are drawn as usual.
+    """
     names = list(allocators) if allocators is not None else list(trace.allocators)
     for name in names:
         allocator_index(trace, name)  # a clear UsageError for an unknown name
     frag = fragmentations(trace, names)
     by_name = {f.allocator: f for f in frag.allocators}
-    views = [_view(trace, name, points, by_name[name]) for name in names]
+    counted, unknown = split_counted(trace, names)
+    views = [_view(trace, name, points, by_name[name]) for name in counted]
     if allocators is None:
         views.sort(key=lambda v: (-v.peak.peak_bytes, v.peak.allocator))
     return ReportData(
@@ -66,6 +81,7 @@ def gather(trace: TraceData, allocators: Iterable[str] | None = None, points: in
         allocators=tuple(views),
         ops=ops(trace, by="node", sort="at_peak_bytes", allocators=names),
         anomalies=frag.anomalies,
+        unknown=tuple(UnknownView(u, by_name[u.allocator]) for u in unknown),
     )
 
 

@@ -2,7 +2,8 @@
 
 Each run's peak per allocator, ordered by run name (the path) or by the trace file's modification
 time, so that a regression across a week of jobs shows as a step in a line. Runs that could not
-be read are counted, not drawn.
+be read are counted, not drawn; a run where an allocator's peak is unknown (its bytes beyond
+int64, a null ``peak_bytes``) has no point for that allocator, as a run without it has none.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def trend(outdir: str | os.PathLike[str], by: str = "run") -> Trend:
     order = sorted(mtime, key=position)
     points: dict[str, list[TrendPoint]] = {}
     for row in tables["allocators"]:
-        if row["run"] in mtime:
+        if row["run"] in mtime and row["peak_bytes"] is not None:
             points.setdefault(row["allocator"], []).append(
                 TrendPoint(row["run"], mtime[row["run"]], row["peak_bytes"], row["peak_delta_bytes"]))
     allocators = [AllocatorTrend(name, tuple(sorted(found, key=lambda p: position(p.run)))) for name, found in points.items()]

@@ -550,3 +550,198 @@ def test_peaks_and_unknown_set_an_allocator_beyond_int64_apart(tmp_path: Path) -
     assert ([p.allocator for p in found], apart) == (["cpu"], [unknown])
     with pytest.raises(BeyondInt64Error):
         peaks(trace)  # every peak, or none
+
+
+GPU_REFUSED = ("the records of 'GPU_0_bfc' add up to 1.38e+19 bytes, beyond int64: "
+               "its live bytes and peak cannot be counted (oddity bytes-beyond-int64)")
+
+
+def test_report_shows_an_allocator_beyond_int64_as_unknown_and_draws_the_others(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = _trace(tmp_path, GPU_BEYOND_INT64)
+    page = tmp_path / "report.html"
+    assert main(["report", str(path), "-o", str(page)]) == 0
+    assert capsys.readouterr() == ("", "")
+    html = page.read_text()
+    # Its own section, first, saying why there is nothing to draw; no chart of it.
+    assert ('<main>\n<section class="allocator unknown" id="allocator-unknown-0">\n<h2>GPU_0_bfc</h2>\n'
+            '<p class="lead">Peak and live bytes unknown: beyond int64: its records add up to 1.38e+19 bytes '
+            "(oddity bytes-beyond-int64). A running total of them would wrap around, so there is no chart and no "
+            "live set; its waste, which needs no running total, is under Fragmentation.</p>\n</section>\n"
+            '<section class="allocator" id="allocator-0">\n<h2>cpu</h2>\n') in html
+    assert ('<tr><td class=""><a href="#allocator-unknown-0">GPU_0_bfc</a></td><td class="">records</td>'
+            '<td class="num"><span class="none">-</span></td><td class="num">'
+            '<span title="beyond int64: its records add up to 1.38e+19 bytes">unknown (beyond int64)</span></td>') in html
+    # The sound allocator as usual: one chart, its peak of 256 B.
+    assert html.count('<figure class="chart"') == 1 and 'data-peak-bytes="256" data-peak-time-us="2"' in html
+    assert "<em>At peak</em> leaves out <code>GPU_0_bfc</code>, whose peak is unknown (beyond int64).</p>" in html
+    # Its waste needs no replay: measured; no moment at the peak.
+    assert ('<tr><td class="">GPU_0_bfc (BFC)</td><td class="num">1</td><td class="num"><span title="1,000 bytes">1000 B'
+            '</span></td><td class="num"><span title="1,024 bytes">1 KiB</span></td><td class="num"><span title="24 bytes">'
+            '24 B</span> (2.3%)</td>') in html
+
+    assert main(["report", str(path), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    gpu, cpu = document["allocators"]
+    assert gpu == {"allocator": "GPU_0_bfc", "source": "records", "peak_bytes": None, "peak_delta_bytes": None,
+                   "baseline_bytes": None, "peak_time_us": None, "peak_node": None, "live_at_peak": None,
+                   "opens_on_us": None, "timeline": None, "snapshots": None,
+                   "fragmentation": {"bfc": True, "buffers": 1, "requested_bytes": 1000, "allocated_bytes": 1024,
+                                     "waste_bytes": 24},
+                   "unknown": GPU_REASON}
+    assert (cpu["allocator"], cpu["peak_bytes"], cpu["peak_node"], cpu["timeline"]["bytes"], "unknown" in cpu) == (
+        "cpu", 256, "huge", [256, 0], False)
+    assert [(o["name"], o["at_peak_bytes"], o["waste_bytes"]) for o in document["top_ops"]] == [("huge", 256, 24)]
+
+
+def test_report_escapes_the_name_of_an_allocator_beyond_int64(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = _trace(tmp_path, GPU_BEYOND_INT64.replace('"GPU_0_bfc"', '"</section><script>x</script>"'))
+    page = tmp_path / "report.html"
+    assert main(["report", str(path), "-o", str(page)]) == 0
+    html = page.read_text()
+    assert "<script>x</script>" not in html
+    assert ('<section class="allocator unknown" id="allocator-unknown-0">\n'
+            "<h2>&lt;/section&gt;&lt;script&gt;x&lt;/script&gt;</h2>\n") in html
+    assert '<a href="#allocator-unknown-0">&lt;/section&gt;&lt;script&gt;x&lt;/script&gt;</a>' in html
+
+
+def test_export_leaves_out_an_allocator_beyond_int64_and_says_so(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = _trace(tmp_path, GPU_BEYOND_INT64)
+    assert main(["export", str(path)]) == 0
+    out, err = capsys.readouterr()
+    left_out = f"GPU_0_bfc left out: its live bytes are unknown ({GPU_REASON})"
+    assert err == f"memtrace: {left_out}\n"  # once, in one line
+    document = json.loads(out)
+    # No process, counter or buffer of it: the sound allocator's memory first, then the device's ops.
+    processes = [e["args"]["name"] for e in document["traceEvents"] if e["name"] == "process_name"]
+    assert processes == ["memory: cpu", GPU]
+    counters = [(e["name"], e["ts"], e["args"]) for e in document["traceEvents"] if e["ph"] == "C"]
+    assert counters == [("cpu", 0.0, {"live bytes relative to step start": 0}),
+                        ("cpu", 2.0, {"live bytes relative to step start": 256}),
+                        ("cpu", 4.0, {"live bytes relative to step start": 0})]
+    buffers = [(e["name"], e["pid"], e["ts"], e["dur"], e["args"]["bytes"]) for e in document["traceEvents"]
+               if e.get("cat") == "buffer"]
+    assert buffers == [("huge", 1, 2.0, 2.0, 256)]
+    assert document["otherData"]["left_out"] == f"GPU_0_bfc: its live bytes are unknown ({GPU_REASON})"
+    # A sound trace's file says nothing of the kind.
+    assert main(["export", str(TINY / "ties.pbtxt")]) == 0
+    out, err = capsys.readouterr()
+    assert (err, "left_out" in json.loads(out)["otherData"]) == ("", False)
+
+
+def _base_and_new(tmp_path: Path) -> tuple[Path, Path]:
+    """The same step twice: GPU_0_bfc sound in the base (3 x 1 KiB, peak 3 KiB) and beyond int64 in the new."""
+    base, new = tmp_path / "base.pbtxt", tmp_path / "new.pbtxt"
+    base.write_text(GPU_BEYOND_INT64.replace("4611686018427387904", "1024"))
+    new.write_text(GPU_BEYOND_INT64)
+    return base, new
+
+
+def test_diff_lists_an_allocator_beyond_int64_on_either_side_as_unknown(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")
+    base, new = _base_and_new(tmp_path)
+    assert main(["diff", str(base), str(new)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split() for line in out[5:7]] == [
+        ["GPU_0_bfc", "3", "KiB", "(3,072", "B)", "unknown", "(beyond", "int64)", "unknown", "-"],
+        ["cpu", "256", "B", "(256", "B)", "256", "B", "(256", "B)", "+0", "B", "+0%"]]
+    # Never a wrapped delta; at-peak bytes cover the peaks known in both traces, so nothing else changed.
+    assert out[7:] == [f"  note: GPU_0_bfc's peak is unknown in new ({GPU_REASON}): no change is computed", "",
+                       "no op's peak, residual or at-peak bytes changed", "",
+                       "new at the new peak: nothing; every allocation there has a counterpart at the base peak"]
+    assert main(["diff", str(base), str(new), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    gpu, cpu = document["allocators"]
+    assert gpu == {"allocator": "GPU_0_bfc", "base_peak_bytes": 3072, "new_peak_bytes": None, "delta_bytes": None,
+                   "delta_fraction": None, "base_peak_delta_bytes": 3072, "new_peak_delta_bytes": None,
+                   "weak_baseline": False, "status": "both", "base_baseline_bytes": None, "new_baseline_bytes": None,
+                   "exceeds_max_increase": False, "unknown": f"new: {GPU_REASON}"}
+    assert (cpu["delta_bytes"], "unknown" in cpu) == (0, False)
+    assert (document["ops"], document["new_at_peak"], document["passed"]) == ([], [], None)
+    # Unknown in both: each side says so.
+    assert main(["diff", str(new), str(new), "--exclude-baseline"]) == 0
+    assert (f"  note: GPU_0_bfc's peak is unknown in base ({GPU_REASON}) and in new ({GPU_REASON}): "
+            "no change is computed\n") in capsys.readouterr().out
+    assert main(["diff", str(new), str(base), "--json"]) == 0
+    gpu = json.loads(capsys.readouterr().out)["allocators"][0]
+    assert (gpu["base_peak_bytes"], gpu["new_peak_bytes"], gpu["delta_bytes"], gpu["unknown"]) == (
+        None, 3072, None, f"base: {GPU_REASON}")
+
+
+def test_diff_max_increase_cannot_be_measured_on_an_allocator_beyond_int64(capsys: pytest.CaptureFixture[str],
+                                                                           tmp_path: Path) -> None:
+    from memtrace.errors import UsageError
+    from memtrace.testing import assert_no_regression
+
+    base, new = _base_and_new(tmp_path)
+    # As check treats a peak budget it cannot measure: a usage error in one line, never a pass.
+    refused = (f"memtrace: error: {new}: max_increase of GPU_0_bfc cannot be measured: its peak is unknown, "
+               f"{GPU_REASON} (oddity bytes-beyond-int64)\n")
+    for first, second in ((base, new), (new, base)):
+        assert main(["diff", str(first), str(second), "--max-increase", "1000%"]) == 2
+        assert capsys.readouterr() == ("", refused)
+    with pytest.raises(UsageError, match="max_increase of GPU_0_bfc cannot be measured"):
+        assert_no_regression(base, new, max_increase="1000%")
+    # The sound allocator alone is measured.
+    assert main(["diff", str(base), str(new), "--max-increase", "5%", "--allocator", "cpu"]) == 0
+    assert capsys.readouterr().out.endswith("\nPASS: no allocator's peak grew by more than 5%\n")
+
+
+def test_batch_records_an_allocator_beyond_int64_with_a_null_peak_and_why(capsys: pytest.CaptureFixture[str],
+                                                                          tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("dask")
+    from memtrace.batching import COLUMNS, analyse_trace
+
+    base, new = _base_and_new(tmp_path)
+    rows = analyse_trace(str(new)).rows
+    assert rows["runs"][0]["error"] is None and rows["runs"][0]["allocators"] == 2
+    gpu, cpu = rows["allocators"]
+    assert gpu == {**dict.fromkeys(name for name, _ in COLUMNS["allocators"]), "run": str(new), "allocator": "GPU_0_bfc",
+                   "source": "records", "requested_bytes": 1000, "allocated_bytes": 1024, "waste_bytes": 24,
+                   "unknown": GPU_REASON}
+    assert (cpu["allocator"], cpu["peak_bytes"], cpu["peak_node"], cpu["snapshots"], cpu["unknown"]) == (
+        "cpu", 256, "huge", 0, None)
+    # No live set for it; the ops' at-peak bytes cover the sound allocator's peak only.
+    assert {(r["allocator"], r["by"], r["key"], r["bytes"]) for r in rows["live_at_peak"]} == {
+        ("cpu", "scope", "huge", 256), ("cpu", "type", "(unknown)", 256), ("cpu", "node", "huge", 256)}
+    assert [(r["name"], r["at_peak_bytes"], r["waste_bytes"]) for r in rows["ops"]] == [("huge", 256, 24)]
+    # Named, or the only allocator: the run is refused, as the single-trace commands refuse it.
+    named = analyse_trace(str(new), ("GPU_0_bfc",))
+    assert (named.error, [len(named.rows[t]) for t in ("allocators", "ops", "live_at_peak")]) == (
+        f"{new}: {GPU_REFUSED}", [0, 0, 0])
+    assert analyse_trace(str(_trace(tmp_path, WRAPPING))).error == f"{tmp_path / 't.pbtxt'}: {GPU_REFUSED}"
+
+    # The command reads both runs; trend has no point for the unknown peak, as for a run without the allocator.
+    out = tmp_path / "tables"
+    assert main(["batch", str(base), str(new), "-o", str(out), "--workers", "1"]) == 0
+    assert capsys.readouterr().err == ""
+    assert main(["trend", str(out), "--json"]) == 0
+    allocators = json.loads(capsys.readouterr().out)["allocators"]
+    assert [(a["allocator"], [(Path(p["run"]).name, p["peak_bytes"]) for p in a["points"]]) for a in allocators] == [
+        ("GPU_0_bfc", [("base.pbtxt", 3072)]), ("cpu", [("base.pbtxt", 256), ("new.pbtxt", 256)])]
+
+
+def test_report_export_diff_and_batch_refuse_an_allocator_beyond_int64_asked_for_by_name(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    base, new = _base_and_new(tmp_path)
+    refused = f"memtrace: error: {new}: {GPU_REFUSED}\n"
+    for command in (["report", str(new), "--json"], ["export", str(new)], ["diff", str(base), str(new)]):
+        for named in (["GPU_0_bfc"], ["cpu", "GPU_0_bfc"], ["GPU:0"]):
+            argv = [*command, *(part for name in named for part in ("--allocator", name))]
+            assert main(argv) == 2, argv
+            assert capsys.readouterr().err.endswith(refused), argv  # after the line saying what GPU:0 means
+        # The sound allocator alone: its numbers, and no word of the other one.
+        assert main([*command, "--allocator", "cpu"]) == 0, command
+        out, err = capsys.readouterr()
+        assert (err, "beyond int64" in out, "GPU_0_bfc" in out) == ("", False, False), command
+    # Every allocator beyond int64: nothing would be left, so each is refused without a name too.
+    only = _trace(tmp_path, WRAPPING)
+    for command in (["report", str(only), "--json"], ["export", str(only)], ["diff", str(only), str(only)]):
+        assert main(command) == 2, command
+        assert capsys.readouterr() == ("", f"memtrace: error: {only}: {GPU_REFUSED}\n"), command
+    pytest.importorskip("pyarrow")
+    pytest.importorskip("dask")
+    assert main(["batch", str(new), "-o", str(tmp_path / "tables"), "--workers", "1", "--allocator", "GPU_0_bfc"]) == 1
+    assert capsys.readouterr().err == f"memtrace: {new}: {GPU_REFUSED}\n"

@@ -23,7 +23,8 @@ def register(subparsers: Any) -> None:
         description="Per allocator the base and new peak_bytes and the change (bytes and fraction of the base "
         "peak); the ops whose tfprof peak, residual or at-peak bytes changed most; and the allocations live "
         "at the new peak with no counterpart (same producer and slot) at the base peak. Exit codes: 0 fine, "
-        "1 a peak grew by more than --max-increase, 2 bad usage or input.",
+        "1 a peak grew by more than --max-increase, 2 bad usage or input (or --max-increase on an allocator whose "
+        "peak cannot be measured).",
     )
     parser.add_argument("base", metavar="BASE", help="the earlier trace: RunMetadata or StepStats, text or binary, optionally gzip")
     parser.add_argument("new", metavar="NEW", help="the later trace")
@@ -32,7 +33,8 @@ def register(subparsers: Any) -> None:
     add_allocator_option(parser)
     parser.add_argument("--max-increase", metavar="PERCENT",
                         help="exit 1 when any allocator's peak grew by more than PERCENT of its base peak (e.g. 5%%); "
-                        "an allocator that grew from nothing always exceeds it")
+                        "an allocator that grew from nothing always exceeds it; one whose peak is unknown (bytes beyond int64) "
+                        "cannot be measured, exit 2")
     parser.add_argument("--exclude-baseline", action="store_true",
                         help="compare peak_delta_bytes, the peaks of the bytes allocated during each step, instead of "
                         "peak_bytes: sounder where snapshots disagree on the baseline (oneDNN's mklcpu)")
@@ -54,5 +56,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-increase: {error}") from None
     base, new = load_trace(args, args.base), load_trace(args, args.new)
     result = diff(base, new, args.allocator, max_increase, "peak_delta_bytes" if args.exclude_baseline else "peak_bytes")
+    # As every command: an allocator whose peak is unknown (bytes beyond int64) is refused where it
+    # was named, or where every allocator compared is one; otherwise it is listed as unknown.
+    unknown = [(u, base.path if side == "base" else new.path) for c in result.allocators for side, u in c.unknown_sides]
+    if unknown and (args.allocator is not None or all(c.unknown for c in result.allocators)):
+        found, path = unknown[0]
+        raise found.error(path)
     write_report(args, lambda: report.to_json(result, args.top), lambda out: report.render_text(result, out, args.top or 10))
     return 0 if result.passed else 1

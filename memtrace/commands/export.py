@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from . import add_allocator_option, add_trace_options, input_paths, load_trace, resolve_allocators
+from . import add_allocator_option, add_trace_options, input_paths, load_trace, refuse_unknown, resolve_allocators
 
 
 def register(subparsers: Any) -> None:
@@ -29,12 +30,17 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..export import chrome_event_groups, other_data
+    from ..export import chrome_event_groups, exported_allocators, other_data
     from ..reporters import chrome
-    from ..reporters.common import open_output
+    from ..reporters.common import clean, open_output
 
     trace = load_trace(args)
-    events = chrome_event_groups(trace, resolve_allocators(trace, args.allocator), buffers=not args.no_buffers)
+    named = resolve_allocators(trace, args.allocator)
+    names, unknown = exported_allocators(trace, named)
+    refuse_unknown(trace, named, unknown)
+    for u in unknown:  # no counter for bytes that are not known: left out, and said so (otherData too)
+        print(f"memtrace: {clean(u.allocator)} left out: its live bytes are unknown ({u.reason})", file=sys.stderr)
+    events = chrome_event_groups(trace, names, buffers=not args.no_buffers)
     with open_output(args.output, input_paths(args)) as out:
-        chrome.write(events, other_data(trace), out)
+        chrome.write(events, other_data(trace, unknown), out)
     return 0

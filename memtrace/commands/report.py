@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import add_allocator_option, add_trace_options, input_paths, load_trace, positive_int, resolve_allocators
+from . import (
+    add_allocator_option,
+    add_trace_options,
+    input_paths,
+    load_trace,
+    positive_int,
+    refuse_unknown,
+    resolve_allocators,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -38,7 +46,9 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None and not args.json:
         raise UsageError("report needs -o/--output FILE for the HTML page (or --json for its data)")
     trace = load_trace(args)
-    data = gather(trace, resolve_allocators(trace, args.allocator), args.points or DEFAULT_POINTS)
+    named = resolve_allocators(trace, args.allocator)
+    data = gather(trace, named, args.points or DEFAULT_POINTS)
+    refuse_unknown(trace, named, [u.unknown for u in data.unknown])
     with open_output(args.output, input_paths(args)) as out:
         if args.json:
             write_json(html.to_json(data, args.top), out)

@@ -13,13 +13,16 @@ SCHEMA = "memtrace.diff/1"
 
 
 def _status(c: AllocatorChange) -> str:
-    if c.base is None:
+    if not c.in_base:
         return "added"
-    return "removed" if c.new is None else "both"
+    return "removed" if not c.in_new else "both"
 
 
 def to_json(result: TraceDiff, top: int | None = None) -> dict[str, Any]:
-    """The contract other tools read; ``ops`` and ``new_at_peak`` are complete unless ``top`` cuts them."""
+    """The contract other tools read; ``ops`` and ``new_at_peak`` are complete unless ``top`` cuts them.
+
+    An allocator whose peak is unknown in either trace (bytes beyond int64) comes first: the
+    numbers of that trace and the change are null, and ``unknown`` says where and why."""
     exceeded = {c.allocator for c in result.exceeded}
     return {
         "schema": SCHEMA,
@@ -42,6 +45,7 @@ def to_json(result: TraceDiff, top: int | None = None) -> dict[str, Any]:
                 "base_baseline_bytes": c.base.baseline_bytes if c.base is not None else None,
                 "new_baseline_bytes": c.new.baseline_bytes if c.new is not None else None,
                 "exceeds_max_increase": c.allocator in exceeded,
+                **({"unknown": c.unknown_reason} if c.unknown else {}),
             }
             for c in result.allocators
         ],
@@ -80,7 +84,13 @@ def signed_bytes(value: int) -> str:
     return ("+" if value >= 0 else "-") + format_bytes(abs(value))
 
 
+def _peak_text(value: int | None) -> str:
+    return "unknown (beyond int64)" if value is None else f"{format_bytes(value)} ({value:,} B)"
+
+
 def fraction_text(c: AllocatorChange) -> str:
+    if c.unknown:
+        return "-"
     fraction = c.delta_fraction
     if fraction is None:
         return "new"
@@ -113,8 +123,8 @@ def render_text(result: TraceDiff, out: IO[str], top: int = 10) -> None:
         out.write("no allocator in either trace: they hold no memory information\n")
         return
     rows = [
-        (clean(c.allocator), f"{format_bytes(c.base_bytes)} ({c.base_bytes:,} B)",
-         f"{format_bytes(c.new_bytes)} ({c.new_bytes:,} B)", signed_bytes(c.delta_bytes), fraction_text(c))
+        (clean(c.allocator), _peak_text(c.base_bytes), _peak_text(c.new_bytes),
+         "unknown" if c.delta_bytes is None else signed_bytes(c.delta_bytes), fraction_text(c))
         for c in result.allocators
     ]
     what = "peak" if result.measure == "peak_bytes" else "step peak"
@@ -123,14 +133,17 @@ def render_text(result: TraceDiff, out: IO[str], top: int = 10) -> None:
     out.write(table(rows, ("allocator", f"base {what}", f"new {what}", "change", "fraction"),
                     ("left", "right", "right", "right", "right")) + "\n")
     for c in result.allocators:
-        if result.measure == "peak_bytes" and not c.same_basis:
+        base_delta, new_delta = c.base_peak_delta_bytes, c.new_peak_delta_bytes  # None where the peak is unknown
+        if base_delta is None or new_delta is None:
+            where = " and ".join(f"in {side} ({u.reason})" for side, u in c.unknown_sides)
+            out.write(f"  note: {clean(c.allocator)}'s peak is unknown {where}: no change is computed\n")
+        elif result.measure == "peak_bytes" and not c.same_basis:
             out.write(f"  note: {clean(c.allocator)}'s peak is absolute in one trace and relative to the step start "
                       "in the other (only one has snapshots that give a baseline)\n")
         elif result.measure == "peak_bytes" and c.weak_baseline:
             out.write(f"  note: {clean(c.allocator)}'s baseline rests on fewer than half of its snapshots; without "
-                      f"baselines (--exclude-baseline) the peaks are {format_bytes(c.base_peak_delta_bytes)} -> "
-                      f"{format_bytes(c.new_peak_delta_bytes)} "
-                      f"({signed_bytes(c.new_peak_delta_bytes - c.base_peak_delta_bytes)})\n")
+                      f"baselines (--exclude-baseline) the peaks are {format_bytes(base_delta)} -> "
+                      f"{format_bytes(new_delta)} ({signed_bytes(new_delta - base_delta)})\n")
     out.write("\n")
     if result.ops:
         shown = min(top, len(result.ops))
@@ -162,6 +175,9 @@ def render_text(result: TraceDiff, out: IO[str], top: int = 10) -> None:
         if result.passed:
             out.write(f"PASS: no allocator's peak grew by more than {limit}\n")
         for c in result.exceeded:
+            delta = c.delta_bytes
+            if delta is None:  # never: an unknown change exceeds nothing
+                continue
             grew = "from nothing" if c.delta_fraction is None else f"by {format_percent(c.delta_fraction)}"
-            out.write(f"FAIL: {clean(c.allocator)} peak grew {grew} ({signed_bytes(c.delta_bytes)}), "
+            out.write(f"FAIL: {clean(c.allocator)} peak grew {grew} ({signed_bytes(delta)}), "
                       f"more than the {limit} allowed\n")

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from typing import IO, Any
 
 from .. import __version__
-from ..frag import Anomaly
+from ..frag import AllocatorFragmentation, Anomaly
 from ..ops import OpRow
 from ..peak import AllocatorPeak, RepeatedAllocation, repeated_allocations
-from ..report import AllocatorView, ReportData
+from ..report import AllocatorView, ReportData, UnknownView
 from ..units import format_bytes, format_us, plural
 from . import icicle
 from .common import clean, oddity_name
@@ -53,8 +53,10 @@ def render(report: ReportData, out: IO[str], top: int = 20) -> None:
     out.write('<header>\n<h1>memtrace report</h1>\n')
     out.write(f'<p class="trace"><code>{esc(s.path)}</code></p>\n')
     out.write(_facts(report))
-    out.write(_overview(report.allocators))
+    out.write(_overview(report.allocators, report.unknown))
     out.write("</header>\n<main>\n")
+    for number, unknown in enumerate(report.unknown):
+        out.write(_unknown_section(number, unknown))
     for number, view in enumerate(report.allocators):
         out.write(_allocator_section(number, view, charts[number], top))
     out.write(_ops_section(report, top))
@@ -72,9 +74,17 @@ def render(report: ReportData, out: IO[str], top: int = 20) -> None:
 def to_json(report: ReportData, top: int = 20) -> dict[str, Any]:
     """What the page shows, as data (``memtrace.report/1``): per allocator its peak and top live rows
     (repeats folded), the view the chart opens on, the drawn timeline and snapshots; the top ops by
-    bytes held at the peak; per allocator its fragmentation numbers."""
+    bytes held at the peak; per allocator its fragmentation numbers. An allocator whose bytes add up
+    past int64 comes first, its peak, live set, timeline and snapshots null and ``unknown`` saying
+    why; its fragmentation numbers are measured."""
     names = _Names()
-    allocators = []
+    allocators: list[dict[str, Any]] = [
+        {"allocator": u.unknown.allocator, "source": u.unknown.source, "peak_bytes": None, "peak_delta_bytes": None,
+         "baseline_bytes": None, "peak_time_us": None, "peak_node": None, "live_at_peak": None, "opens_on_us": None,
+         "timeline": None, "snapshots": None, "fragmentation": _fragmentation_json(u.fragmentation),
+         "unknown": u.unknown.reason}
+        for u in report.unknown
+    ]
     for view in report.allocators:
         p, chart = view.peak, _chart_data(view, report.step_duration_us, names)
         allocators.append({
@@ -90,12 +100,7 @@ def to_json(report: ReportData, top: int = 20) -> dict[str, Any]:
             "snapshots": {"time_us": chart["snaps"]["t"], "bytes_in_use": chart["snaps"]["b"],
                           "replay_bytes": chart["snaps"]["r"], "agrees": chart["snaps"]["ok"],
                           "count": view.snapshot_count},
-            "fragmentation": {
-                "bfc": view.fragmentation.bfc, "buffers": view.fragmentation.total.tensors,
-                "requested_bytes": view.fragmentation.total.requested_bytes,
-                "allocated_bytes": view.fragmentation.total.allocated_bytes,
-                "waste_bytes": view.fragmentation.total.waste_bytes,
-            },
+            "fragmentation": _fragmentation_json(view.fragmentation),
         })
     ops = [
         {"name": r.name, "op_type": r.op_type, "occurrences": r.occurrences, "at_peak_bytes": r.at_peak_bytes,
@@ -104,6 +109,11 @@ def to_json(report: ReportData, top: int = 20) -> dict[str, Any]:
     ]
     return {"schema": "memtrace.report/1", "trace": report.summary.path, "step_duration_us": report.step_duration_us,
             "allocators": allocators, "top_ops": ops}
+
+
+def _fragmentation_json(f: AllocatorFragmentation) -> dict[str, Any]:
+    return {"bfc": f.bfc, "buffers": f.total.tensors, "requested_bytes": f.total.requested_bytes,
+            "allocated_bytes": f.total.allocated_bytes, "waste_bytes": f.total.waste_bytes}
 
 
 # -- small pieces -------------------------------------------------------------------------------
@@ -169,10 +179,15 @@ def _facts(report: ReportData) -> str:
     return f'<dl class="facts">{items}</dl>\n'
 
 
-def _overview(views: Sequence[AllocatorView]) -> str:
-    if not views:
+def _overview(views: Sequence[AllocatorView], unknown: Sequence[UnknownView] = ()) -> str:
+    if not views and not unknown:
         return '<p class="note">No allocator appears in this trace: it holds no memory information.</p>\n'
-    rows = []
+    none = '<span class="none">-</span>'
+    rows = [
+        [f'<a href="#allocator-unknown-{number}">{esc(u.unknown.allocator)}</a>', esc(u.unknown.source), none,
+         f'<span title="{esc(u.unknown.reason)}">unknown (beyond int64)</span>', none, none]
+        for number, u in enumerate(unknown)
+    ]
     for number, v in enumerate(views):
         p = v.peak
         rec = p.reconciliation
@@ -190,6 +205,17 @@ def _overview(views: Sequence[AllocatorView]) -> str:
 
 
 # -- one allocator ------------------------------------------------------------------------------
+
+
+def _unknown_section(number: int, view: UnknownView) -> str:
+    """An allocator whose bytes add up past int64: why nothing is drawn, and where its waste is."""
+    u = view.unknown
+    return (
+        f'<section class="allocator unknown" id="allocator-unknown-{number}">\n<h2>{esc(u.allocator)}</h2>\n'
+        f'<p class="lead">Peak and live bytes unknown: {esc(u.reason)} (oddity bytes-beyond-int64). A running total '
+        "of them would wrap around, so there is no chart and no live set; its waste, which needs no running total, "
+        "is under Fragmentation.</p>\n</section>\n"
+    )
 
 
 def _allocator_section(number: int, view: AllocatorView, chart: dict[str, Any], top: int) -> str:
@@ -500,12 +526,16 @@ def _ops_section(report: ReportData, top: int) -> str:
     ]
     headers = ["node", "op type", "count", "at peak", "requested", "peak (tfprof)", "residual", "output", "temp",
                "persistent", "waste"]
+    left_out = "".join(
+        f' <em>At peak</em> leaves out <code>{esc(u.allocator)}</code>, whose peak is unknown (beyond int64).'
+        for u in report.ops.unknown
+    )
     return (
         '<section id="ops"><h2>Top ops by bytes held at the peak</h2>\n'
         f'<p class="lead">The {len(rows)} of {len(report.ops.rows):,} ops that hold the most in the live set at the '
         "allocators' peaks (<em>at peak</em>), as <code>memtrace ops --by node --sort at_peak</code> computes them; "
         "requested, peak, residual and output are TensorFlow's profiler's numbers, whose <em>peak</em> is each "
-        "op's own high-water mark, not what it holds at the allocator's peak.</p>\n"
+        f"op's own high-water mark, not what it holds at the allocator's peak.{left_out}</p>\n"
         + _table(headers, cells, [False, False] + [True] * 9, "ops")
         + "</section>\n"
     )
@@ -514,8 +544,7 @@ def _ops_section(report: ReportData, top: int) -> str:
 def _frag_section(report: ReportData) -> str:
     rows = []
     anomalies: list[tuple[str, Anomaly]] = [("trace", a) for a in report.anomalies]
-    for v in report.allocators:
-        f = v.fragmentation
+    for f in [u.fragmentation for u in report.unknown] + [v.fragmentation for v in report.allocators]:
         t, e = f.total, f.external
         anomalies.extend((f.allocator, a) for a in f.anomalies)
         rows.append([
