@@ -16,19 +16,20 @@ from .fastpaths import fast, reference, same
 GPU = "/job:localhost/replica:0/task:0/device:GPU:0"
 
 # Three allocations of 2^62 bytes: a running total wraps to -2^63.
+_HUGE_NODE = '''    node_name: "huge"
+    all_start_micros: 1000
+    all_end_rel_micros: 10
+    memory {
+      allocator_name: "GPU_0_bfc"
+      allocation_records { alloc_micros: 1001 alloc_bytes: 4611686018427387904 }
+      allocation_records { alloc_micros: 1002 alloc_bytes: 4611686018427387904 }
+      allocation_records { alloc_micros: 1003 alloc_bytes: 4611686018427387904 }
+    }
+'''
 WRAPPING = f'''dev_stats {{
   device: "{GPU}"
   node_stats {{
-    node_name: "huge"
-    all_start_micros: 1000
-    all_end_rel_micros: 10
-    memory {{
-      allocator_name: "GPU_0_bfc"
-      allocation_records {{ alloc_micros: 1001 alloc_bytes: 4611686018427387904 }}
-      allocation_records {{ alloc_micros: 1002 alloc_bytes: 4611686018427387904 }}
-      allocation_records {{ alloc_micros: 1003 alloc_bytes: 4611686018427387904 }}
-    }}
-  }}
+{_HUGE_NODE}  }}
 }}
 '''
 
@@ -391,16 +392,7 @@ def test_an_allocators_name_is_escaped_where_its_oddity_is_named(capsys: pytest.
 GPU_BEYOND_INT64 = f'''dev_stats {{
   device: "{GPU}"
   node_stats {{
-    node_name: "huge"
-    all_start_micros: 1000
-    all_end_rel_micros: 10
-    memory {{
-      allocator_name: "GPU_0_bfc"
-      allocation_records {{ alloc_micros: 1001 alloc_bytes: 4611686018427387904 }}
-      allocation_records {{ alloc_micros: 1002 alloc_bytes: 4611686018427387904 }}
-      allocation_records {{ alloc_micros: 1003 alloc_bytes: 4611686018427387904 }}
-    }}
-    memory {{
+{_HUGE_NODE}    memory {{
       allocator_name: "cpu"
       allocation_records {{ alloc_micros: 1002 alloc_bytes: 256 }}
       allocation_records {{ alloc_micros: 1004 alloc_bytes: -256 }}
