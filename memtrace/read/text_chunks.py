@@ -32,6 +32,37 @@ from ..units import format_bytes
 from .builder import NodeBlock, micros_to_ns, release_memory
 from .detect import TooLarge, Unrecognised
 from .dtypes import DATA_TYPE_NUMBERS
+from .text_schema import (
+    AD,
+    BOOL,
+    CHILDREN,
+    DELEG,
+    DEV,
+    DIM,
+    ENUM,
+    FIELDS,
+    I32,
+    I64,
+    MEM,
+    MS,
+    NODE,
+    OLD_NAMES,
+    OUT,
+    REC,
+    REF,
+    REPEATED_FIELDS,
+    RM,
+    SHAPE,
+    SINGULAR_CHILDREN,
+    SKIP,
+    SS,
+    STR,
+    TD,
+    TN,
+    TYPES,
+    U32,
+    U64,
+)
 
 _TRIM_EVERY = 8  # chunks between giving freed memory back to the system (see builder.release_memory)
 _PAD = 48  # zero bytes around a chunk so 8-byte reads near either end stay inside the buffer
@@ -41,74 +72,23 @@ _WORDS = 5  # names and enum values of up to 40 bytes are matched
 MAX_STRING_BYTES = 4 << 20
 
 
-# -- the schema: message types, the fields of each, and how their values are written -----------
-
-(SS, RM, DEV, NODE, MEM, REC, OUT, TD, SHAPE, DIM, AD, MS, REF, TN, DELEG, SKIP) = range(16)
-_TYPES = 16
-I64, U64, I32, U32, BOOL, STR, ENUM = range(7)
-
-_CHILDREN: dict[int, dict[str, int]] = {
-    SS: {"dev_stats": DEV},
-    RM: {"step_stats": SS, "cost_graph": DELEG, "partition_graphs": DELEG, "function_graphs": DELEG,
-         "session_metadata": DELEG},
-    DEV: {"node_stats": NODE, "thread_names": TN},
-    NODE: {"memory": MEM, "output": OUT, "referenced_tensor": REF, "memory_stats": MS},
-    MEM: {"allocation_records": REC},
-    OUT: {"tensor_description": TD},
-    TD: {"shape": SHAPE, "allocation_description": AD},
-    SHAPE: {"dim": DIM},
-}
-_SINGULAR_CHILDREN = {(RM, "step_stats"), (RM, "cost_graph"), (RM, "session_metadata"), (NODE, "memory_stats"),
-                      (OUT, "tensor_description"), (TD, "shape"), (TD, "allocation_description")}
-_ALLOCATION_DESCRIPTION = {"requested_bytes": I64, "allocated_bytes": I64, "allocator_name": STR,
-                           "allocation_id": I64, "has_single_reference": BOOL, "ptr": U64}
-_FIELDS: dict[int, dict[str, int]] = {
-    DEV: {"device": STR},
-    TN: {"key": U32, "value": STR},
-    NODE: {"node_name": STR, "all_start_micros": I64, "op_start_rel_micros": I64, "op_end_rel_micros": I64,
-           "all_end_rel_micros": I64, "timeline_label": STR, "scheduled_micros": I64, "thread_id": U32,
-           "all_start_nanos": I64, "op_start_rel_nanos": I64, "op_end_rel_nanos": I64, "all_end_rel_nanos": I64,
-           "scheduled_nanos": I64},
-    MEM: {"allocator_name": STR, "total_bytes": I64, "peak_bytes": I64, "live_bytes": I64,
-          "allocator_bytes_in_use": I64},
-    REC: {"alloc_micros": I64, "alloc_bytes": I64},
-    OUT: {"slot": I32},
-    TD: {"dtype": ENUM},
-    SHAPE: {"unknown_rank": BOOL},
-    DIM: {"size": I64, "name": STR},
-    AD: _ALLOCATION_DESCRIPTION,
-    REF: _ALLOCATION_DESCRIPTION,
-    MS: {"temp_memory_size": I64, "persistent_memory_size": I64, "persistent_tensor_alloc_ids": I64,
-         "device_temp_memory_size": I64, "device_persistent_memory_size": I64,
-         "device_persistent_tensor_alloc_ids": I64},
-}
-_REPEATED_FIELDS = {(MS, "persistent_tensor_alloc_ids"), (MS, "device_persistent_tensor_alloc_ids")}
-# Names a field had in older TensorFlow: TF 1.4's step_stats.proto calls MemoryStats fields 1, 3
-# and 5 host_temp_memory_size, host_persistent_memory_size and host_persistent_tensor_alloc_ids.
-# Text written then uses those names; they are the same fields as today's.
-_OLD_NAMES: dict[tuple[int, str], str] = {
-    (MS, "host_temp_memory_size"): "temp_memory_size",
-    (MS, "host_persistent_memory_size"): "persistent_memory_size",
-    (MS, "host_persistent_tensor_alloc_ids"): "persistent_tensor_alloc_ids",
-}
-
-_KEYS = sorted({k for table in (*_CHILDREN.values(), *_FIELDS.values()) for k in table} | {k for _, k in _OLD_NAMES})
+_KEYS = sorted({k for table in (*CHILDREN.values(), *FIELDS.values()) for k in table} | {k for _, k in OLD_NAMES})
 _KEY_ID = {k: i for i, k in enumerate(_KEYS)}
-_CHILD = np.full((_TYPES, len(_KEYS) + 1), -1, dtype=np.int64)  # last column: an unknown name
-_FIELD = np.full((_TYPES, len(_KEYS) + 1), -1, dtype=np.int64)
+_CHILD = np.full((TYPES, len(_KEYS) + 1), -1, dtype=np.int64)  # last column: an unknown name
+_FIELD = np.full((TYPES, len(_KEYS) + 1), -1, dtype=np.int64)
 _FIELD_INFO: list[tuple[int, str, int, bool]] = []  # field id -> (type, name, kind, repeated)
-for _t, _table in _CHILDREN.items():
+for _t, _table in CHILDREN.items():
     for _k, _c in _table.items():
         _CHILD[_t, _KEY_ID[_k]] = _c
-for _t, _table in _FIELDS.items():
+for _t, _table in FIELDS.items():
     for _k, _kind in _table.items():
         _FIELD[_t, _KEY_ID[_k]] = len(_FIELD_INFO)
-        _FIELD_INFO.append((_t, _k, _kind, (_t, _k) in _REPEATED_FIELDS))
-for (_t, _k), _current in _OLD_NAMES.items():
+        _FIELD_INFO.append((_t, _k, _kind, (_t, _k) in REPEATED_FIELDS))
+for (_t, _k), _current in OLD_NAMES.items():
     _FIELD[_t, _KEY_ID[_k]] = _FIELD[_t, _KEY_ID[_current]]  # the same field under its old name
 _FIELD_KIND = np.array([info[2] for info in _FIELD_INFO], dtype=np.int64)
-_SINGULAR_CHILD = np.zeros((_TYPES, len(_KEYS) + 1), dtype=np.bool_)
-for _t, _k in _SINGULAR_CHILDREN:
+_SINGULAR_CHILD = np.zeros((TYPES, len(_KEYS) + 1), dtype=np.bool_)
+for _t, _k in SINGULAR_CHILDREN:
     _SINGULAR_CHILD[_t, _KEY_ID[_k]] = True
 
 
@@ -733,7 +713,7 @@ def _read_values(chunk: _Chunk, state: TextState, builder: NodeSink, dev_rows: I
     # Each field line's message: its rank among the opening lines of that message's type.
     type_rank = np.zeros(len(kind), dtype=np.int64)
     by_kind = np.argsort(kind.astype(np.int8), kind="stable")  # a radix sort; -1 (no message) first
-    kind_bounds = np.concatenate([[0], np.cumsum(np.bincount(kind + 1, minlength=_TYPES + 1))])
+    kind_bounds = np.concatenate([[0], np.cumsum(np.bincount(kind + 1, minlength=TYPES + 1))])
     opens_of = {}
     for t in (NODE, MEM, REC, OUT, TD, SHAPE, DIM, AD, MS, REF, TN):
         opens_of[t] = by_kind[kind_bounds[t + 1]:kind_bounds[t + 2]]
