@@ -23,6 +23,9 @@ from .conftest import ROOT, TINY
 from .fastpaths import fast, reference, same
 
 TRACE = TINY / "ties.pbtxt"
+# A form of text left to protobuf: a no-break space between two tokens (whitespace to protobuf's
+# tokenizer, which reads text as str; the fast reader takes ASCII blanks only).
+NBSP_NAME = 'node_name:\u00a0"a"'
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -122,7 +125,7 @@ def test_a_pipe_beyond_the_spool_in_a_form_left_to_protobuf_is_refused_in_one_li
         through: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(files, "REFERENCE_MAX_BYTES", 4 << 10)
     monkeypatch.setattr(files, "SPOOL_MAX_BYTES", 5 << 10)
-    text = TRACE.read_text().replace('node_name: "a"', 'node_name: "a" ""')  # strings in two parts: protobuf's
+    text = TRACE.read_text().replace('node_name: "a"', NBSP_NAME)
     data = text.replace("dev_stats {\n", "dev_stats {\n" + "  # a comment line to make the pipe long\n" * 1000, 1).encode()
     fifo = tmp_path / "trace.fifo"
     os.mkfifo(fifo)
@@ -216,7 +219,7 @@ def test_text_without_a_place_to_cut_is_left_to_protobuf(tmp_path: Path, monkeyp
     monkeypatch.setattr(textreader, "_check_no_cut", spy)
     monkeypatch.setattr(textreader, "CHUNK_BYTES", 1 << 12)
     monkeypatch.setattr(textreader, "MAX_UNCUT_BYTES", 1 << 16)
-    node = '  node_stats { node_name: "n" all_start_micros: 1 }\n'  # a node per line: nowhere to cut
+    node = '    node_stats { node_name: "n" all_start_micros: 1 }\n'  # a node per line, indented by 4: nowhere to cut
     path = tmp_path / "one-line-nodes.pbtxt"
     path.write_text('dev_stats {\n  device: "/cpu:0"\n' + node * 8000 + "}\n")
     assert fast(path) is None
@@ -227,12 +230,12 @@ def test_text_without_a_place_to_cut_is_left_to_protobuf(tmp_path: Path, monkeyp
 def test_the_reference_path_refuses_more_than_its_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(files, "REFERENCE_MAX_BYTES", 100)
-    path = tmp_path / "adjacent.pbtxt"
-    adjacent = TRACE.read_text().replace('node_name: "a"', 'node_name: "a" ""')  # strings in two parts: protobuf's
-    path.write_text(adjacent)
+    path = tmp_path / "nbsp.pbtxt"
+    spaced = TRACE.read_text().replace('node_name: "a"', NBSP_NAME)
+    path.write_text(spaced)
     with pytest.raises(TraceFormatError, match="over 100 B in a form"):
         memtrace.load(path)
-    path.write_bytes(gzip.compress(adjacent.encode()))
+    path.write_bytes(gzip.compress(spaced.encode()))
     with pytest.raises(TraceFormatError, match="over 100 B in a form"):
         memtrace.load(path)
 

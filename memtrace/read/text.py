@@ -17,7 +17,8 @@ from ..units import format_bytes
 from . import text_jobs
 from .builder import TraceBuilder
 from .detect import TooLarge, Unrecognised
-from .text_chunks import RM, SS, TextState, after_chunk, read_chunk
+from .text_chunks import TextState, after_chunk, read_chunk
+from .text_schema import RM, SS
 
 CHUNK_BYTES = 4 << 20
 # A line longer than this is refused: no name or value in a real trace comes near it, and every
@@ -61,28 +62,55 @@ def _chunks(stream: IO[bytes], head: bytes, root: int, chunk_bytes: int) -> Iter
 
     With each chunk, whether it begins at a node (inside a device) rather than at the top level.
     """
-    node_line = b"\n" + b" " * (2 if root == SS else 4) + b"node_stats {\n"
-    tabbed_node_line = b"\n" + b"\t" * (1 if root == SS else 2) + b"node_stats {\n"  # text indented with tabs
     pending, at_node = b"", False
     for data in _tidied(itertools.chain([head], iter(lambda: stream.read(chunk_bytes), b""))):
         pending += data
         if len(pending) < chunk_bytes:
             continue
-        node_cut, top_cut = pending.rfind(node_line) + 1, pending.rfind(b"\n}\n") + 3
-        if not node_cut:
-            node_cut = pending.rfind(tabbed_node_line) + 1
-        cut = max(node_cut, top_cut)
-        if cut <= 3:  # no place to cut yet: read on, but not without end
+        cut, cut_at_node = _last_cut(pending, root)
+        if not cut:  # no place to cut yet: read on, but not without end
             _check_no_cut(pending)
             continue
         piece = _without_comments(pending[:cut])
         if piece:  # not only comments
             yield piece, at_node
-        pending, at_node = pending[cut:], cut == node_cut
+        pending, at_node = pending[cut:], cut_at_node
     if pending:
         piece = _without_comments(pending if pending.endswith(b"\n") else pending + b"\n")
         if piece:
             yield piece, at_node
+
+
+# A line that begins a node, at a device's indentation (two spaces or a tab a level): the text can be
+# cut before it (a line never begins inside a string or a comment). What follows the name says
+# it is the field: ` {`, `{`, ` <`, `: [` and so on.
+_NODE_LINES = {SS: (b"\n  node_stats", b"\n\tnode_stats"), RM: (b"\n    node_stats", b"\n\t\tnode_stats")}
+_AFTER_NODE_NAME = frozenset(b" \t{<:")
+
+
+def _is_node_line(text: bytes, at: int, line: bytes) -> bool:
+    """Whether the ``line`` found at ``at`` goes on as the node_stats field (not a longer name)."""
+    after = at + len(line)
+    return after < len(text) and text[after] in _AFTER_NODE_NAME
+
+
+def _last_cut(pending: bytes, root: int) -> tuple[int, bool]:
+    """Where to cut ``pending``: before its last node line or after its last top-level message,
+    whichever comes later, and whether that is a node; 0 where there is neither."""
+    node_cut = 0
+    for line in _NODE_LINES[root]:
+        at = pending.rfind(line)
+        while at >= 0 and not _is_node_line(pending, at, line):
+            at = pending.rfind(line, 0, at)
+        if at >= 0:
+            node_cut = at + 1
+            break
+    top_cut = pending.rfind(b"\n}\n") + 3
+    if node_cut <= 0 and top_cut <= 3:
+        top_cut = pending.rfind(b"\n>\n") + 3  # (a message in '<' ... '>')
+    if top_cut <= 3 and not node_cut:
+        return 0, False
+    return (node_cut, True) if node_cut > top_cut else (top_cut, False)
 
 
 def _tidied(pieces: Iterator[bytes]) -> Iterator[bytes]:
@@ -102,12 +130,12 @@ def _tidied(pieces: Iterator[bytes]) -> Iterator[bytes]:
         yield carry
 
 
-# protobuf text allows a '#' comment wherever whitespace may go, to the end of the line. Whole-line
-# comments, and comments after a line's value where the line holds at most one string, are cut
-# here (a string cannot span lines, so a '#' before any quote, or after the only string, starts
-# one); any other '#' stays, and the chunk reader leaves that text to protobuf.
+# protobuf text allows a '#' comment wherever whitespace may go, to the end of the line. They are
+# cut here, whole lines and the ends of lines: a string cannot span lines, so the first '#' on a
+# line outside its strings (in double or single quotes, with escapes) starts one. A line with a
+# quote left open keeps its '#' (the text is not valid, and protobuf says so).
 _COMMENT_LINE = re.compile(rb"^[ \t]*#[^\n]*\n", re.MULTILINE)
-_COMMENT_AFTER = re.compile(rb'^([^"\n#]*(?:"(?:[^"\\\n]|\\.)*"[^"\n#]*)?)#[^\n]*$', re.MULTILINE)
+_COMMENT_AFTER = re.compile(rb'''^((?:[^"'\n#]++|"(?:[^"\\\n]|\\.)*+"|'(?:[^'\\\n]|\\.)*+')*+)#[^\n]*$''', re.MULTILINE)
 
 
 def _without_comments(chunk: bytes) -> bytes:

@@ -1,0 +1,231 @@
+"""Text laid out otherwise than protobuf's printers write it, laid out so again, token by token.
+
+The chunk reader (:mod:`memtrace.read.text_chunks`) reads the layout every protobuf printer
+writes: one field per line, ``name {`` and ``}`` around a message, two spaces a level. protobuf's
+parser takes much more: any blanks and comments between tokens, several fields or a whole file
+on one line, ``<...>`` around a message, ``[a, b]`` for the values of a repeated field, a string
+written in adjacent parts (``"a" "b"``), a ``,`` or ``;`` after a field. :class:`Layout` writes
+such text again as the printers would, keeping every token as it is, so that protobuf reads the
+same message from either text: a list becomes one field per value (as long as the field is
+repeated: it follows the schema), ``<`` and ``>`` stay (the chunk reader takes them on lines of
+their own and checks that they pair), and a string's parts stay together on their line.
+
+It is fed a whole chunk (:func:`canonical_layout`), where the reader cannot classify one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from .detect import Unrecognised
+from .text_schema import CHILDREN, DELEG, OLD_NAMES, REPEATED_FIELDS, SINGULAR_CHILDREN, SKIP
+
+# protobuf's text tokens as this reader takes them, each after the blanks and comments before it
+# (possessive, so that neither can be split into a token): a quoted string, a name or a scalar, a
+# mark of structure (`{`, `<`, `[`, `,`, ...), or any other character, which is never valid.
+TOKEN = re.compile(rb"""(?:[ \t\r\n\f\v]++|\#[^\n]*+)*+("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'"""
+                   rb"""|[^ \t\r\n\f\v{}:#"'\[\]<>,;]+|[{}:]|[^ \t\r\n\f\v#])""")
+_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+_END = b"\n\0"  # after the text, a token of its own: see _tokens
+
+
+def _tokens(text: bytes, end: int) -> list[bytes]:
+    """The tokens of ``text[:end]``.
+
+    Where a match fails (blanks and comments with no token after them, at the end), findall would
+    search on from the next byte, inside the comment; a last token of its own after a line end
+    keeps every match starting where the one before ended.
+    """
+    tokens = TOKEN.findall(text[:end] + _END)
+    tokens.pop()  # the \0
+    return tokens
+_INDENTS = [b"  " * level for level in range(64)]
+_MARKS = b"{}:[]<>,;\"'"  # what a scalar value never begins with (a string begins with a quote)
+_QUOTES = b"\"'"
+
+_CHILD_KIND = {(kind, name.encode()): child for kind, table in CHILDREN.items() for name, child in table.items()}
+_REPEATED_CHILDREN = {key for key in _CHILD_KIND if (key[0], key[1].decode()) not in SINGULAR_CHILDREN}
+_REPEATED_SCALARS = {(kind, name.encode()) for kind, name in REPEATED_FIELDS} | {
+    (kind, old.encode()) for (kind, old), name in OLD_NAMES.items() if (kind, name) in REPEATED_FIELDS}
+
+# What the layout expects next.
+(_FIELD,  # a field's name, a message's end, after a field a ',' or ';', after a string another part
+ _COLON,  # after a name: ':', or a message's '{' / '<', or a list's '['
+ _VALUE,  # after 'name:': a value, a message, or a list
+ _FIRST_ITEM,  # after '[': the first item, or ']'
+ _NEXT_ITEM,  # after an item: ',' or ']' (after a string item, another part)
+ _ITEM,  # after ',': an item
+ _AS_IT_IS,  # inside a list in a delegated field: its tokens, kept as they are up to its ']'
+ ) = range(7)
+
+
+class Layout:
+    """Tokens laid out one field per line, two spaces a level, from inside the messages ``kinds``.
+
+    ``root`` is the file's message type (``SS`` or ``RM``); ``kinds`` are the types of the messages
+    open where the text begins, outermost first. Lines accumulate in :attr:`lines`.
+    """
+
+    def __init__(self, root: int, kinds: Sequence[int]):
+        self.root = root
+        self.kinds = list(kinds)  # the open messages' types, outermost first
+        self.items_of: list[bytes | None] = [None] * len(self.kinds)  # per open message: the list it is an item of
+        self.expect = _FIELD
+        self.name = b""  # the field whose value comes next (in a list: the list's field)
+        self.item_kind = -1  # in a list: its messages' type; -1 for a list of scalars
+        self.separator = False  # a ',' or ';' may end the field just written
+        self.string_line = False  # the last line ends in a string another part may continue
+        self.as_it_is: list[bytes] = []  # a delegated field's list so far (see _AS_IT_IS)
+        self.as_it_is_depth = 0
+        self.lines: list[bytes] = []
+
+    # -- tokens -----------------------------------------------------------------------------
+
+    def lay_out(self, tokens: list[bytes]) -> None:
+        """Lay out complete tokens (the state carries over to the next call)."""
+        lines, kinds = self.lines, self.kinds
+        append = lines.append
+        is_name = _NAME.fullmatch
+        expect, name = self.expect, self.name
+        try:
+            for token in tokens:
+                if expect == _FIELD:
+                    if is_name(token):
+                        name, expect = token, _COLON
+                    elif token == b"}" or token == b">":
+                        expect, name = self._close(token)
+                    elif self.separator and (token == b"," or token == b";"):
+                        self.separator = self.string_line = False
+                    elif self.string_line and token[0] in _QUOTES and len(token) > 1:
+                        lines[-1] += b" " + token
+                    else:
+                        raise Unrecognised("text this reader cannot lay out")
+                elif expect == _COLON:
+                    if token == b":":
+                        expect = _VALUE
+                    elif token == b"{" or token == b"<":
+                        expect = self._open(name, token, None)
+                    elif token == b"[":
+                        expect = self._list(name, colon=False)
+                    else:
+                        raise Unrecognised("text this reader cannot lay out")
+                elif expect == _VALUE:
+                    first = token[0]
+                    if first not in _MARKS or first in _QUOTES and len(token) > 1:
+                        append(_INDENTS[len(kinds)] + name + b": " + token)
+                        expect, self.separator, self.string_line = _FIELD, True, first in _QUOTES
+                    elif token == b"{" or token == b"<":
+                        expect = self._open(name, token, None)
+                    elif token == b"[":
+                        expect = self._list(name, colon=True)
+                    else:
+                        raise Unrecognised("text this reader cannot lay out")
+                elif expect == _NEXT_ITEM:
+                    if token == b",":
+                        expect, self.string_line = _ITEM, False
+                    elif token == b"]":
+                        expect, self.separator, self.string_line = _FIELD, True, False
+                    elif self.string_line and token[0] in _QUOTES and len(token) > 1:
+                        lines[-1] += b" " + token
+                    else:
+                        raise Unrecognised("text this reader cannot lay out")
+                elif expect == _ITEM or expect == _FIRST_ITEM:
+                    if expect == _FIRST_ITEM and token == b"]":
+                        expect, self.separator = _FIELD, True
+                    elif self.item_kind >= 0:  # a list of messages
+                        if token != b"{" and token != b"<":
+                            raise Unrecognised("a list item that is not a message")
+                        expect = self._open(name, token, name)
+                    else:
+                        first = token[0]
+                        if first in _MARKS and not (first in _QUOTES and len(token) > 1):
+                            raise Unrecognised("a list item that is not a value")
+                        append(_INDENTS[len(kinds)] + name + b": " + token)
+                        expect, self.string_line = _NEXT_ITEM, first in _QUOTES
+                else:
+                    expect = self._as_it_is(name, token)
+        except IndexError:  # nesting no trace has
+            raise Unrecognised("text this reader cannot lay out") from None
+        self.expect, self.name = expect, name
+
+    def _open(self, name: bytes, opener: bytes, item_of: bytes | None) -> int:
+        """A message opens (``name {`` or ``name <``), an item of the list ``item_of`` or not."""
+        kinds = self.kinds
+        parent = kinds[-1] if kinds else self.root
+        if parent == DELEG or parent == SKIP:
+            kind = SKIP
+        else:
+            found = _CHILD_KIND.get((parent, name))
+            if found is None:
+                raise Unrecognised("a message field this reader does not know")
+            kind = found
+        self.lines.append(_INDENTS[len(kinds)] + name + b" " + opener)
+        kinds.append(kind)
+        self.items_of.append(item_of)
+        self.separator = self.string_line = False
+        return _FIELD
+
+    def _close(self, closer: bytes) -> tuple[int, bytes]:
+        """A message ends; what comes next is another field, or, after a list item, ',' or ']'."""
+        if not self.kinds:
+            raise Unrecognised("more closing braces than opening ones")
+        kind = self.kinds.pop()
+        item_of = self.items_of.pop()
+        self.lines.append(_INDENTS[len(self.kinds)] + closer)
+        self.string_line = False
+        if item_of is not None:
+            self.item_kind = kind
+            return _NEXT_ITEM, item_of
+        self.separator = True
+        return _FIELD, b""
+
+    def _list(self, name: bytes, colon: bool) -> int:
+        """``name: [`` (or ``name [`` for messages): the items are laid out as fields of their own."""
+        parent = self.kinds[-1] if self.kinds else self.root
+        if parent == DELEG or parent == SKIP:
+            if not colon:  # ('name [' takes messages only, and which fields are messages is protobuf's to say)
+                raise Unrecognised("a list in a delegated field without ':'")
+            self.as_it_is, self.as_it_is_depth = [b"["], 1
+            return _AS_IT_IS
+        if (parent, name) in _REPEATED_CHILDREN:
+            self.item_kind = _CHILD_KIND[(parent, name)]
+        elif colon and (parent, name) in _REPEATED_SCALARS:
+            self.item_kind = -1
+        else:
+            raise Unrecognised("list syntax for a field that is not repeated")
+        self.string_line = False
+        return _FIRST_ITEM
+
+    def _as_it_is(self, name: bytes, token: bytes) -> int:
+        """A token of a list inside a delegated field (a graph), which protobuf parses: the list is
+        written on one line as it is, since only protobuf knows which of its fields repeat."""
+        self.as_it_is.append(token)
+        if token == b"[" or token == b"{" or token == b"<":
+            self.as_it_is_depth += 1
+        elif token == b"]" or token == b"}" or token == b">":
+            self.as_it_is_depth -= 1
+            if not self.as_it_is_depth:
+                if token != b"]":
+                    raise Unrecognised("a list closed by another delimiter")
+                self.lines.append(_INDENTS[len(self.kinds)] + name + b": " + b" ".join(self.as_it_is))
+                self.as_it_is = []
+                self.separator, self.string_line = True, False
+                return _FIELD
+        return _AS_IT_IS
+
+
+
+def canonical_layout(buffer: bytes, root: int, kinds: Sequence[int]) -> bytes:
+    """A chunk's text laid out as protobuf's printers write it, from inside the open messages ``kinds``.
+
+    The tokens stay as they are, so protobuf reads the same message from either text; text this
+    cannot lay out (an extension, a list of a field that does not repeat, a stray mark) is
+    Unrecognised.
+    """
+    layout = Layout(root, kinds)
+    layout.lay_out(_tokens(buffer, len(buffer)))
+    if layout.expect != _FIELD:
+        raise Unrecognised("a field cut off at the end of a chunk")
+    layout.lines.append(b"")
+    return b"\n".join(layout.lines)
