@@ -124,11 +124,38 @@ def test_odd_forms_scattered_through_a_trace_are_read_as_protobuf_reads_them(
     check(path, jobs=processes)
 
 
+def _node_lists(text: str) -> str:
+    """Each device's nodes in one list, ``node_stats: [{...}, {...}]``."""
+    out: list[str] = []
+    list_indent, in_node = -1, False  # the indentation of the list open, and whether a node of it is
+    for line in text.split("\n"):
+        body = line.lstrip(" ")
+        indent = len(line) - len(body)
+        if in_node and indent == list_indent and body == "}":
+            in_node = False
+        elif list_indent >= 0 and not in_node and indent <= list_indent:
+            if body == "node_stats {":
+                out[-1] += ", {"
+                in_node = True
+                continue
+            out[-1] += "]"
+            list_indent = -1
+        if body == "node_stats {":
+            line, list_indent, in_node = " " * indent + "node_stats: [{", indent, True
+        out.append(line)
+    return "\n".join(out)
+
+
 _FORMS_THROUGHOUT: list[tuple[str, Callable[[str], str]]] = [  # the other valid forms, on every line they can be
     ("adjacent strings", lambda t: re.sub(r'"((?:[^"\\\n]|\\.)*)"', r"""'' "\1" ''""", t)),
     ("angle brackets", lambda t: re.sub(r"(?m)^( *)\}$", r"\1>", t.replace(" {\n", " <\n"))),
     ("lists of records and dims", lambda t: re.sub(
         r"(?m)^( *)(allocation_records|dim) \{\n((?:\1  .*\n)*?)\1\}$", r"\1\2: [{\n\3\1}]", t)),
+    ("node lists", _node_lists),
+    ("nodes indented by four", lambda t: re.sub(r"(?m)^( +)", r"\1\1", t)),
+    ("four spaces a level, and comments", lambda t: re.sub(r"(?m)^( +)(.*)$", r"\1\1\2  # 'a' {\n\1\1# } a line", t)),
+    ("all on one line", lambda t: re.sub(r"\n\s*", " ", t)),
+    ("all on one line, in angle brackets", lambda t: re.sub(r"\n\s*", " ", t).replace("{", "<").replace("}", ">")),
     ("a # in every string", lambda t: re.sub(r'"((?:[^"\\\n]|\\.)*)"', r"""'#\1' "#"  # '#'""", t)),
 ]
 _CHANGES_THE_STRINGS = {"a # in every string"}
@@ -159,6 +186,31 @@ def test_a_trace_indented_with_tabs_throughout_is_cut_and_read_fast(path: Path, 
     tabbed.write_text(re.sub(r"(?m)^((?:  )+)", lambda m: "\t" * (len(m.group(1)) // 2), path.read_text()))
     _small_chunks(monkeypatch, chunk_bytes)
     check(tabbed, jobs=processes)
+
+
+@pytest.mark.parametrize("long_line_bytes", [0, 1 << 30], ids=["findall", "a-match-at-a-time"])
+@pytest.mark.parametrize(("chunk_bytes", "processes"), [(211, 1), (4001, 2)])
+def test_a_trace_on_one_line_streams_laid_out_again(long_line_bytes: int, chunk_bytes: int, processes: int,
+                                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No line to cut before: the text goes through the layout piece by piece (each piece ends
+    inside a token, a string, between a string's parts), and its own lines are cut."""
+    from memtrace.read import text_layout
+
+    laid_out: list[int] = []
+    monkeypatch.setattr(text_layout, "_LONG_LINE_BYTES", long_line_bytes)
+    monkeypatch.setattr(textreader, "_laid_out", lambda layout, text, *rest, lay=textreader._laid_out: (
+        laid_out.append(len(text)), (yield from lay(layout, text, *rest)))[1])
+    by_findall: list[bool] = []
+    monkeypatch.setattr(text_layout.Layout, "_lay_out_line_start", lambda self, text, start,
+                        lay=text_layout.Layout._lay_out_line_start: (by_findall.append(lay(self, text, start)),
+                                                                     by_findall[-1])[1])
+    one_line = tmp_path / "one-line.pbtxt"
+    parts = re.sub(r'"([^"\\\n]{2})', lambda m: f"""'' "{m.group(1)}" 'x' \"""", ALEXNET.read_text())  # "ab" 'x' "..."
+    one_line.write_text(re.sub(r"\n\s*", " ", parts))
+    _small_chunks(monkeypatch, chunk_bytes)
+    check(one_line, jobs=processes)
+    assert len(laid_out) == 1 and laid_out[0] < 3 * chunk_bytes  # once, from a piece or two in, to the end
+    assert any(by_findall) == (long_line_bytes == 0)
 
 
 @pytest.mark.parametrize("processes", [1, 2])

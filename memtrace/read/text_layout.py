@@ -10,7 +10,11 @@ same message from either text: a list becomes one field per value (as long as th
 repeated: it follows the schema), ``<`` and ``>`` stay (the chunk reader takes them on lines of
 their own and checks that they pair), and a string's parts stay together on their line.
 
-It is fed a whole chunk (:func:`canonical_layout`), where the reader cannot classify one.
+It is fed either a whole chunk (:func:`canonical_layout`, where the reader cannot classify one)
+or, where the text has no line to cut it at, the text itself, a piece at a time
+(:meth:`Layout.feed`): it then holds back whatever the next piece may continue (a token, a
+comment) and says where its own lines can be cut (before a ``node_stats``, after a top-level
+message), so that such text still streams in chunks.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import re
 from collections.abc import Sequence
 
 from .detect import Unrecognised
-from .text_schema import CHILDREN, DELEG, OLD_NAMES, REPEATED_FIELDS, SINGULAR_CHILDREN, SKIP
+from .text_schema import CHILDREN, DELEG, NODE, OLD_NAMES, REPEATED_FIELDS, SINGULAR_CHILDREN, SKIP
 
 # protobuf's text tokens as this reader takes them, each after the blanks and comments before it
 # (possessive, so that neither can be split into a token): a quoted string, a name or a scalar, a
@@ -28,6 +32,7 @@ TOKEN = re.compile(rb"""(?:[ \t\r\n\f\v]++|\#[^\n]*+)*+("(?:[^"\\\n]|\\.)*"|'(?:
                    rb"""|[^ \t\r\n\f\v{}:#"'\[\]<>,;]+|[{}:]|[^ \t\r\n\f\v#])""")
 _NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 _END = b"\n\0"  # after the text, a token of its own: see _tokens
+_LONG_LINE_BYTES = 1 << 16  # a line left open this long is laid out by findall (see Layout._lay_out_line_start)
 
 
 def _tokens(text: bytes, end: int) -> list[bytes]:
@@ -67,7 +72,7 @@ class Layout:
     open where the text begins, outermost first. Lines accumulate in :attr:`lines`.
     """
 
-    def __init__(self, root: int, kinds: Sequence[int]):
+    def __init__(self, root: int, kinds: Sequence[int], starts_at_node: bool = False):
         self.root = root
         self.kinds = list(kinds)  # the open messages' types, outermost first
         self.items_of: list[bytes | None] = [None] * len(self.kinds)  # per open message: the list it is an item of
@@ -79,6 +84,12 @@ class Layout:
         self.as_it_is: list[bytes] = []  # a delegated field's list so far (see _AS_IT_IS)
         self.as_it_is_depth = 0
         self.lines: list[bytes] = []
+        # Where the lines may be cut: before a node, after a top-level message (feed's callers).
+        self.cut_line = 0
+        self.cut_at_node = False
+        self.starts_at_node = starts_at_node  # whether the lines not yet taken begin at a node
+        self.held = b""  # the start of a token the next piece may continue
+        self.in_comment = False  # the last piece ended inside a comment
 
     # -- tokens -----------------------------------------------------------------------------
 
@@ -160,6 +171,8 @@ class Layout:
             if found is None:
                 raise Unrecognised("a message field this reader does not know")
             kind = found
+            if kind == NODE:
+                self.cut_line, self.cut_at_node = len(self.lines), True
         self.lines.append(_INDENTS[len(kinds)] + name + b" " + opener)
         kinds.append(kind)
         self.items_of.append(item_of)
@@ -173,6 +186,8 @@ class Layout:
         kind = self.kinds.pop()
         item_of = self.items_of.pop()
         self.lines.append(_INDENTS[len(self.kinds)] + closer)
+        if not self.kinds:
+            self.cut_line, self.cut_at_node = len(self.lines), False
         self.string_line = False
         if item_of is not None:
             self.item_kind = kind
@@ -214,6 +229,87 @@ class Layout:
                 return _FIELD
         return _AS_IT_IS
 
+    def at_rest(self, kinds: Sequence[int]) -> bool:
+        """Whether every token so far is laid out, the messages open are of types ``kinds``, none of
+        them a list item, and the next token begins a field: where the text's own lines can be cut again."""
+        return (self.expect == _FIELD and not self.held and not self.in_comment and self.kinds == list(kinds)
+                and not any(self.items_of))
+
+    # -- text a piece at a time ---------------------------------------------------------------
+
+    def feed(self, text: bytes) -> None:
+        """Lay out the next piece of text: its complete tokens; what the next may continue is held back.
+
+        A token never spans lines, so every line the piece ends is laid out whole; of a line it
+        leaves open, the tokens before the last (and before a quote the piece may cut off).
+        """
+        if self.in_comment:  # a comment that began in an earlier piece runs to the end of its line
+            end = text.find(b"\n")
+            if end < 0:
+                return
+            text, self.in_comment = text[end + 1:], False
+        if self.held:
+            text = self.held + text
+        lines_end = text.rfind(b"\n") + 1
+        if lines_end:
+            self.lay_out(_tokens(text, lines_end))
+        if len(text) - lines_end > _LONG_LINE_BYTES and self._lay_out_line_start(text, lines_end):
+            return
+        tokens: list[bytes] = []
+        hold = len(text)
+        end = lines_end
+        for match in TOKEN.finditer(text, lines_end):
+            if match.start() != end:  # no token after ``end``: blanks, and perhaps a comment (see _tokens)
+                break
+            token = match.group(1)
+            if match.end() == len(text) or token == b'"' or token == b"'":
+                hold = match.start(1)
+                break
+            tokens.append(token)
+            end = match.end()
+        if hold == len(text):
+            self.in_comment = text.find(b"#", end) >= 0
+        self.lay_out(tokens)
+        self.held = text[hold:]
+
+    def _lay_out_line_start(self, text: bytes, start: int) -> bool:
+        """Lay out a long line left open (text on one line) up to its last '}', with findall rather
+        than a match at a time; False where that cannot be known to end outside a string or comment.
+
+        Without a '#' on the line there is no comment; a '}' inside a string would leave that
+        string open where the tokens end, and an open string is a lone quote among them.
+        """
+        end = text.rfind(b"}", start) + 1
+        if not end or text.find(b"#", start) >= 0:
+            return False
+        tokens = _tokens(text[start:end], end - start)
+        if b'"' in tokens or b"'" in tokens:
+            return False
+        self.lay_out(tokens)
+        self.held = text[end:]
+        return True
+
+    def take(self, upto: int | None = None) -> tuple[bytes, bool] | None:
+        """The lines laid out up to the last place to cut them (or ``upto``), as a chunk, and whether
+        it begins at a node; None where there is nothing to take."""
+        cut = self.cut_line if upto is None else upto
+        if not cut:
+            return None
+        chunk = b"\n".join(self.lines[:cut]) + b"\n"
+        del self.lines[:cut]
+        starts_at_node, self.starts_at_node = self.starts_at_node, self.cut_at_node
+        self.cut_line = 0
+        return chunk, starts_at_node
+
+    def take_all(self) -> tuple[bytes, bool] | None:
+        """Every line laid out so far, as a chunk (see :meth:`take`)."""
+        return self.take(len(self.lines))
+
+    def end(self) -> None:
+        """The text has ended: whatever was held back is complete; no field may be left half written."""
+        self.feed(b"\n")
+        if self.expect != _FIELD:
+            raise Unrecognised("a field cut off at the end of the text")
 
 
 def canonical_layout(buffer: bytes, root: int, kinds: Sequence[int]) -> bytes:
