@@ -1,7 +1,7 @@
 """Time and peak memory of ``memtrace summary`` on the memory bombs of issue 17 (item 3).
 
 ``python scripts/bench_hostile.py WORKDIR [--memtrace DIR] [--timeout S] [--only NAME ...]``
-writes the hostile inputs into WORKDIR (about 2.3 GB; under /tmp, never in the repository),
+writes the hostile inputs into WORKDIR (about 4 GB; under /tmp, never in the repository),
 then runs ``memtrace summary`` on each in a fresh process with DIR first on ``PYTHONPATH``
 (default: this checkout), and prints one line per input: seconds, peak RSS in MB (from
 ``/usr/bin/time -v``), exit code and the first line of stderr. Run it with an old checkout's
