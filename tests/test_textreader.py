@@ -656,6 +656,21 @@ def test_damaged_text_in_several_processes_is_read_identically_or_left_to_protob
     assert (one is None) == (several is None) and (one is None or one.same_content(several))  # type: ignore[arg-type]
 
 
+_ONE_LINE = re.sub(rb"\n\s*", b" ", _VALID * 3)  # no line to cut before: the layout pass streams it
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(changes=edits(len(_ONE_LINE)), chunk_bytes=st.integers(20, 300), processes=st.sampled_from([1, 2]))
+@example(changes=[(5, 0, b" # x")], chunk_bytes=20, processes=1)  # a comment to the end of the text
+@example(changes=[(300, 0, b'"')], chunk_bytes=31, processes=2)  # a string left open
+def test_damaged_text_on_one_line_is_read_identically_or_left_to_protobuf(
+        changes: list[Edit], chunk_bytes: int, processes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _small_chunks(monkeypatch, chunk_bytes)
+    path = tmp_path / "d.pbtxt"
+    path.write_bytes(damaged(_ONE_LINE, changes))
+    check(path, expect_fast=None, jobs=processes)
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(message=step_stats(), chunk_bytes=st.integers(20, 400))
 def test_generated_traces_in_several_processes_read_identically(message: pb.StepStats, chunk_bytes: int, tmp_path: Path,
