@@ -42,7 +42,7 @@ def _tokens(text: bytes, end: int) -> list[bytes]:
     search on from the next byte, inside the comment; a last token of its own after a line end
     keeps every match starting where the one before ended.
     """
-    tokens = TOKEN.findall(text[:end] + _END)
+    tokens = TOKEN.findall((text if end == len(text) else text[:end]) + _END)
     tokens.pop()  # the \0
     return tokens
 _INDENTS = [b"  " * level for level in range(64)]
@@ -94,71 +94,112 @@ class Layout:
     # -- tokens -----------------------------------------------------------------------------
 
     def lay_out(self, tokens: list[bytes]) -> None:
-        """Lay out complete tokens (the state carries over to the next call)."""
-        lines, kinds = self.lines, self.kinds
+        """Lay out complete tokens (the state carries over to the next call).
+
+        The state is kept in local names while the tokens are walked (this loop is what a chunk laid
+        out again costs); the helpers for the rarer tokens leave ``separator`` and ``string_line`` to it.
+        """
+        lines, kinds, items_of = self.lines, self.kinds, self.items_of
         append = lines.append
         is_name = _NAME.fullmatch
-        expect, name = self.expect, self.name
+        child_kind = _CHILD_KIND.get
+        expect, name, separator, string_line = self.expect, self.name, self.separator, self.string_line
+        # (module constants as local names: each global costs a dictionary lookup in this loop)
+        field, colon, value, next_item, item, first_item = _FIELD, _COLON, _VALUE, _NEXT_ITEM, _ITEM, _FIRST_ITEM
+        marks, quotes, indents, node, skip, deleg = _MARKS, _QUOTES, _INDENTS, NODE, SKIP, DELEG
+        indent = indents[len(kinds)] if len(kinds) < len(indents) else b""
         try:
             for token in tokens:
-                if expect == _FIELD:
-                    if is_name(token):
-                        name, expect = token, _COLON
-                    elif token == b"}" or token == b">":
-                        expect, name = self._close(token)
-                    elif self.separator and (token == b"," or token == b";"):
-                        self.separator = self.string_line = False
-                    elif self.string_line and token[0] in _QUOTES and len(token) > 1:
+                if expect == field:
+                    if token == b"}" or token == b">":
+                        if kinds and items_of[-1] is None:  # (as _close, for the common case)
+                            kinds.pop()
+                            items_of.pop()
+                            indent = indents[len(kinds)]
+                            append(indent + token)
+                            if not kinds:
+                                self.cut_line, self.cut_at_node = len(lines), False
+                        else:
+                            expect, name = self._close(token)
+                            indent = indents[len(kinds)]
+                        separator, string_line = expect == field, False
+                    elif is_name(token):
+                        name, expect = token, colon
+                    elif separator and (token == b"," or token == b";"):
+                        separator = string_line = False
+                    elif string_line and token[0] in quotes and len(token) > 1:
                         lines[-1] += b" " + token
                     else:
                         raise Unrecognised("text this reader cannot lay out")
-                elif expect == _COLON:
+                elif expect == colon:
                     if token == b":":
-                        expect = _VALUE
-                    elif token == b"{" or token == b"<":
-                        expect = self._open(name, token, None)
+                        expect = value
+                    elif token == b"{" or token == b"<":  # (as _open, for the common case)
+                        parent = kinds[-1] if kinds else self.root
+                        kind = skip if parent >= deleg else child_kind((parent, name), -1)  # (DELEG and SKIP come last)
+                        if kind < 0:
+                            raise Unrecognised("a message field this reader does not know")
+                        if kind == node:
+                            self.cut_line, self.cut_at_node = len(lines), True
+                        append(indent + name + b" " + token)
+                        kinds.append(kind)
+                        items_of.append(None)
+                        indent = indents[len(kinds)]
+                        expect = field
+                        separator = string_line = False
                     elif token == b"[":
                         expect = self._list(name, colon=False)
+                        string_line = False
                     else:
                         raise Unrecognised("text this reader cannot lay out")
-                elif expect == _VALUE:
+                elif expect == value:
                     first = token[0]
-                    if first not in _MARKS or first in _QUOTES and len(token) > 1:
-                        append(_INDENTS[len(kinds)] + name + b": " + token)
-                        expect, self.separator, self.string_line = _FIELD, True, first in _QUOTES
+                    if first not in marks:
+                        append(indent + name + b": " + token)
+                        expect, separator, string_line = field, True, False
+                    elif first in quotes and len(token) > 1:
+                        append(indent + name + b": " + token)
+                        expect, separator, string_line = field, True, True
                     elif token == b"{" or token == b"<":
                         expect = self._open(name, token, None)
+                        indent = indents[len(kinds)]
+                        separator = string_line = False
                     elif token == b"[":
                         expect = self._list(name, colon=True)
+                        string_line = False
                     else:
                         raise Unrecognised("text this reader cannot lay out")
-                elif expect == _NEXT_ITEM:
+                elif expect == next_item:
                     if token == b",":
-                        expect, self.string_line = _ITEM, False
+                        expect, string_line = item, False
                     elif token == b"]":
-                        expect, self.separator, self.string_line = _FIELD, True, False
-                    elif self.string_line and token[0] in _QUOTES and len(token) > 1:
+                        expect, separator, string_line = field, True, False
+                    elif string_line and token[0] in quotes and len(token) > 1:
                         lines[-1] += b" " + token
                     else:
                         raise Unrecognised("text this reader cannot lay out")
-                elif expect == _ITEM or expect == _FIRST_ITEM:
-                    if expect == _FIRST_ITEM and token == b"]":
-                        expect, self.separator = _FIELD, True
+                elif expect == item or expect == first_item:
+                    if expect == first_item and token == b"]":
+                        expect, separator = field, True
                     elif self.item_kind >= 0:  # a list of messages
                         if token != b"{" and token != b"<":
                             raise Unrecognised("a list item that is not a message")
                         expect = self._open(name, token, name)
+                        indent = indents[len(kinds)]
+                        separator = string_line = False
                     else:
                         first = token[0]
-                        if first in _MARKS and not (first in _QUOTES and len(token) > 1):
+                        if first in marks and not (first in quotes and len(token) > 1):
                             raise Unrecognised("a list item that is not a value")
-                        append(_INDENTS[len(kinds)] + name + b": " + token)
-                        expect, self.string_line = _NEXT_ITEM, first in _QUOTES
+                        append(indent + name + b": " + token)
+                        expect, string_line = next_item, first in quotes
                 else:
                     expect = self._as_it_is(name, token)
+                    if expect == field:
+                        separator, string_line = True, False
         except IndexError:  # nesting no trace has
             raise Unrecognised("text this reader cannot lay out") from None
-        self.expect, self.name = expect, name
+        self.expect, self.name, self.separator, self.string_line = expect, name, separator, string_line
 
     def _open(self, name: bytes, opener: bytes, item_of: bytes | None) -> int:
         """A message opens (``name {`` or ``name <``), an item of the list ``item_of`` or not."""
@@ -176,7 +217,6 @@ class Layout:
         self.lines.append(_INDENTS[len(kinds)] + name + b" " + opener)
         kinds.append(kind)
         self.items_of.append(item_of)
-        self.separator = self.string_line = False
         return _FIELD
 
     def _close(self, closer: bytes) -> tuple[int, bytes]:
@@ -188,11 +228,9 @@ class Layout:
         self.lines.append(_INDENTS[len(self.kinds)] + closer)
         if not self.kinds:
             self.cut_line, self.cut_at_node = len(self.lines), False
-        self.string_line = False
         if item_of is not None:
             self.item_kind = kind
             return _NEXT_ITEM, item_of
-        self.separator = True
         return _FIELD, b""
 
     def _list(self, name: bytes, colon: bool) -> int:
@@ -209,7 +247,6 @@ class Layout:
             self.item_kind = -1
         else:
             raise Unrecognised("list syntax for a field that is not repeated")
-        self.string_line = False
         return _FIRST_ITEM
 
     def _as_it_is(self, name: bytes, token: bytes) -> int:
@@ -225,7 +262,6 @@ class Layout:
                     raise Unrecognised("a list closed by another delimiter")
                 self.lines.append(_INDENTS[len(self.kinds)] + name + b": " + b" ".join(self.as_it_is))
                 self.as_it_is = []
-                self.separator, self.string_line = True, False
                 return _FIELD
         return _AS_IT_IS
 
