@@ -45,6 +45,8 @@ def _tokens(text: bytes, end: int) -> list[bytes]:
     tokens = TOKEN.findall((text if end == len(text) else text[:end]) + _END)
     tokens.pop()  # the \0
     return tokens
+
+
 _INDENTS = [b"  " * level for level in range(64)]
 _MARKS = b"{}:[]<>,;\"'"  # what a scalar value never begins with (a string begins with a quote)
 _QUOTES = b"\"'"
