@@ -1,7 +1,7 @@
 """Time and peak memory of ``memtrace summary`` on the memory bombs of issue 17 (item 3).
 
 ``python scripts/bench_hostile.py WORKDIR [--memtrace DIR] [--timeout S] [--only NAME ...]``
-writes the hostile inputs into WORKDIR (about 2.3 GB; under /tmp, never in the repository),
+writes the hostile inputs into WORKDIR (about 4 GB; under /tmp, never in the repository),
 then runs ``memtrace summary`` on each in a fresh process with DIR first on ``PYTHONPATH``
 (default: this checkout), and prints one line per input: seconds, peak RSS in MB (from
 ``/usr/bin/time -v``), exit code and the first line of stderr. Run it with an old checkout's
@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,6 +40,39 @@ _ODD_FORMS = (  # (name, a pattern, what its first match becomes)
     ("one-line", rb"(  node_stats) \{\n    (node_name:)", rb"\1 { \2"),
     ("blank-at-end", rb"(    op_start_rel_micros: 1)\n", rb"\1 \n"),
     ("comment-after-string", rb'(GPU:0")\n', rb"\1  # the GPU\n"),
+    ("adjacent-strings", rb'(    node_name: "[^"\n/]*/)', rb'\1" "'),
+    ("angle-brackets", rb"(    memory) \{\n((?:      .*\n)*?)    \}\n", rb"\1 <\n\2    >\n"),
+    ("list-syntax", rb"      allocation_records \{\n        alloc_micros: (\d+)\n        alloc_bytes: (-?\d+)\n      \}\n" * 2,
+     rb"      allocation_records: [{alloc_micros: \1 alloc_bytes: \2}, {alloc_micros: \3 alloc_bytes: \4}]\n"),
+    ("hash-in-single-quotes", rb'(    node_name: )"([^"\n]*)"\n', rb"\1'#\2'\n"),
+    ("hash-in-double-quotes", rb'(    node_name: )"([^"\n]*)"\n', rb'\1"#\2" "#"  # a comment\n'),
+)
+
+
+def _node_lists(data: bytes) -> bytes:
+    """Each device's nodes in one list: ``node_stats: [{...}, {...}]``."""
+    data = data.replace(b"\n  }\n  node_stats {\n", b"\n  }, {\n")
+    data = re.sub(rb"(?m)^  node_stats \{\n", b"  node_stats: [{\n", data)
+    return re.sub(rb"\n  \}\n\}", b"\n  }]\n}", data)
+
+
+def _before_last_node_end(line: bytes) -> Callable[[bytes], bytes]:
+    """``line`` put into the last node of the trace (whose end is the file's last ``  }``)."""
+    return lambda data: data[:data.rindex(b"\n  }\n") + 1] + line + data[data.rindex(b"\n  }\n") + 1:]
+
+
+_FORMS_THROUGHOUT: tuple[tuple[str, Callable[[bytes], bytes]], ...] = (  # (name, the trace -> the trace so written)
+    ("adjacent-strings", lambda data: re.sub(rb'(node_name: "[^"\n/]*/)', rb'\1" "', data)),
+    ("angle-brackets", lambda data: re.sub(rb"(?m)^( *)\}$", rb"\1>", data.replace(b" {\n", b" <\n"))),
+    ("list-syntax", lambda data: re.sub(
+        rb"(?m)^( *)allocation_records \{\n\1  alloc_micros: (\d+)\n\1  alloc_bytes: (-?\d+)\n\1\}\n",
+        rb"\1allocation_records: [{alloc_micros: \2 alloc_bytes: \3}]\n", data)),
+    ("node-lists", _node_lists),
+    ("node-per-line", lambda data: re.sub(rb"\n {4,}", b" ", data)),
+    ("one-line", lambda data: re.sub(rb"\n *", b" ", data)),
+    # Invalid for memtrace's schema: the error must come in bounded time and memory.
+    ("unknown-field-at-end", _before_last_node_end(b"    bogus: 1\n")),
+    ("extension-at-end", _before_last_node_end(b"    [ext.field]: 1\n")),
 )
 
 
@@ -56,8 +90,7 @@ def make_inputs(work: Path) -> dict[str, Path]:
         cut = data.index(b"  node_stats {\n") + len(b"  node_stats {\n")
         commented.write_bytes(data[:cut] + b"    # recorded on host-17, step 3\n" + data[cut:])
     files["trace-100MB+1-comment"] = commented
-    # The other valid forms protobuf's printers never write, each once in the first node: the
-    # fast reader takes each (the chunk that holds it is laid out again), so none costs 25x.
+    # The other valid forms protobuf's printers never write, each once in the first node.
     data = None
     for form, pattern, replacement in _ODD_FORMS:
         odd = work / f"trace100-{form}.pbtxt"
@@ -65,6 +98,13 @@ def make_inputs(work: Path) -> dict[str, Path]:
             data = data or trace.read_bytes()
             odd.write_bytes(re.sub(pattern, replacement, data, count=1))
         files[f"trace-100MB+1-{form}"] = odd
+    # The forms no printer writes, throughout a trace (the last two make it invalid).
+    for form, rewrite in _FORMS_THROUGHOUT:
+        odd = work / f"trace100-all-{form}.pbtxt"
+        if not odd.exists():
+            data = data or trace.read_bytes()
+            odd.write_bytes(rewrite(data))
+        files[f"trace-100MB-{form}"] = odd
     zeros = work / "zeros-1GB.gz"
     if not zeros.exists():
         with gzip.open(zeros, "wb", compresslevel=9) as out:

@@ -23,6 +23,9 @@ from .conftest import ROOT, TINY
 from .fastpaths import fast, reference, same
 
 TRACE = TINY / "ties.pbtxt"
+# A form of text left to protobuf: a no-break space between two tokens (whitespace to protobuf's
+# tokenizer, which reads text as str; the fast reader takes ASCII blanks only).
+NBSP_NAME = 'node_name:\u00a0"a"'
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -122,7 +125,7 @@ def test_a_pipe_beyond_the_spool_in_a_form_left_to_protobuf_is_refused_in_one_li
         through: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(files, "REFERENCE_MAX_BYTES", 4 << 10)
     monkeypatch.setattr(files, "SPOOL_MAX_BYTES", 5 << 10)
-    text = TRACE.read_text().replace('node_name: "a"', 'node_name: "a" ""')  # strings in two parts: protobuf's
+    text = TRACE.read_text().replace('node_name: "a"', NBSP_NAME)
     data = text.replace("dev_stats {\n", "dev_stats {\n" + "  # a comment line to make the pipe long\n" * 1000, 1).encode()
     fifo = tmp_path / "trace.fifo"
     os.mkfifo(fifo)
@@ -204,35 +207,61 @@ def test_a_long_line_within_the_limit_still_reads(tmp_path: Path, monkeypatch: p
     assert memtrace.load(path).same_content(reference(path))
 
 
-def test_text_without_a_place_to_cut_is_left_to_protobuf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Many short lines and no node line to cut at (a node per line): the chunker stops holding them."""
-    held: list[int] = []
-    original = textreader._check_no_cut
-
-    def spy(pending: bytes) -> None:
-        held.append(len(pending))
-        original(pending)
-
-    monkeypatch.setattr(textreader, "_check_no_cut", spy)
+def _small_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 4 KiB, a first read (the sniff) as small, and 64 KiB at most with no place to cut."""
     monkeypatch.setattr(textreader, "CHUNK_BYTES", 1 << 12)
+    monkeypatch.setattr(detect, "SNIFF_BYTES", 1 << 12)
+    monkeypatch.setattr(detect, "SNIFF_CHARS", 1 << 10)
     monkeypatch.setattr(textreader, "MAX_UNCUT_BYTES", 1 << 16)
-    node = '  node_stats { node_name: "n" all_start_micros: 1 }\n'  # a node per line: nowhere to cut
-    path = tmp_path / "one-line-nodes.pbtxt"
-    path.write_text('dev_stats {\n  device: "/cpu:0"\n' + node * 8000 + "}\n")
+
+
+def test_nodes_with_no_line_of_their_own_stream_laid_out_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nodes many to a line (no line to cut before): the text is laid out again as it streams, and
+    cut where its new lines can be; no chunk holds much more than a chunk's worth."""
+    chunks: list[int] = []
+    monkeypatch.setattr(textreader, "read_chunk", lambda chunk, state, builder, read=textreader.read_chunk: (
+        chunks.append(len(chunk)), read(chunk, state, builder))[1])
+    _small_reads(monkeypatch)
+    node = 'node_stats { node_name: "n" all_start_micros: 1 } '
+    path = tmp_path / "nodes-on-lines-of-ten.pbtxt"  # (each line indented as no printer would: nowhere to cut)
+    path.write_text('dev_stats {\n  device: "/cpu:0"\n' + ("    " + node * 10 + "\n") * 800 + "}\n")
+    trace = fast(path)
+    assert trace is not None and len(trace.nodes) == 8000 and same(trace, reference(path))
+    assert len(chunks) > 50 and max(chunks) <= 3 << 12
+
+
+def test_a_node_too_large_to_cut_is_left_to_protobuf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Laid out again, a stretch with no place to cut (one node of many records) is held only so far."""
+    from memtrace.read import text_layout
+
+    held: list[int] = []
+    original = text_layout.Layout.feed
+
+    def spy(self: text_layout.Layout, text: bytes) -> None:
+        original(self, text)
+        held.append(sum(map(len, self.lines)))
+
+    monkeypatch.setattr(text_layout.Layout, "feed", spy)
+    _small_reads(monkeypatch)
+    records = "allocation_records { alloc_micros: 1 alloc_bytes: 8 } " * 4000
+    node = f'node_stats {{ node_name: "n" all_start_micros: 1 memory {{ allocator_name: "cpu" {records}}} }} '
+    path = tmp_path / "a-large-node.pbtxt"
+    path.write_text('dev_stats { device: "/cpu:0" node_stats { node_name: "small" } ' + node * 2 + "}\n")
     assert fast(path) is None
-    assert held and max(held) <= detect.SNIFF_BYTES + (1 << 12) < path.stat().st_size
-    assert len(memtrace.load(path).nodes) == 8000
+    # The lines of at most 64 KiB of text and a piece (indentation can double them), not the whole file.
+    assert held and max(held) <= 2 * ((1 << 16) + (1 << 12)) < path.stat().st_size
+    assert len(memtrace.load(path).nodes) == 3
 
 
 def test_the_reference_path_refuses_more_than_its_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(files, "REFERENCE_MAX_BYTES", 100)
-    path = tmp_path / "adjacent.pbtxt"
-    adjacent = TRACE.read_text().replace('node_name: "a"', 'node_name: "a" ""')  # strings in two parts: protobuf's
-    path.write_text(adjacent)
+    path = tmp_path / "nbsp.pbtxt"
+    spaced = TRACE.read_text().replace('node_name: "a"', NBSP_NAME)
+    path.write_text(spaced)
     with pytest.raises(TraceFormatError, match="over 100 B in a form"):
         memtrace.load(path)
-    path.write_bytes(gzip.compress(adjacent.encode()))
+    path.write_bytes(gzip.compress(spaced.encode()))
     with pytest.raises(TraceFormatError, match="over 100 B in a form"):
         memtrace.load(path)
 

@@ -93,6 +93,11 @@ _ODD_FORMS = (  # each applied to every few matches through a real trace: forms 
     (r"(node_stats) \{\n\s+(node_name:)", r"\1 { \2"),
     (r"(op_start_rel_micros: )(\d+)\n", lambda m: m.group(1) + hex(int(m.group(2))) + "\n"),
     (r'(node_name: )"([^"\\\n\']*)"\n', r"\1'\2'  # a name\n"),
+    (r'(timeline_label: )"([^"\\\n]{3})([^"\\\n]*)"\n', r"""\1"\2" '\3'  # in "two" parts\n"""),
+    (r"(\n *)(allocation_records) \{\n *(alloc_micros: \d+)\n *(alloc_bytes: -?\d+)\n *\}\n",
+     r"\1\2: [\n<\3, \4>\n]\n"),
+    (r"\n( *)(memory) \{\n((?:\1  .*\n)*?)\1\}\n", r"\n\1\2 <\n\3\1>\n"),
+    (r'(node_name: )"([^"\\\n\']*)"\n', r"\1'#\2'  # and a '#'\n"),
 )
 
 
@@ -114,8 +119,63 @@ def test_odd_forms_scattered_through_a_trace_are_read_as_protobuf_reads_them(
     path = tmp_path / "odd.pbtxt"
     path.write_text(text)
     assert "\t" in text and "0x" in text and "'" in text and "node_stats { node_name" in text
+    assert "allocation_records: [" in text and "memory <" in text and "'#" in text
     _small_chunks(monkeypatch, chunk_bytes)
     check(path, jobs=processes)
+
+
+def _node_lists(text: str) -> str:
+    """Each device's nodes in one list, ``node_stats: [{...}, {...}]``."""
+    out: list[str] = []
+    list_indent, in_node = -1, False  # the indentation of the list open, and whether a node of it is
+    for line in text.split("\n"):
+        body = line.lstrip(" ")
+        indent = len(line) - len(body)
+        if in_node and indent == list_indent and body == "}":
+            in_node = False
+        elif list_indent >= 0 and not in_node and indent <= list_indent:
+            if body == "node_stats {":
+                out[-1] += ", {"
+                in_node = True
+                continue
+            out[-1] += "]"
+            list_indent = -1
+        if body == "node_stats {":
+            line, list_indent, in_node = " " * indent + "node_stats: [{", indent, True
+        out.append(line)
+    return "\n".join(out)
+
+
+_FORMS_THROUGHOUT: list[tuple[str, Callable[[str], str]]] = [  # the other valid forms, on every line they can be
+    ("adjacent strings", lambda t: re.sub(r'"((?:[^"\\\n]|\\.)*)"', r"""'' "\1" ''""", t)),
+    ("angle brackets", lambda t: re.sub(r"(?m)^( *)\}$", r"\1>", t.replace(" {\n", " <\n"))),
+    ("lists of records and dims", lambda t: re.sub(
+        r"(?m)^( *)(allocation_records|dim) \{\n((?:\1  .*\n)*?)\1\}$", r"\1\2: [{\n\3\1}]", t)),
+    ("node lists", _node_lists),
+    ("nodes indented by four", lambda t: re.sub(r"(?m)^( +)", r"\1\1", t)),
+    ("four spaces a level, and comments", lambda t: re.sub(r"(?m)^( +)(.*)$", r"\1\1\2  # 'a' {\n\1\1# } a line", t)),
+    ("all on one line", lambda t: re.sub(r"\n\s*", " ", t)),
+    ("all on one line, in angle brackets", lambda t: re.sub(r"\n\s*", " ", t).replace("{", "<").replace("}", ">")),
+    ("a # in every string", lambda t: re.sub(r'"((?:[^"\\\n]|\\.)*)"', r"""'#\1' "#"  # '#'""", t)),
+]
+_CHANGES_THE_STRINGS = {"a # in every string"}
+
+
+@pytest.mark.parametrize(("chunk_bytes", "processes"), [(200, 1), (997, 2), (40_000, 1), (40_000, 2)])
+@pytest.mark.parametrize("form", [form for form, _ in _FORMS_THROUGHOUT])
+@pytest.mark.parametrize("path", [ALEXNET, WHILE_RNN], ids=lambda p: p.name)
+def test_each_form_throughout_a_trace_reads_fast_and_as_protobuf_reads_it(
+        path: Path, form: str, chunk_bytes: int, processes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small chunks cut inside the forms (strings in parts, lists, '<...>', lines of any length);
+    read in one process or two, the model is protobuf's."""
+    rewrite = dict(_FORMS_THROUGHOUT)[form]
+    odd = tmp_path / "odd.pbtxt"
+    odd.write_text(rewrite(path.read_text()))
+    assert odd.read_text() != path.read_text()
+    _small_chunks(monkeypatch, chunk_bytes)
+    check(odd, jobs=processes)
+    if form not in _CHANGES_THE_STRINGS:
+        assert fast(odd, jobs=processes).same_content(reference(path))  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(("chunk_bytes", "processes"), [(300, 1), (3000, 2)])
@@ -126,6 +186,50 @@ def test_a_trace_indented_with_tabs_throughout_is_cut_and_read_fast(path: Path, 
     tabbed.write_text(re.sub(r"(?m)^((?:  )+)", lambda m: "\t" * (len(m.group(1)) // 2), path.read_text()))
     _small_chunks(monkeypatch, chunk_bytes)
     check(tabbed, jobs=processes)
+
+
+@pytest.mark.parametrize("long_line_bytes", [0, 1 << 30], ids=["findall", "a-match-at-a-time"])
+@pytest.mark.parametrize(("chunk_bytes", "processes"), [(211, 1), (4001, 2)])
+def test_a_trace_on_one_line_streams_laid_out_again(long_line_bytes: int, chunk_bytes: int, processes: int,
+                                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No line to cut before: the text goes through the layout piece by piece (each piece ends
+    inside a token, a string, between a string's parts), and its own lines are cut."""
+    from memtrace.read import text_layout
+
+    laid_out: list[int] = []
+    monkeypatch.setattr(text_layout, "_LONG_LINE_BYTES", long_line_bytes)
+    monkeypatch.setattr(textreader, "_laid_out", lambda layout, text, *rest, lay=textreader._laid_out: (
+        laid_out.append(len(text)), (yield from lay(layout, text, *rest)))[1])
+    by_findall: list[bool] = []
+    monkeypatch.setattr(text_layout.Layout, "_lay_out_line_start", lambda self, text, start,
+                        lay=text_layout.Layout._lay_out_line_start: (by_findall.append(lay(self, text, start)),
+                                                                     by_findall[-1])[1])
+    one_line = tmp_path / "one-line.pbtxt"
+    parts = re.sub(r'"([^"\\\n]{2})', lambda m: f"""'' "{m.group(1)}" 'x' \"""", ALEXNET.read_text())  # "ab" 'x' "..."
+    one_line.write_text(re.sub(r"\n\s*", " ", parts))
+    _small_chunks(monkeypatch, chunk_bytes)
+    check(one_line, jobs=processes)
+    assert len(laid_out) == 1 and laid_out[0] < 3 * chunk_bytes  # once, from a piece or two in, to the end
+    assert any(by_findall) == (long_line_bytes == 0)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+@pytest.mark.parametrize(("opener", "closer", "valid"), [("<", ">", True), ("<", "}", False), ("{", ">", False)])
+def test_a_device_ends_with_the_mark_it_began_with_across_chunks(opener: str, closer: str, valid: bool, processes: int,
+                                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """'<' pairs with '>' and '{' with '}' however many chunks lie between; read apart, the chunk
+    that ends the device cannot see how it began, and the merge checks the end it noted."""
+    _small_chunks(monkeypatch, 100)
+    noted: list[tuple[int, int]] = []
+    monkeypatch.setattr(textjobs, "_merge", lambda read, state, builder, merge=textjobs._merge: (
+        noted.extend(read.state.assumed_closes), merge(read, state, builder))[1])
+    node = '  node_stats {\n    node_name: "n%d"\n    all_start_micros: %d\n  }\n'
+    nodes = "".join(node % (i, 10 + i) for i in range(12))
+    path = tmp_path / "marks.pbtxt"
+    path.write_text(f'dev_stats {opener}\n  device: "/cpu:0"\n{nodes}{closer}\ndev_stats {{\n{nodes}}}\n')
+    check(path, expect_fast=valid, jobs=processes)
+    if processes > 1:
+        assert (0, ord(closer)) in noted
 
 
 def test_a_device_named_after_its_nodes_in_a_later_chunk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -326,7 +430,7 @@ VARIANTS: list[tuple[str, Callable[[str], str], bool]] = [
     ("comment after a string", lambda t: t.replace('"relu"', '"re#lu"  # a "name"'), True),
     ("comment holding quotes", lambda t: t.replace("total_bytes: 4096", 'total_bytes: 4096 # "x\\" y'), True),
     ("comment after a brace", lambda t: t.replace("memory {", "memory {  # the GPU"), True),
-    ("comment after two strings", lambda t: t.replace('"relu"', '"re" "lu"  # two'), False),
+    ("comment after two strings", lambda t: t.replace('"relu"', '"re" "lu"  # two'), True),
     ("octal escapes", lambda t: t.replace('"relu"', '"r\\303\\251lu"'), True),
     ("quote and newline escapes", lambda t: t.replace('"relu"', '"re\\"l\\nu\\\\"'), True),
     ("raw UTF-8", lambda t: t.replace('"relu"', '"rélu ∑"'), True),
@@ -350,14 +454,58 @@ VARIANTS: list[tuple[str, Callable[[str], str], bool]] = [
     ("a blank after a value", lambda t: t.replace('"relu"\n', '"relu" \n'), True),
     ("blanks before a value", lambda t: t.replace('node_name: "relu"', 'node_name:  \t"relu"'), True),
     ("tabs and blanks mixed", lambda t: t.replace("    node_name", "\t \tnode_name"), True),
-    ("adjacent strings", lambda t: t.replace('"relu"', '"re" "lu"'), False),
+    ("adjacent strings", lambda t: t.replace('"relu"', '"re" "lu"'), True),
+    ("adjacent strings in both quotes", lambda t: t.replace('"relu"', "'r' \"e\"'l'\t\"u\""), True),
+    ("adjacent strings each escaped", lambda t: t.replace('"relu"', "\"r\\303\" '\\251lu'"), True),  # é in two parts
+    ("an octal escape then digits", lambda t: t.replace('"relu"', '"\\1" "23"'), True),  # \x01 then "23", not "\123"
+    ("adjacent strings on two lines", lambda t: t.replace('"relu"', '"re"\n      "lu"'), True),
+    ("adjacent strings around a comment", lambda t: t.replace('"relu"', '"re"  # "x\n  \'lu\''), True),
+    ("adjacent strings after a separator", lambda t: t.replace('"relu"', '"re", "lu"'), False),
+    ("a # in a single-quoted string", lambda t: t.replace('"relu"', "'re#lu'"), True),
+    ("a # in single quotes, then a comment", lambda t: t.replace('"relu"', "'re#lu' # it's a 'name'"), True),
+    ("a # in both quotes, then a comment", lambda t: t.replace('"relu"', "'r#e' \"#l'u\" # \"a\""), True),
     ("hex integer", lambda t: t.replace("total_bytes: 4096", "total_bytes: 0x1000"), True),
     ("octal integer", lambda t: t.replace("total_bytes: 4096", "total_bytes: 010000"), True),
     ("trailing comment", lambda t: t.replace("total_bytes: 4096", "total_bytes: 4096  # bytes"), True),
     ("angle brackets", lambda t: t.replace("memory_stats {", "memory_stats <").replace(
+        "      persistent_tensor_alloc_ids: 4\n    }", "      persistent_tensor_alloc_ids: 4\n    >"), True),
+    ("angle brackets throughout", lambda t: re.sub(r"(?m)^( *)\}$", r"\1>", t.replace(" {\n", " <\n")), True),
+    ("angle brackets on one line", lambda t: re.sub(r"\n\s*", " ", t.replace("{", "<").replace("}", ">")), True),
+    ("angle bracket closed by a brace", lambda t: t.replace("memory_stats {", "memory_stats <"), False),
+    ("brace closed by an angle bracket", lambda t: t.replace(
         "      persistent_tensor_alloc_ids: 4\n    }", "      persistent_tensor_alloc_ids: 4\n    >"), False),
+    ("device closed by an angle bracket", lambda t: t[:-2] + ">\n", False),
     ("list syntax", lambda t: t.replace("persistent_tensor_alloc_ids: 3\n      persistent_tensor_alloc_ids: 4",
-                                        "persistent_tensor_alloc_ids: [3, 4]"), False),
+                                        "persistent_tensor_alloc_ids: [3, 4]"), True),
+    ("list over lines with comments", lambda t: t.replace(
+        "persistent_tensor_alloc_ids: 3\n      persistent_tensor_alloc_ids: 4",
+        "persistent_tensor_alloc_ids: [  # ids\n  3 ,\n0x4 ]  # done"), True),
+    ("empty list", lambda t: t.replace("persistent_tensor_alloc_ids: 3\n", "persistent_tensor_alloc_ids: []\n"), True),
+    ("list of messages", lambda t: re.sub(
+        r"allocation_records \{\s*alloc_micros: (\d+)\s*alloc_bytes: (\d+)\s*\}\s*"
+        r"allocation_records \{\s*alloc_micros: (\d+)\s*alloc_bytes: (-\d+)\s*\}",
+        r"allocation_records: [{alloc_micros: \1 alloc_bytes: \2}, <alloc_micros: \3, alloc_bytes: \4;>]", t), True),
+    ("list of messages without a colon", lambda t: t.replace("    output {", "    output [{", 1).replace(
+        "          ptr: 140193369704128\n        }\n      }\n    }", "          ptr: 140193369704128\n        }\n      }\n    }]"), True),
+    ("list of nodes", lambda t: t.replace('  node_stats {\n    node_name: "conv1/Conv2D"', '  node_stats: [{\n'
+                                          '    node_name: "conv1/Conv2D"', 1).replace(
+        '  }\n  node_stats {\n    node_name: "relu"', '  }, {\n    node_name: "relu"').replace(
+        '    timeline_label: "relu = Relu(conv1/Conv2D:1)"\n  }', '    timeline_label: "relu = Relu(conv1/Conv2D:1)"\n  }]'), True),
+    ("list of a singular field", lambda t: t.replace("slot: 1", "slot: [1]"), False),
+    ("list of a singular message", lambda t: t.replace("memory_stats {", "memory_stats: [{").replace(
+        "      persistent_tensor_alloc_ids: 4\n    }", "      persistent_tensor_alloc_ids: 4\n    }]"), False),
+    ("list of numbers without a colon", lambda t: t.replace(
+        "persistent_tensor_alloc_ids: 3\n      persistent_tensor_alloc_ids: 4", "persistent_tensor_alloc_ids [3, 4]"), False),
+    ("list with a comma at its end", lambda t: t.replace(
+        "persistent_tensor_alloc_ids: 3\n      persistent_tensor_alloc_ids: 4", "persistent_tensor_alloc_ids: [3, 4,]"), False),
+    ("list without commas", lambda t: t.replace(
+        "persistent_tensor_alloc_ids: 3\n      persistent_tensor_alloc_ids: 4", "persistent_tensor_alloc_ids: [3 4]"), False),
+    ("list of messages holding scalars", lambda t: t.replace(
+        "persistent_tensor_alloc_ids: 3\n      persistent_tensor_alloc_ids: 4", "persistent_tensor_alloc_ids: [{}]"), False),
+    ("fields ended by , and ;", lambda t: t.replace("slot: 1", "slot: 1,").replace("total_bytes: 4096", "total_bytes: 4096;")
+     .replace("      }\n      allocation_records {", "      };\n      allocation_records {"), True),
+    ("a field ended twice", lambda t: t.replace("slot: 1", "slot: 1,;"), False),
+    ("a message begun with a separator", lambda t: t.replace("memory {", "memory { ,"), False),
     ("one line", lambda t: re.sub(r"\n\s*", " ", t), True),
     ("tabs", lambda t: t.replace("  ", "\t"), True),
     ("CRLF", lambda t: t.replace("\n", "\r\n"), True),
@@ -508,6 +656,21 @@ def test_damaged_text_in_several_processes_is_read_identically_or_left_to_protob
     assert (one is None) == (several is None) and (one is None or one.same_content(several))  # type: ignore[arg-type]
 
 
+_ONE_LINE = re.sub(rb"\n\s*", b" ", _VALID * 3)  # no line to cut before: the layout pass streams it
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(changes=edits(len(_ONE_LINE)), chunk_bytes=st.integers(20, 300), processes=st.sampled_from([1, 2]))
+@example(changes=[(5, 0, b" # x")], chunk_bytes=20, processes=1)  # a comment to the end of the text
+@example(changes=[(300, 0, b'"')], chunk_bytes=31, processes=2)  # a string left open
+def test_damaged_text_on_one_line_is_read_identically_or_left_to_protobuf(
+        changes: list[Edit], chunk_bytes: int, processes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _small_chunks(monkeypatch, chunk_bytes)
+    path = tmp_path / "d.pbtxt"
+    path.write_bytes(damaged(_ONE_LINE, changes))
+    check(path, expect_fast=None, jobs=processes)
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(message=step_stats(), chunk_bytes=st.integers(20, 400))
 def test_generated_traces_in_several_processes_read_identically(message: pb.StepStats, chunk_bytes: int, tmp_path: Path,
@@ -518,6 +681,22 @@ def test_generated_traces_in_several_processes_read_identically(message: pb.Step
     path = tmp_path / "g.pbtxt"
     path.write_text(text_format.MessageToString(message), encoding="utf-8")
     check(path, jobs=2)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(message=step_stats(), chunk_bytes=st.integers(20, 400), processes=st.sampled_from([1, 2]),
+       one_line=st.booleans(), pointy_brackets=st.booleans(), short_lists=st.booleans())
+def test_generated_traces_printed_every_way_read_identically(
+        message: pb.StepStats, chunk_bytes: int, processes: int, one_line: bool, pointy_brackets: bool,
+        short_lists: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """protobuf's printer on one line, with '<...>', with '[a, b]' lists: read fast, as protobuf reads it."""
+    if not message.dev_stats:
+        return
+    _small_chunks(monkeypatch, chunk_bytes)
+    path = tmp_path / "g.pbtxt"
+    path.write_text(text_format.MessageToString(message, as_one_line=one_line, pointy_brackets=pointy_brackets,
+                                                use_short_repeated_primitives=short_lists), encoding="utf-8")
+    check(path, jobs=processes)
 
 
 def test_several_processes_where_they_are_spawned(monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:

@@ -9,13 +9,14 @@ as 8-byte words against the schema), nesting (one pass per depth), and integers 
 per 64-bit operation). Each chunk ends just before a ``node_stats`` line, so the file streams in
 fixed-size pieces and never needs to be held whole.
 
-Text laid out otherwise (tabs, a message on one line, blanks at line ends) is laid out so again,
-chunk by chunk, before it is read; single quotes and hex or octal integers are read as protobuf
-reads them. protobuf's parser stays the reference: anything else this reader does not recognise,
-from an unknown field to adjacent strings or list syntax, raises :class:`Unrecognised`, and the
-caller parses the file with protobuf instead. So it is never
-wrong, only sometimes slower. Top-level RunMetadata fields other than ``step_stats`` (the
-graphs) are cut out as text and handed to protobuf on their own.
+Text laid out otherwise (tabs, a message on one line, blanks at line ends, ``[a, b]`` lists) is
+laid out so again, chunk by chunk, before it is read (:mod:`memtrace.read.text_layout`);
+messages in ``<...>`` are read on lines of their own, their marks checked to pair; single quotes,
+strings in adjacent parts, and hex or octal integers are read as protobuf reads them. protobuf's
+parser stays the reference: anything else this reader does not recognise, from an unknown field
+to an extension, raises :class:`Unrecognised`, and the caller parses the file with protobuf
+instead. So it is never wrong, only sometimes slower. Top-level RunMetadata fields other than
+``step_stats`` (the graphs) are cut out as text and handed to protobuf on their own.
 """
 
 from __future__ import annotations
@@ -32,6 +33,38 @@ from ..units import format_bytes
 from .builder import NodeBlock, micros_to_ns, release_memory
 from .detect import TooLarge, Unrecognised
 from .dtypes import DATA_TYPE_NUMBERS
+from .text_layout import canonical_layout
+from .text_schema import (
+    AD,
+    BOOL,
+    CHILDREN,
+    DELEG,
+    DEV,
+    DIM,
+    ENUM,
+    FIELDS,
+    I32,
+    I64,
+    MEM,
+    MS,
+    NODE,
+    OLD_NAMES,
+    OUT,
+    REC,
+    REF,
+    REPEATED_FIELDS,
+    RM,
+    SHAPE,
+    SINGULAR_CHILDREN,
+    SKIP,
+    SS,
+    STR,
+    TD,
+    TN,
+    TYPES,
+    U32,
+    U64,
+)
 
 _TRIM_EVERY = 8  # chunks between giving freed memory back to the system (see builder.release_memory)
 _PAD = 48  # zero bytes around a chunk so 8-byte reads near either end stay inside the buffer
@@ -41,74 +74,23 @@ _WORDS = 5  # names and enum values of up to 40 bytes are matched
 MAX_STRING_BYTES = 4 << 20
 
 
-# -- the schema: message types, the fields of each, and how their values are written -----------
-
-(SS, RM, DEV, NODE, MEM, REC, OUT, TD, SHAPE, DIM, AD, MS, REF, TN, DELEG, SKIP) = range(16)
-_TYPES = 16
-I64, U64, I32, U32, BOOL, STR, ENUM = range(7)
-
-_CHILDREN: dict[int, dict[str, int]] = {
-    SS: {"dev_stats": DEV},
-    RM: {"step_stats": SS, "cost_graph": DELEG, "partition_graphs": DELEG, "function_graphs": DELEG,
-         "session_metadata": DELEG},
-    DEV: {"node_stats": NODE, "thread_names": TN},
-    NODE: {"memory": MEM, "output": OUT, "referenced_tensor": REF, "memory_stats": MS},
-    MEM: {"allocation_records": REC},
-    OUT: {"tensor_description": TD},
-    TD: {"shape": SHAPE, "allocation_description": AD},
-    SHAPE: {"dim": DIM},
-}
-_SINGULAR_CHILDREN = {(RM, "step_stats"), (RM, "cost_graph"), (RM, "session_metadata"), (NODE, "memory_stats"),
-                      (OUT, "tensor_description"), (TD, "shape"), (TD, "allocation_description")}
-_ALLOCATION_DESCRIPTION = {"requested_bytes": I64, "allocated_bytes": I64, "allocator_name": STR,
-                           "allocation_id": I64, "has_single_reference": BOOL, "ptr": U64}
-_FIELDS: dict[int, dict[str, int]] = {
-    DEV: {"device": STR},
-    TN: {"key": U32, "value": STR},
-    NODE: {"node_name": STR, "all_start_micros": I64, "op_start_rel_micros": I64, "op_end_rel_micros": I64,
-           "all_end_rel_micros": I64, "timeline_label": STR, "scheduled_micros": I64, "thread_id": U32,
-           "all_start_nanos": I64, "op_start_rel_nanos": I64, "op_end_rel_nanos": I64, "all_end_rel_nanos": I64,
-           "scheduled_nanos": I64},
-    MEM: {"allocator_name": STR, "total_bytes": I64, "peak_bytes": I64, "live_bytes": I64,
-          "allocator_bytes_in_use": I64},
-    REC: {"alloc_micros": I64, "alloc_bytes": I64},
-    OUT: {"slot": I32},
-    TD: {"dtype": ENUM},
-    SHAPE: {"unknown_rank": BOOL},
-    DIM: {"size": I64, "name": STR},
-    AD: _ALLOCATION_DESCRIPTION,
-    REF: _ALLOCATION_DESCRIPTION,
-    MS: {"temp_memory_size": I64, "persistent_memory_size": I64, "persistent_tensor_alloc_ids": I64,
-         "device_temp_memory_size": I64, "device_persistent_memory_size": I64,
-         "device_persistent_tensor_alloc_ids": I64},
-}
-_REPEATED_FIELDS = {(MS, "persistent_tensor_alloc_ids"), (MS, "device_persistent_tensor_alloc_ids")}
-# Names a field had in older TensorFlow: TF 1.4's step_stats.proto calls MemoryStats fields 1, 3
-# and 5 host_temp_memory_size, host_persistent_memory_size and host_persistent_tensor_alloc_ids.
-# Text written then uses those names; they are the same fields as today's.
-_OLD_NAMES: dict[tuple[int, str], str] = {
-    (MS, "host_temp_memory_size"): "temp_memory_size",
-    (MS, "host_persistent_memory_size"): "persistent_memory_size",
-    (MS, "host_persistent_tensor_alloc_ids"): "persistent_tensor_alloc_ids",
-}
-
-_KEYS = sorted({k for table in (*_CHILDREN.values(), *_FIELDS.values()) for k in table} | {k for _, k in _OLD_NAMES})
+_KEYS = sorted({k for table in (*CHILDREN.values(), *FIELDS.values()) for k in table} | {k for _, k in OLD_NAMES})
 _KEY_ID = {k: i for i, k in enumerate(_KEYS)}
-_CHILD = np.full((_TYPES, len(_KEYS) + 1), -1, dtype=np.int64)  # last column: an unknown name
-_FIELD = np.full((_TYPES, len(_KEYS) + 1), -1, dtype=np.int64)
+_CHILD = np.full((TYPES, len(_KEYS) + 1), -1, dtype=np.int64)  # last column: an unknown name
+_FIELD = np.full((TYPES, len(_KEYS) + 1), -1, dtype=np.int64)
 _FIELD_INFO: list[tuple[int, str, int, bool]] = []  # field id -> (type, name, kind, repeated)
-for _t, _table in _CHILDREN.items():
+for _t, _table in CHILDREN.items():
     for _k, _c in _table.items():
         _CHILD[_t, _KEY_ID[_k]] = _c
-for _t, _table in _FIELDS.items():
+for _t, _table in FIELDS.items():
     for _k, _kind in _table.items():
         _FIELD[_t, _KEY_ID[_k]] = len(_FIELD_INFO)
-        _FIELD_INFO.append((_t, _k, _kind, (_t, _k) in _REPEATED_FIELDS))
-for (_t, _k), _current in _OLD_NAMES.items():
+        _FIELD_INFO.append((_t, _k, _kind, (_t, _k) in REPEATED_FIELDS))
+for (_t, _k), _current in OLD_NAMES.items():
     _FIELD[_t, _KEY_ID[_k]] = _FIELD[_t, _KEY_ID[_current]]  # the same field under its old name
 _FIELD_KIND = np.array([info[2] for info in _FIELD_INFO], dtype=np.int64)
-_SINGULAR_CHILD = np.zeros((_TYPES, len(_KEYS) + 1), dtype=np.bool_)
-for _t, _k in _SINGULAR_CHILDREN:
+_SINGULAR_CHILD = np.zeros((TYPES, len(_KEYS) + 1), dtype=np.bool_)
+for _t, _k in SINGULAR_CHILDREN:
     _SINGULAR_CHILD[_t, _KEY_ID[_k]] = True
 
 
@@ -350,71 +332,25 @@ def _parse_decimal(data: np.ndarray, words: np.ndarray, start: IntArray, end: In
 # -- strings ------------------------------------------------------------------------------------
 
 _STRING_TOKEN = re.compile(rb'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
+# A string in adjacent parts, as protobuf joins them ("a" 'b' "c"): each part in either quotes.
+_STRING_PARTS = re.compile(rb'(?:(?:"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\')[ \t]*)+')
 
 
 def _decode_escaped(raw: bytes) -> str:
-    """A quoted string with escapes, exactly as protobuf's text parser reads it."""
-    if _STRING_TOKEN.fullmatch(raw) is None:
-        raise Unrecognised("a string this reader does not take (several parts)")
+    """A quoted string with escapes, or in adjacent parts, exactly as protobuf's text parser reads it:
+    each part unescaped on its own, the bytes joined, then decoded as UTF-8."""
     from google.protobuf import text_encoding
 
+    if _STRING_TOKEN.fullmatch(raw) is not None:
+        parts = [raw]
+    elif _STRING_PARTS.fullmatch(raw) is not None:
+        parts = _STRING_TOKEN.findall(raw)
+    else:
+        raise Unrecognised("a string this reader does not take")
     try:
-        return text_encoding.CUnescape(raw.decode("utf-8")[1:-1]).decode("utf-8")
+        return b"".join(text_encoding.CUnescape(part.decode("utf-8")[1:-1]) for part in parts).decode("utf-8")
     except ValueError:  # UnicodeDecodeError included
         raise Unrecognised("a string protobuf must judge") from None
-
-
-# -- text laid out otherwise --------------------------------------------------------------------
-
-# protobuf's text tokens as this reader takes them, each after the blanks and comments before it
-# (possessive, so that neither can be split into a token): a quoted string, a name or a scalar, a
-# mark of structure, or any other character (`<`, `[`, `,`, ...), which is left to protobuf.
-_LAYOUT_TOKEN = re.compile(rb"""(?:[ \t\r\n\f\v]++|\#[^\n]*+)*+("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'"""
-                           rb"""|[^ \t\r\n\f\v{}:#"'\[\]<>,;]+|[{}:]|[^ \t\r\n\f\v#])""")
-_NAME = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
-_INDENTS = [b"  " * level for level in range(64)]
-
-
-def canonical_layout(buffer: bytes, depth: int) -> bytes:
-    """The chunk's text laid out as protobuf's printers write it: one field per line, two spaces
-    per level from ``depth`` (the messages open where it begins), no comments or trailing blanks.
-
-    The tokens stay as they are, so protobuf reads the same message from either text; text this
-    cannot lay out (list syntax, angle brackets, strings in several parts) is Unrecognised.
-    """
-    lines: list[bytes] = []
-    level = depth
-    name = b""
-    expect = 0  # 0: a name or '}'; 1: ':' or '{' after a name; 2: a value or '{' after ':'
-    is_name = _NAME.fullmatch
-    try:
-        for token in _LAYOUT_TOKEN.findall(buffer):
-            if expect == 0:
-                if token == b"}":
-                    level -= 1
-                    if level < 0:
-                        raise Unrecognised("more closing braces than opening ones")
-                    lines.append(_INDENTS[level] + b"}")
-                elif is_name(token):
-                    name, expect = token, 1
-                else:
-                    raise Unrecognised("text this reader cannot lay out")
-            elif token == b"{":
-                lines.append(_INDENTS[level] + name + b" {")
-                level, expect = level + 1, 0
-            elif expect == 1 and token == b":":
-                expect = 2
-            elif expect == 2 and (token[0] not in b"{}:[]<>,;\"'" or len(token) > 1 and token[0] in b"\"'"):
-                lines.append(_INDENTS[level] + name + b": " + token)
-                expect = 0
-            else:
-                raise Unrecognised("text this reader cannot lay out")
-    except IndexError:  # nesting no trace has
-        raise Unrecognised("text this reader cannot lay out") from None
-    if expect:
-        raise Unrecognised("a field cut off at the end of a chunk")
-    lines.append(b"")
-    return b"\n".join(lines)
 
 
 # -- one chunk of lines -------------------------------------------------------------------------
@@ -427,6 +363,9 @@ class OpenMessage:
     kind: int
     ordinal: int = -1  # a DeviceStepStats: its ordinal in the builder
     text: list[bytes] = field(default_factory=list)  # a delegated RunMetadata field: its text so far
+    # The mark it began with, '{' or '<' (its end must be '}' or '>': the mark + 2); 0 where a chunk
+    # read apart begins inside it and cannot know (see TextState.assumed_closes).
+    opener: int = 0
 
 
 @dataclass
@@ -438,6 +377,10 @@ class TextState:
     named_devices: set[int] = field(default_factory=set)
     delegated: list[bytes] = field(default_factory=list)  # complete top-level RunMetadata fields, as text
     step_stats_seen: bool = False
+    devices: int = 0  # DeviceStepStats opened so far
+    # Ends of messages open where a chunk read apart began, whose opening mark it did not see:
+    # (level, closing mark), for the merge to check against the marks they really began with.
+    assumed_closes: list[tuple[int, int]] = field(default_factory=list)
 
 
 def _ranks(opens: IntArray, rows: IntArray) -> IntArray:
@@ -492,10 +435,15 @@ def _classify(padded: bytes, state: TextState) -> _Chunk | None:
     last = data[ends - 1]
     is_open = last == ord("{")
     is_close = last == ord("}")
+    angled = b"<" in padded or b">" in padded  # messages in '<' ... '>', as protobuf also takes
+    if angled:
+        is_open |= last == ord("<")
+        is_close |= last == ord(">")
     base = len(state.stack)
     level = base + np.cumsum(is_open.astype(np.int64) - is_close) - is_open
     if (level < 0).any():
         raise Unrecognised("more closing braces than opening ones")
+    _check_marks_pair(last, level, is_open, is_close, state, angled)
     indent = 2 * level
     key_start = starts + indent
     if (key_start >= ends).any() or (data[key_start] == ord(" ")).any():
@@ -574,6 +522,8 @@ def _classify(padded: bytes, state: TextState) -> _Chunk | None:
     plain = (outer != DELEG) & (outer != SKIP)
     if not plain.all():
         fields, value_start, outer = fields[plain], value_start[plain], outer[plain]
+    if (data[value_start] == ord("[")).any():  # a list (in a delegated field, protobuf's to read): laid out again
+        raise Unrecognised("a list of values")
     field_id = _FIELD[outer, key[fields]]
     if (field_id < 0).any():
         raise Unrecognised("a field this reader does not know")
@@ -589,6 +539,33 @@ def _classify(padded: bytes, state: TextState) -> _Chunk | None:
                   value_start)
 
 
+def _check_marks_pair(last: np.ndarray, level: IntArray, is_open: np.ndarray, is_close: np.ndarray, state: TextState,
+                      angled: bool) -> None:
+    """Check that each message ends with the mark that pairs with the one it began with: '{' with
+    '}', '<' with '>' (the closing mark is the opening one + 2).
+
+    At each level, marks alternate: an open, its close, the next open... except that the first
+    mark at a level below the chunk's start closes a message opened in an earlier chunk, checked
+    against ``state`` (or, where a chunk read apart cannot know how it began, noted for the merge).
+    The pairs within the chunk need checking only where it has a line ending in '<' or '>'.
+    """
+    if state.stack:
+        marks = np.flatnonzero((is_open | is_close) & (level < len(state.stack)))
+        levels, first = np.unique(level[marks], return_index=True)
+        for lvl, row in zip(levels.tolist(), marks[first].tolist()):
+            opener, closer = state.stack[lvl].opener, int(last[row])
+            if not opener:
+                state.assumed_closes.append((lvl, closer))
+            elif opener + 2 != closer:
+                raise Unrecognised("a message closed by another mark than it began with")
+    if angled:
+        marks = np.flatnonzero(is_open | is_close)
+        marks = marks[np.lexsort((marks, level[marks]))]  # by level, then in order
+        pairs = np.flatnonzero(is_open[marks[:-1]] & is_close[marks[1:]] & (level[marks[:-1]] == level[marks[1:]]))
+        if (last[marks[pairs]].astype(np.int64) + 2 != last[marks[pairs + 1]]).any():
+            raise Unrecognised("a message closed by another mark than it began with")
+
+
 class NodeSink(Protocol):
     """What reading a chunk tells the builder (a :class:`~memtrace.builder.TraceBuilder`, or in a
     worker process a :class:`_Recorder`)."""
@@ -602,16 +579,21 @@ def read_chunk(buffer: bytes, state: TextState, builder: NodeSink) -> None:
     """Read complete lines: ``buffer`` ends with a newline, and no node spans two chunks.
 
     A chunk laid out otherwise than protobuf's printers write (tabs, a message on one line,
-    blanks at line ends) is laid out so first (:func:`canonical_layout`), before anything is read.
+    blanks at line ends, lists) is laid out so first (:func:`~memtrace.read.text_layout.canonical_layout`),
+    before anything is read.
     """
+    noted = len(state.assumed_closes)
     try:
         chunk = _classify(bytes(_PAD) + buffer + bytes(_PAD), state)
     except Unrecognised:
-        chunk = _classify(bytes(_PAD) + canonical_layout(buffer, len(state.stack)) + bytes(_PAD), state)
+        del state.assumed_closes[noted:]  # (noted by the reading that stepped aside)
+        laid_out = canonical_layout(buffer, state.root, [entry.kind for entry in state.stack])
+        chunk = _classify(bytes(_PAD) + laid_out + bytes(_PAD), state)
     if chunk is None:
         return
     dev_rows = np.flatnonzero(chunk.kind == DEV)
     dev_ordinals = np.array([builder.add_device_stats() for _ in range(len(dev_rows))], dtype=np.int64)
+    state.devices += len(dev_rows)
     _read_values(chunk, state, builder, dev_rows, dev_ordinals)
     _close_and_carry(chunk, state, dev_rows, dev_ordinals)
 
@@ -646,7 +628,7 @@ def _close_and_carry(chunk: _Chunk, state: TextState, dev_rows: IntArray, dev_or
         row = int(at_level[-1])
         if not is_open[row]:
             raise Unrecognised("inconsistent nesting")
-        entry = OpenMessage(int(kind[row]))
+        entry = OpenMessage(int(kind[row]), opener=int(chunk.data[chunk.ends[row] - 1]))
         if entry.kind == DEV:
             entry.ordinal = int(dev_ordinals[np.searchsorted(dev_rows, row)])
         stack.append(entry)
@@ -670,9 +652,10 @@ def _check_strings(chunk: _Chunk, rows: IntArray) -> None:
     if len(rows) and int((end - start).max()) > MAX_STRING_BYTES:
         raise TooLarge(f"a string of over {format_bytes(MAX_STRING_BYTES)} (no name or label in a trace is that long)")
     double = (data[start] == ord('"')) & (data[end - 1] == ord('"'))
-    if not double.all():  # single quotes, as protobuf also takes: those are read one by one
-        single = (data[start] == ord("'")) & (data[end - 1] == ord("'"))
-        if not (double | single).all():
+    if not double.all():  # single quotes, or parts in either, as protobuf also takes: read one by one
+        quoted = ((data[start] == ord('"')) | (data[start] == ord("'"))) & (
+            (data[end - 1] == ord('"')) | (data[end - 1] == ord("'")))
+        if not quoted.all():
             raise Unrecognised("a string value not in quotes")
     if (end - start < 2).any():
         raise Unrecognised("a string value not in quotes")
@@ -698,7 +681,7 @@ def _strings(chunk: _Chunk, rows: IntArray) -> list[str]:
     backslashes = np.flatnonzero(data == ord("\\"))
     first, last = chunk.value_start[rows], chunk.ends[chunk.fields[rows]]
     simple = np.searchsorted(quotes, last) - np.searchsorted(quotes, first) == 2
-    simple &= data[first] == ord('"')
+    simple &= (data[first] == ord('"')) & (data[last - 1] == ord('"'))
     simple &= np.searchsorted(backslashes, last) == np.searchsorted(backslashes, first)
     try:
         return [padded[s:e].decode() if ok else _decode_escaped(padded[s - 1:e + 1])
@@ -733,7 +716,7 @@ def _read_values(chunk: _Chunk, state: TextState, builder: NodeSink, dev_rows: I
     # Each field line's message: its rank among the opening lines of that message's type.
     type_rank = np.zeros(len(kind), dtype=np.int64)
     by_kind = np.argsort(kind.astype(np.int8), kind="stable")  # a radix sort; -1 (no message) first
-    kind_bounds = np.concatenate([[0], np.cumsum(np.bincount(kind + 1, minlength=_TYPES + 1))])
+    kind_bounds = np.concatenate([[0], np.cumsum(np.bincount(kind + 1, minlength=TYPES + 1))])
     opens_of = {}
     for t in (NODE, MEM, REC, OUT, TD, SHAPE, DIM, AD, MS, REF, TN):
         opens_of[t] = by_kind[kind_bounds[t + 1]:kind_bounds[t + 2]]

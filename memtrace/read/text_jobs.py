@@ -3,11 +3,12 @@
 The main process cuts the text into chunks as a reading in one process does
 (:func:`memtrace.read.text.read`) and hands them out. Each worker reads its chunk on its own,
 against the state its start implies: a chunk cut before a ``node_stats`` line begins inside the
-device the previous chunk left open, whose ordinal follows from counting ``dev_stats`` lines; a
-chunk cut after a top-level ``}`` begins at the top level. What the worker tells its builder is
-recorded, and the main process replays it in order, after checking each assumption against
-what the chunks before really left open. So the model is the one a reading in one process
-builds, and anything that does not fit is :class:`~memtrace.read.detect.Unrecognised`, as there.
+device the previous chunk left open; a chunk cut after a top-level ``}`` begins at the top
+level. It numbers the devices it opens from a base of its own, and notes how it ends any message
+it did not see begin. What the worker tells its builder is recorded, and the main process
+replays it in order, devices renumbered, after checking each assumption against what the chunks
+before really left open. So the model is the one a reading in one process builds, and anything
+that does not fit is :class:`~memtrace.read.detect.Unrecognised`, as there.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from dataclasses import dataclass
 from .builder import NodeBlock, TraceBuilder
 from .detect import Unrecognised
 from .jobs import InOrder
-from .text_chunks import DEV, RM, SS, OpenMessage, TextState, after_chunk, read_chunk
+from .text_chunks import OpenMessage, TextState, after_chunk, read_chunk
+from .text_schema import DEV, RM, SS
+
+# A worker numbers the devices its chunk opens from here (the one it begins inside is one less),
+# far from any real ordinal; the merge moves them to where the builder really is.
+_APART_BASE = 1 << 40
 
 
 class _Recorder:
@@ -54,23 +60,18 @@ class _ChunkRead:
     state: TextState  # what it leaves: the messages still open, delegated fields, step_stats seen
 
 
-def _device_opens(chunk: bytes, root: int) -> int:
-    """How many devices the chunk opens, counted from its lines (the worker's reading confirms it;
-    a device opened otherwise, on one line with its fields, makes the count differ and the
-    merge step aside)."""
-    if root == SS:
-        return chunk.count(b"\ndev_stats {\n") + chunk.startswith(b"dev_stats {\n")
-    return sum(chunk.count(b"\n" + line) + chunk.startswith(line) for line in (b"  dev_stats {\n", b"\tdev_stats {\n"))
+def _read_apart(chunk: bytes, root: int, at_node: bool) -> _ChunkRead:
+    """Read one chunk on its own, assuming what is open where it begins (checked when merged).
 
-
-def _read_apart(chunk: bytes, root: int, at_node: bool, first_ordinal: int) -> _ChunkRead:
-    """Read one chunk on its own, assuming what is open where it begins (checked when merged)."""
+    How the messages open at its start began ('{' or '<') it cannot know: their openers stay 0,
+    and how it ends them is noted (``state.assumed_closes``).
+    """
     kinds = ([SS] if root == RM else []) + [DEV] if at_node else []
     state = TextState(root, stack=[OpenMessage(kind) for kind in kinds])
     if at_node:
-        state.stack[-1].ordinal = first_ordinal - 1  # the device the previous chunk left open
+        state.stack[-1].ordinal = _APART_BASE - 1  # the device the previous chunk left open
     start = [(entry.kind, entry.ordinal) for entry in state.stack]
-    recorder = _Recorder(first_ordinal)
+    recorder = _Recorder(_APART_BASE)
     read_chunk(chunk, state, recorder)
     return _ChunkRead(start, recorder, state)
 
@@ -87,31 +88,44 @@ def read_in_parallel(chunks: Iterator[tuple[bytes, bool]], state: TextState, bui
         after_chunk(merged, on_chunk)
 
     with InOrder(_read_apart, jobs) as pool:
-        ordinal = 0
         for chunk, at_node in chunks:
-            pool.submit((chunk, state.root, at_node, ordinal), merge)
-            ordinal += _device_opens(chunk, state.root)
+            pool.submit((chunk, state.root, at_node), merge)
         pool.finish()
 
 
 def _merge(read: _ChunkRead, state: TextState, builder: TraceBuilder) -> None:
-    """Check a chunk's assumptions against ``state``, hand its calls to ``builder``, move ``state`` on."""
-    if [(entry.kind, entry.ordinal) for entry in state.stack] != read.start:
-        raise Unrecognised("a chunk that does not begin where the previous one ended")
+    """Check a chunk's assumptions against ``state``, hand its calls to ``builder``, move ``state`` on.
+
+    The chunk's devices are numbered from :data:`_APART_BASE`: each ordinal moves by where the
+    builder's next device really is.
+    """
     recorded = read.recorded
-    for ordinal in range(recorded.first_ordinal, recorded.first_ordinal + recorded.devices):
-        if builder.add_device_stats() != ordinal:
-            raise Unrecognised("device lines counted other than read")
-    for ordinal, name in recorded.names:
-        if ordinal in state.named_devices:
-            raise Unrecognised("a device named twice")
-        state.named_devices.add(ordinal)
-        builder.set_device_name(ordinal, name)
-    for block in recorded.blocks:
-        builder.add_nodes(block)
+    shift = state.devices - recorded.first_ordinal
+    start = [(kind, ordinal + shift if kind == DEV else ordinal) for kind, ordinal in read.start]
+    if [(entry.kind, entry.ordinal) for entry in state.stack] != start:
+        raise Unrecognised("a chunk that does not begin where the previous one ended")
     after = read.state
+    for level, closer in after.assumed_closes:
+        if state.stack[level].opener + 2 != closer:
+            raise Unrecognised("a message closed by another mark than it began with")
+    for _ in range(recorded.devices):
+        builder.add_device_stats()
+    state.devices += recorded.devices
+    for ordinal, name in recorded.names:
+        if ordinal + shift in state.named_devices:
+            raise Unrecognised("a device named twice")
+        state.named_devices.add(ordinal + shift)
+        builder.set_device_name(ordinal + shift, name)
+    for block in recorded.blocks:
+        block.dev += shift
+        builder.add_nodes(block)
     if after.step_stats_seen and state.step_stats_seen:
         raise Unrecognised("step_stats given twice")
     state.step_stats_seen |= after.step_stats_seen
     state.delegated.extend(after.delegated)
+    for level, entry in enumerate(after.stack):
+        if entry.kind == DEV:
+            entry.ordinal += shift
+        if not entry.opener:  # open where the chunk began, and still: as it began there
+            entry.opener = state.stack[level].opener
     state.stack = after.stack
