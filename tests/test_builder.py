@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import memtrace
@@ -737,3 +738,19 @@ def test_report_export_diff_and_batch_refuse_an_allocator_beyond_int64_asked_for
     pytest.importorskip("dask")
     assert main(["batch", str(new), "-o", str(tmp_path / "tables"), "--workers", "1", "--allocator", "GPU_0_bfc"]) == 1
     assert capsys.readouterr().err == f"memtrace: {new}: {GPU_REFUSED}\n"
+
+
+def test_constant_columns_stay_one_number_only_while_every_part_is_that_number() -> None:
+    from memtrace.read.builder import TraceBuilder, constant
+
+    def column(parts: list[np.ndarray], first: int | None = None) -> np.ndarray:
+        builder = TraceBuilder()
+        builder._parts["c"] = parts
+        return builder._column("c", np.int64, first)
+
+    same = column([constant(0, 3), constant(0, 0), constant(0, 2)], first=0)
+    assert same.strides == (0,) and same.tolist() == [0] * 6
+    assert column([constant(0, 2), constant(5, 2)]).tolist() == [0, 0, 5, 5]
+    after_empty = column([constant(0, 0), constant(7, 2)], first=0)
+    assert after_empty.tolist() == [0, 7, 7] and after_empty.strides == (8,)
+    assert column([constant(4, 2), np.array([4, 4])]).tolist() == [4, 4, 4, 4]

@@ -680,10 +680,10 @@ class TraceBuilder:
     def _column(self, name: str, dtype: type, first: int | None = None) -> np.ndarray:
         """One column, concatenated from its blocks (and freed from the builder)."""
         parts = self._parts.pop(name, [])
-        if (parts and all(map(_is_constant, parts)) and len({int(part[0]) for part in parts if len(part)}) <= 1
-                and (first is None or not any(map(len, parts)) or int(parts[0][0]) == first) and np.dtype(dtype) == np.int64):
-            value = next((int(part[0]) for part in parts if len(part)), 0 if first is None else first)
-            return constant(value, sum(map(len, parts)) + (first is not None))  # still one number, however long
+        if parts and all(map(_is_constant, parts)) and np.dtype(dtype) == np.int64:
+            values = {int(part[0]) for part in parts if len(part)} | ({first} if first is not None else set())
+            if len(values) <= 1:  # still one number, however long
+                return constant(next(iter(values), 0), sum(map(len, parts)) + (first is not None))
         if first is not None:
             parts.insert(0, np.array([first], dtype=dtype))
         if not parts:
