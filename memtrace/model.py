@@ -12,6 +12,11 @@ nanosecond, and keep it. Bytes are int64.
 
 Ragged columns (a list per row) are a pair: ``X_offsets`` (length rows + 1) and the flat values;
 row ``i`` owns ``values[offsets[i]:offsets[i + 1]]``.
+
+Columns are read-only by contract. A column that holds one value throughout (a profile's
+durations, temp bytes and input offsets) may be a read-only view of that one number (zero
+strides, see ``read.builder.constant``), and columns equal to another may be the same array
+(a profile's ``end_ns`` is its ``start_ns``): never write into a column.
 """
 
 from __future__ import annotations
