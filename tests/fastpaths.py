@@ -43,7 +43,10 @@ def check(path: Path, expect_fast: bool | None = True, jobs: int = 1) -> None:
         try:
             reference(path)
         except TraceFormatError as also:
-            assert str(also) == str(refused)
+            # A length claimed beyond what memtrace takes for one field is refused before it is
+            # read; protobuf, reading everything, names the damage in its own words.
+            if "memtrace takes for one" not in str(refused):
+                assert str(also) == str(refused)
             return
         raise AssertionError(f"the fast path refused what protobuf reads: {refused}") from None
     if expect_fast is not None:
