@@ -49,7 +49,7 @@ def read(stream: IO[bytes], head: bytes, root: str, builder: TraceBuilder,
     # messages open there: read in order, the state knows them; chunks read apart assume them
     # from where the text was cut, and the merge checks the assumption.
     open_kinds = (lambda: [entry.kind for entry in state.stack]) if jobs == 1 else None
-    chunks: Iterator[tuple[bytes, bool]] = _chunks(stream, head, state.root, chunk_bytes or CHUNK_BYTES, open_kinds)
+    chunks: Iterator[tuple[bytes, bool, int]] = _chunks(stream, head, state.root, chunk_bytes or CHUNK_BYTES, open_kinds)
     if jobs > 1:  # and more than one chunk: else the processes would only cost their start
         first = [chunk for chunk in (next(chunks, None), next(chunks, None)) if chunk is not None]
         chunks = itertools.chain(first, chunks)
@@ -57,8 +57,8 @@ def read(stream: IO[bytes], head: bytes, root: str, builder: TraceBuilder,
     if jobs > 1:
         text_jobs.read_in_parallel(chunks, state, builder, on_chunk, jobs)
     else:
-        for count, (chunk, _) in enumerate(chunks, 1):
-            read_chunk(chunk, state, builder)
+        for count, (chunk, _, first_line) in enumerate(chunks, 1):
+            read_chunk(chunk, state, builder, first_line)
             after_chunk(count, on_chunk)
     if state.stack:
         raise Unrecognised("the text ends inside a message")
@@ -66,16 +66,18 @@ def read(stream: IO[bytes], head: bytes, root: str, builder: TraceBuilder,
 
 
 def _chunks(stream: IO[bytes], head: bytes, root: int, chunk_bytes: int,
-            open_kinds: Callable[[], list[int]] | None) -> Generator[tuple[bytes, bool], None, None]:
+            open_kinds: Callable[[], list[int]] | None) -> Generator[tuple[bytes, bool, int], None, None]:
     """The text in chunks of whole lines, each cut just before a node or after a top-level message.
 
-    With each chunk, whether it begins at a node (inside a device) rather than at the top level.
+    With each chunk, whether it begins at a node (inside a device) rather than at the top level,
+    and the line of the file it begins on (0 for lines laid out again, which are not the file's).
     Where a chunk's worth of text holds nodes but no line to cut before (nodes not on lines of
     their own: a whole file on one line, a list of nodes), the text is laid out again as it
     streams (:func:`_laid_out`), and cut where the layout's lines can be, until its own lines can
     be cut again. ``open_kinds`` says which messages are open where that begins (see :func:`read`).
     """
-    pieces = _tidied(itertools.chain([head], iter(lambda: stream.read(chunk_bytes), b"")))
+    lines_read = [0]  # line ends in the text so far
+    pieces = _counted(_tidied(itertools.chain([head], iter(lambda: stream.read(chunk_bytes), b""))), lines_read)
     pending, at_node = b"", False
     for data in pieces:
         pending += data
@@ -90,13 +92,13 @@ def _chunks(stream: IO[bytes], head: bytes, root: int, chunk_bytes: int,
             pending, at_node = yield from _laid_out(Layout(root, kinds, at_node), pending, pieces, root)
             continue
         piece = _without_comments(pending[:cut])
-        if piece:  # not only comments
-            yield piece, at_node
+        if piece:
+            yield piece, at_node, 1 + lines_read[0] - pending.count(b"\n")
         pending, at_node = pending[cut:], cut_at_node
     if pending:
         piece = _without_comments(pending if pending.endswith(b"\n") else pending + b"\n")
         if piece:
-            yield piece, at_node
+            yield piece, at_node, 1 + lines_read[0] - pending.count(b"\n")
 
 
 def _open_at(root: int, at_node: bool) -> list[int]:
@@ -162,7 +164,7 @@ def _holds_nodes_off_their_lines(pending: bytes) -> bool:
 
 
 def _laid_out(layout: Layout, text: bytes, pieces: Iterator[bytes], root: int) -> Generator[
-        tuple[bytes, bool], None, tuple[bytes, bool]]:
+        tuple[bytes, bool, int], None, tuple[bytes, bool]]:
     """Stream ``text``, then ``pieces``, through ``layout``, and yield its lines in chunks, each cut
     where the layout says (before a node, after a top-level message).
 
@@ -179,13 +181,13 @@ def _laid_out(layout: Layout, text: bytes, pieces: Iterator[bytes], root: int) -
             if layout.at_rest(_open_at(root, at_node)):
                 rest = layout.take_all()
                 if rest is not None:
-                    yield rest
+                    yield (*rest, 0)
                 return data[back:], at_node
             data = data[back:]
         layout.feed(data)
         chunk = layout.take()
         if chunk is not None:
-            yield chunk
+            yield (*chunk, 0)
         uncut = 0 if chunk is not None else uncut + len(data)
         newline = data.rfind(b"\n")
         line_bytes = len(data) - newline - 1 if newline >= 0 else line_bytes + len(data)
@@ -199,8 +201,15 @@ def _laid_out(layout: Layout, text: bytes, pieces: Iterator[bytes], root: int) -
     layout.end()
     rest = layout.take_all()
     if rest is not None:
-        yield rest
+        yield (*rest, 0)
     return b"", False
+
+
+def _counted(pieces: Iterator[bytes], lines_read: list[int]) -> Iterator[bytes]:
+    """The pieces as they are, their line ends counted into ``lines_read[0]`` (for chunks' line numbers)."""
+    for data in pieces:
+        lines_read[0] += data.count(b"\n")
+        yield data
 
 
 def _tidied(pieces: Iterator[bytes]) -> Iterator[bytes]:
@@ -229,10 +238,10 @@ _COMMENT_AFTER = re.compile(rb'''^((?:[^"'\n#]++|"(?:[^"\\\n]|\\.)*+"|'(?:[^'\\\
 
 
 def _without_comments(chunk: bytes) -> bytes:
-    """The chunk with its comments cut (see above); the same object where it has no '#'."""
+    """The chunk with its comments cut (see above), each line kept; the same object where it has no '#'."""
     if b"#" not in chunk:
         return chunk
-    chunk = _COMMENT_LINE.sub(b"", chunk)
+    chunk = _COMMENT_LINE.sub(b"\n", chunk)  # (a blank line: the lines keep the file's numbers)
     return _COMMENT_AFTER.sub(lambda m: m.group(1).rstrip(b" \t"), chunk) if b"#" in chunk else chunk
 
 
