@@ -682,7 +682,7 @@ def _refuse_unknown(buffer: bytes, unknown: _UnknownName, state: TextState, firs
         column = name_at + max(extension.group().rfind(b"."), 0) + 1  # protobuf points at the last part
     line_start = unknown.line_start - _PAD
     prefix = buffer[:line_start]
-    chunk = _classify(bytes(_PAD) + prefix + bytes(_PAD), state)
+    chunk = _classify(bytes(_PAD) + prefix + bytes(_PAD), state) if prefix.strip() else None
     if chunk is not None:
         if (chunk.kind == DELEG).any():
             raise Unrecognised("a field the schema does not have, after a delegated field")
