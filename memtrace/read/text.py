@@ -76,9 +76,9 @@ def _chunks(stream: IO[bytes], head: bytes, root: int, chunk_bytes: int,
     streams (:func:`_laid_out`), and cut where the layout's lines can be, until its own lines can
     be cut again. ``open_kinds`` says which messages are open where that begins (see :func:`read`).
     """
-    lines_read = [0]  # line ends in the text so far
-    pieces = _counted(_tidied(itertools.chain([head], iter(lambda: stream.read(chunk_bytes), b""))), lines_read)
+    pieces = _tidied(itertools.chain([head], iter(lambda: stream.read(chunk_bytes), b"")))
     pending, at_node = b"", False
+    line = 1  # the line of the file ``pending`` begins on
     for data in pieces:
         pending += data
         if len(pending) < chunk_bytes:
@@ -89,16 +89,18 @@ def _chunks(stream: IO[bytes], head: bytes, root: int, chunk_bytes: int,
                 _check_no_cut(pending)
                 continue
             kinds = open_kinds() if open_kinds is not None else _open_at(root, at_node)
-            pending, at_node = yield from _laid_out(Layout(root, kinds, at_node), pending, pieces, root)
+            pending, at_node, lines = yield from _laid_out(Layout(root, kinds, at_node), pending, pieces, root)
+            line += lines
             continue
         piece = _without_comments(pending[:cut])
         if piece:
-            yield piece, at_node, 1 + lines_read[0] - pending.count(b"\n")
+            yield piece, at_node, line
+        line += pending.count(b"\n", 0, cut)
         pending, at_node = pending[cut:], cut_at_node
     if pending:
         piece = _without_comments(pending if pending.endswith(b"\n") else pending + b"\n")
         if piece:
-            yield piece, at_node, 1 + lines_read[0] - pending.count(b"\n")
+            yield piece, at_node, line
 
 
 def _open_at(root: int, at_node: bool) -> list[int]:
@@ -164,17 +166,19 @@ def _holds_nodes_off_their_lines(pending: bytes) -> bool:
 
 
 def _laid_out(layout: Layout, text: bytes, pieces: Iterator[bytes], root: int) -> Generator[
-        tuple[bytes, bool, int], None, tuple[bytes, bool]]:
+        tuple[bytes, bool, int], None, tuple[bytes, bool, int]]:
     """Stream ``text``, then ``pieces``, through ``layout``, and yield its lines in chunks, each cut
     where the layout says (before a node, after a top-level message).
 
     Returns the text from the first line where the text's own lines can be cut again (a node's
     line or the end of a top-level message, with the layout at rest there), and whether that is a
-    node; or nothing, where the text ends first. Memory stays a chunk or two: a token the next
+    node, and how many lines of the text it laid out; or nothing, where the text ends first. Memory stays a chunk or two: a token the next
     piece may continue is all that is held back, and a stretch with no place to cut is refused.
     """
     uncut = line_bytes = 0  # bytes read since the last chunk, and since the last line end
+    lines = 0
     for data in itertools.chain([text], pieces):
+        lines += data.count(b"\n")
         back, at_node = _first_cut(data, root)
         if back:
             layout.feed(data[:back])
@@ -182,7 +186,7 @@ def _laid_out(layout: Layout, text: bytes, pieces: Iterator[bytes], root: int) -
                 rest = layout.take_all()
                 if rest is not None:
                     yield (*rest, 0)
-                return data[back:], at_node
+                return data[back:], at_node, lines - data.count(b"\n", back)
             data = data[back:]
         layout.feed(data)
         chunk = layout.take()
@@ -202,14 +206,7 @@ def _laid_out(layout: Layout, text: bytes, pieces: Iterator[bytes], root: int) -
     rest = layout.take_all()
     if rest is not None:
         yield (*rest, 0)
-    return b"", False
-
-
-def _counted(pieces: Iterator[bytes], lines_read: list[int]) -> Iterator[bytes]:
-    """The pieces as they are, their line ends counted into ``lines_read[0]`` (for chunks' line numbers)."""
-    for data in pieces:
-        lines_read[0] += data.count(b"\n")
-        yield data
+    return b"", False, lines
 
 
 def _tidied(pieces: Iterator[bytes]) -> Iterator[bytes]:
