@@ -961,3 +961,43 @@ def test_an_unknown_field_in_a_run_metadata_is_refused_as_protobuf_refuses_it(
     with pytest.raises(TraceFormatError) as also:
         reference(path)
     assert str(also.value) == f"{path}:{said}"
+
+
+_ALEXNET_LINES = ALEXNET.read_text().splitlines(keepends=True)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(after=st.integers(0, len(_ALEXNET_LINES) - 2), chunk_bytes=st.integers(300, 5000), processes=st.sampled_from([1, 2]),
+       extension=st.booleans())
+def test_an_unknown_field_anywhere_is_refused_as_protobuf_refuses_it(
+        after: int, chunk_bytes: int, processes: int, extension: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unknown field (or extension) after any line of a real trace, in the message that line is in
+    (or opens), in chunks from 300 bytes (smaller ones are laid out again, as below), in one process
+    or two: the fast reader's line is protobuf's."""
+    line = _ALEXNET_LINES[after]
+    indent = len(line) - len(line.lstrip(" ")) + 2 * line.rstrip().endswith("{")
+    name = "[x.y]" if extension else "bogus"
+    path = tmp_path / "anywhere.pbtxt"
+    path.write_text("".join([*_ALEXNET_LINES[:after + 1], " " * indent + name + ": 1\n", *_ALEXNET_LINES[after + 1:]]))
+    _small_chunks(monkeypatch, chunk_bytes)
+    with pytest.raises(TraceFormatError) as said:
+        reference(path)
+    assert str(said.value).startswith(f"{path}:{after + 2}:{indent + 1 + 3 * extension}: Message type ")
+    with pytest.raises(TraceFormatError) as refused:
+        fast(path, processes)
+    assert str(refused.value) == str(said.value)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_chunk_laid_out_again_leaves_an_unknown_field_to_protobuf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    jobs: int) -> None:
+    """Where the field's chunk is laid out again (here a tab in it), its lines are not the file's:
+    the fast reader steps aside, and protobuf's parser names the field, as before."""
+    text, line_number = _insert(ALEXNET.read_text(), r"^    node_name: .*\n", 100, "    bogus: 1\n")
+    text = text.replace("\n    all_start_micros:", "\n\tall_start_micros:", 1)
+    path = tmp_path / "tab.pbtxt"
+    path.write_text(text)
+    assert fast(path, jobs) is None
+    with pytest.raises(TraceFormatError) as said:
+        reference(path)
+    assert str(said.value) == f'{path}:{line_number}:5: Message type "NodeExecStats" has no field named "bogus".'
