@@ -32,6 +32,7 @@ class UnknownField(Exception):
     def __init__(self, detail: str, line: int, column: int):
         super().__init__(detail, line, column)
         self.detail, self.line, self.column = detail, line, column
+        self.context: object = None  # from a worker process: what its chunk assumed and read before the field
 
 
 class TooLarge(Exception):

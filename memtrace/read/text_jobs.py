@@ -77,8 +77,7 @@ def _read_apart(chunk: bytes, root: int, at_node: bool, first_line: int = 0) -> 
     try:
         read_chunk(chunk, state, recorder, first_line)
     except UnknownField as error:
-        error.start = start  # type: ignore[attr-defined]
-        error.apart_state = state  # type: ignore[attr-defined]
+        error.context = _ChunkRead(start, recorder, state)
         raise
     return _ChunkRead(start, recorder, state)
 
@@ -109,10 +108,11 @@ def _check_unknown_field(error: UnknownField, state: TextState) -> None:
     """Check what the chunk that found an unknown field assumed and did before it against ``state``
     (the chunks before it, merged); Unrecognised where that does not fit or protobuf must judge
     (a delegated field before it, a device or step_stats given twice)."""
-    start: list[tuple[int, int]] = getattr(error, "start", [])
-    apart: TextState | None = getattr(error, "apart_state", None)
-    if apart is None or [kind for kind, _ in start] != [entry.kind for entry in state.stack] or state.delegated:
+    read = error.context
+    if not isinstance(read, _ChunkRead) or [kind for kind, _ in read.start] != [entry.kind for entry in state.stack] \
+            or state.delegated:
         raise Unrecognised("an unknown field in a chunk that does not begin where the previous one ended")
+    apart = read.state
     for level, closer in apart.assumed_closes:
         if state.stack[level].opener + 2 != closer:
             raise Unrecognised("a message closed by another mark than it began with")
