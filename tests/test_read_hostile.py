@@ -219,8 +219,8 @@ def test_nodes_with_no_line_of_their_own_stream_laid_out_again(tmp_path: Path, m
     """Nodes many to a line (no line to cut before): the text is laid out again as it streams, and
     cut where its new lines can be; no chunk holds much more than a chunk's worth."""
     chunks: list[int] = []
-    monkeypatch.setattr(textreader, "read_chunk", lambda chunk, state, builder, read=textreader.read_chunk: (
-        chunks.append(len(chunk)), read(chunk, state, builder))[1])
+    monkeypatch.setattr(textreader, "read_chunk", lambda chunk, state, builder, line, read=textreader.read_chunk: (
+        chunks.append(len(chunk)), read(chunk, state, builder, line))[1])
     _small_reads(monkeypatch)
     node = 'node_stats { node_name: "n" all_start_micros: 1 } '
     path = tmp_path / "nodes-on-lines-of-ten.pbtxt"  # (each line indented as no printer would: nowhere to cut)

@@ -13,6 +13,7 @@ from google.protobuf import text_format
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from memtrace.errors import TraceFormatError
 from memtrace.read import detect, jobs
 from memtrace.read import text as textreader
 from memtrace.read import text_jobs as textjobs
@@ -20,7 +21,7 @@ from memtrace.read._proto import tf_trace_pb2 as pb
 from memtrace.read.dtypes import DATA_TYPE_NAMES
 
 from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
-from .fastpaths import DiesInAWorker, Edit, check, damaged, edits, fast, reference
+from .fastpaths import DiesInAWorker, Edit, check, damaged, edits, fast, reference, same
 
 WHILE_RNN = PTB.parent / "recorded" / "cpu_while_rnn.pbtxt"  # RunMetadata with partition graphs
 
@@ -258,8 +259,8 @@ def test_chunks_a_dead_worker_leaves_are_read_in_the_main_process(monkeypatch: p
     _small_chunks(monkeypatch, 50_000)
     monkeypatch.setattr(textjobs, "_read_apart", DiesInAWorker(textjobs._read_apart))
     here: list[int] = []
-    monkeypatch.setattr(textjobs, "read_chunk", lambda chunk, state, builder, read=textjobs.read_chunk: (
-        here.append(len(chunk)), read(chunk, state, builder))[1])
+    monkeypatch.setattr(textjobs, "read_chunk", lambda chunk, state, builder, line, read=textjobs.read_chunk: (
+        here.append(len(chunk)), read(chunk, state, builder, line))[1])
     check(PTB, jobs=2)
     assert len(here) > 3 and sum(here) == PTB.stat().st_size
 
@@ -646,14 +647,29 @@ def test_the_whole_alexnet_text_without_protobuf_imports_reads_fast() -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(changes=edits(len(_VALID)), chunk_bytes=st.integers(20, 200))
 @example(changes=[(23, 0, b"\x00")], chunk_bytes=20)  # a NUL just past a sniff that had shrunk alone
+@example(changes=[(225, 1, b"")], chunk_bytes=20)  # a name cut short: a field the schema does not have
 def test_damaged_text_in_several_processes_is_read_identically_or_left_to_protobuf(
         changes: list[Edit], chunk_bytes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _small_chunks(monkeypatch, chunk_bytes)
     path = tmp_path / "d.pbtxt"
     path.write_bytes(damaged(_VALID * 3, changes))
     check(path, expect_fast=None, jobs=2)
-    one, several = fast(path), fast(path, jobs=2)
+    one, several = _fast_or_refused(path), _fast_or_refused(path, jobs=2)
+    if isinstance(one, str) or isinstance(several, str):  # refused (an unknown field): as protobuf refuses it
+        assert one in (several, None) or several is None
+        with pytest.raises(TraceFormatError) as said:
+            reference(path)
+        assert str(said.value) in (one, several)
+        return
     assert (one is None) == (several is None) and (one is None or one.same_content(several))  # type: ignore[arg-type]
+
+
+def _fast_or_refused(path: Path, jobs: int = 1) -> Any:
+    """The fast reader's model, None where it steps aside, or the line it refuses the trace with."""
+    try:
+        return fast(path, jobs)
+    except TraceFormatError as refused:
+        return str(refused)
 
 
 _ONE_LINE = re.sub(rb"\n\s*", b" ", _VALID * 3)  # no line to cut before: the layout pass streams it
@@ -761,3 +777,227 @@ def test_crlf_line_ends_keep_the_fast_path(tmp_path: Path, monkeypatch: pytest.M
     original.write_text(text)
     got, plain = fast(path), fast(original)
     assert plain is not None and got is not None and got.same_content(plain)
+
+
+# -- fields the schema does not have ------------------------------------------------------------
+
+
+def _insert(text: str, pattern: str, which: int, line: str) -> tuple[str, int]:
+    """``text`` with ``line`` inserted after the ``which``-th match of ``pattern`` (a match ends a
+    line), and the number of the line inserted."""
+    match = list(re.finditer(pattern, text, re.MULTILINE))[which]
+    at = match.end()
+    return text[:at] + line + text[at:], text.count("\n", 0, at) + 1
+
+
+_LAST_NODE_END = r"\n(?=  \}\n\}\n?$)"
+_UNKNOWN = [  # (id, where, which match, the line, the column protobuf gives, its words)
+    ("node-first", r"^    node_name: .*\n", 0, "    bogus: 1\n", 5, 'Message type "NodeExecStats" has no field named "bogus".'),
+    ("node-middle", r"^    node_name: .*\n", 150, "    bogus: 1\n", 5,
+     'Message type "NodeExecStats" has no field named "bogus".'),
+    ("node-last", _LAST_NODE_END, 0, "    bogus: 1\n", 5, 'Message type "NodeExecStats" has no field named "bogus".'),
+    ("device", r"^  device: .*\n", 3, '  bogus: "x"\n', 3, 'Message type "DeviceStepStats" has no field named "bogus".'),
+    ("top-level", r"\n(?=\}\n?$)", 0, "}\nbogus: 1\ndev_stats {\n", 1,
+     'Message type "StepStats" has no field named "bogus".'),
+    ("memory", r"^    memory \{\n", 20, "      bogus: 1\n", 7,
+     'Message type "AllocatorMemoryUsed" has no field named "bogus".'),
+    ("allocation-record", r"^      allocation_records \{\n", 30, "        bogus: -1\n", 9,
+     'Message type "AllocationRecord" has no field named "bogus".'),
+    ("allocation-description", r"^        allocation_description \{\n", 10, "          bogus: 1\n", 11,
+     'Message type "AllocationDescription" has no field named "bogus".'),
+    ("a-field-of-another-message", r"^    node_name: .*\n", 40, "    slot: 1\n", 5,
+     'Message type "NodeExecStats" has no field named "slot".'),
+    ("an-old-name-outside-memory-stats", r"^    node_name: .*\n", 40, "    host_temp_memory_size: 1\n", 5,
+     'Message type "NodeExecStats" has no field named "host_temp_memory_size".'),
+    ("a-message", r"^    node_name: .*\n", 60, "    bogus {\n      slot: 1\n    }\n", 5,
+     'Message type "NodeExecStats" has no field named "bogus".'),
+    ("extension", r"^    node_name: .*\n", 70, "    [ext.field]: 1\n", 10,
+     'Message type "NodeExecStats" does not have extensions.'),
+    ("extension-message", r"^    node_name: .*\n", 70, "    [ext] {\n      slot: 1\n    }\n", 6,
+     'Message type "NodeExecStats" does not have extensions.'),
+    ("two-unknown-fields", r"^    node_name: .*\n", 90, "    bogus: 1\n    [ext.field]: 1\n    other: 2\n", 5,
+     'Message type "NodeExecStats" has no field named "bogus".'),
+]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("chunk_bytes", [300, 4096, None])
+@pytest.mark.parametrize("case", _UNKNOWN, ids=lambda case: case[0])
+def test_an_unknown_field_is_refused_as_protobuf_refuses_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            case: tuple[str, str, int, str, int, str], chunk_bytes: int | None,
+                                                            jobs: int) -> None:
+    """GIVEN a trace with a field its message does not have (or an extension) in printed layout,
+    WHEN the fast reader reads it (in chunks of any size, in one process or two),
+    THEN it refuses it itself, with protobuf's words, line and column."""
+    name, pattern, which, line, column, words = case
+    text, line_number = _insert(ALEXNET.read_text(), pattern, which, line)
+    path = tmp_path / f"{name}.pbtxt"
+    path.write_text(text)
+    if chunk_bytes is not None:
+        _small_chunks(monkeypatch, chunk_bytes)
+    expected = f"{path}:{line_number + (name == 'top-level')}:{column}: {words}"
+    with pytest.raises(TraceFormatError) as refused:
+        fast(path, jobs)
+    assert str(refused.value) == expected
+    with pytest.raises(TraceFormatError) as also:
+        reference(path)
+    assert str(also.value) == expected
+
+
+def test_an_unknown_field_keeps_its_line_after_comments_and_crlf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole-line comments are cut, CRLF read as LF: the lines keep the file's numbers."""
+    text, line_number = _insert(ALEXNET.read_text(), r"^    node_name: .*\n", 100, "    bogus: 1\n")
+    text = re.sub(r"(?m)^(  node_stats \{)$", r"  # a node\n\1  # opens", text)
+    line_number += text[:text.index("bogus")].count("# a node")
+    path = tmp_path / "commented.pbtxt"
+    path.write_bytes(text.replace("\n", "\r\n").encode())
+    _small_chunks(monkeypatch, 2000)
+    expected = f'{path}:{line_number}:5: Message type "NodeExecStats" has no field named "bogus".'
+    for processes in (1, 2):
+        with pytest.raises(TraceFormatError) as refused:
+            fast(path, processes)
+        assert str(refused.value) == expected
+    with pytest.raises(TraceFormatError) as also:
+        reference(path)
+    assert str(also.value) == expected
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_error_before_an_unknown_field_is_left_to_protobuf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              jobs: int) -> None:
+    """protobuf stops at the first error: where one comes before the unknown field (in its chunk or
+    a chunk before), the fast reader steps aside and protobuf names that one."""
+    text, _ = _insert(ALEXNET.read_text(), r"^    node_name: .*\n", 100, "    bogus: 1\n")
+    for bad, at in (("    all_start_micros: x\n", 99), ("    node_name: \"twice\"\n", 99), ("    all_start_micros: x\n", 2)):
+        damaged_text, line_number = _insert(text, r"^    node_name: .*\n", at, bad)
+        path = tmp_path / "two-errors.pbtxt"
+        path.write_text(damaged_text)
+        _small_chunks(monkeypatch, 3000)
+        assert fast(path, jobs) is None
+        with pytest.raises(TraceFormatError) as said:
+            reference(path)
+        assert f"{path}:{line_number}:" in str(said.value) and "bogus" not in str(said.value)
+
+
+_RUN_METADATA_HEAD = 'step_stats {\n  dev_stats {\n    device: "/cpu:0"\n    node_stats {\n      node_name: "a"\n'
+_GRAPH = 'partition_graphs {\n  node {\n    name: "a"\n    op: "NoOp"\n    bogus: 1\n  }\n}\n'
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_unknown_fields_in_delegated_fields_are_protobufs_to_judge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   jobs: int) -> None:
+    """A graph is parsed by protobuf, so is an unknown field in it; one in the steps after a graph
+    (parsed only at the end) is left to protobuf, which meets the graph's error first."""
+    _small_chunks(monkeypatch, 100)
+    after = tmp_path / "graph-after.pbtxt"
+    after.write_text(_RUN_METADATA_HEAD + "    }\n  }\n}\n" + _GRAPH)
+    before = tmp_path / "graph-before.pbtxt"
+    before.write_text(_GRAPH + _RUN_METADATA_HEAD + "      bogus: 1\n    }\n  }\n}\n")
+    for path, line in ((after, 13), (before, 5)):
+        with pytest.raises(TraceFormatError) as said:
+            reference(path)
+        assert str(said.value) == f'{path}:{line}:5: Message type "NodeDef" has no field named "bogus".'
+        try:
+            got = fast(path, jobs)
+        except TraceFormatError as refused:
+            assert str(refused) == str(said.value)
+        else:
+            assert got is None
+
+
+def test_old_field_names_inside_memory_stats_still_read(tmp_path: Path) -> None:
+    """TF 1.4's names are MemoryStats fields, not unknown ones."""
+    text = ALEXNET.read_text().replace("      temp_memory_size:", "      host_temp_memory_size:")
+    path = tmp_path / "old-names.pbtxt"
+    path.write_text(text)
+    assert "host_temp_memory_size" in text
+    got = fast(path)
+    assert got is not None and same(got, reference(path))
+
+
+def test_the_fast_schema_has_every_field_of_its_messages() -> None:
+    """An unknown field is refused only where it is one: each message the fast reader parses knows
+    every field protobuf's schema gives it (by its name there), and its type name is protobuf's."""
+    from memtrace.read import text_schema as schema
+
+    pool = pb.StepStats.DESCRIPTOR.file.pool
+    for message, name in schema.TYPE_NAMES.items():
+        descriptor = pool.FindMessageTypeByName("memtrace.tf." + name)
+        known = set(schema.CHILDREN.get(message, {})) | set(schema.FIELDS.get(message, {}))
+        assert known == set(descriptor.fields_by_name), name
+
+
+def test_an_unknown_field_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from memtrace.cli import main
+
+    text, line_number = _insert(ALEXNET.read_text(), _LAST_NODE_END, 0, "    bogus: 1\n")
+    path = tmp_path / "bogus.pbtxt"
+    path.write_text(text)
+    assert main(["summary", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f'memtrace: error: {path}:{line_number}:5: Message type "NodeExecStats" has no field named "bogus".\n'
+
+
+_RUN_METADATA_UNKNOWN = [  # (text, the error after the path)
+    (_RUN_METADATA_HEAD + "      memory_stats {\n        host_temp_memory_size: 3\n        bogus: 1\n      }\n    }\n  }\n}\n",
+     '8:9: Message type "MemoryStats" has no field named "bogus".'),
+    (_RUN_METADATA_HEAD + "    }\n  }\n}\nbogus: 2\n", '9:1: Message type "RunMetadata" has no field named "bogus".'),
+    (_RUN_METADATA_HEAD + '    }\n    thread_names {\n      key: 1\n      [a.b.c] {\n      }\n    }\n  }\n}\n',
+     '9:12: Message type "DeviceStepStats.ThreadNamesEntry" does not have extensions.'),
+]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("case", _RUN_METADATA_UNKNOWN, ids=["in-memory-stats", "top-level", "extension-in-a-map-entry"])
+def test_an_unknown_field_in_a_run_metadata_is_refused_as_protobuf_refuses_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: tuple[str, str], jobs: int) -> None:
+    text, said = case
+    path = tmp_path / "run.pbtxt"
+    path.write_text(text)
+    _small_chunks(monkeypatch, 60)
+    with pytest.raises(TraceFormatError) as refused:
+        fast(path, jobs)
+    assert str(refused.value) == f"{path}:{said}"
+    with pytest.raises(TraceFormatError) as also:
+        reference(path)
+    assert str(also.value) == f"{path}:{said}"
+
+
+_ALEXNET_LINES = ALEXNET.read_text().splitlines(keepends=True)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(after=st.integers(0, len(_ALEXNET_LINES) - 2), chunk_bytes=st.integers(300, 5000), processes=st.sampled_from([1, 2]),
+       extension=st.booleans())
+def test_an_unknown_field_anywhere_is_refused_as_protobuf_refuses_it(
+        after: int, chunk_bytes: int, processes: int, extension: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An unknown field (or extension) after any line of a real trace, in the message that line is in
+    (or opens), in chunks from 300 bytes (smaller ones are laid out again, as below), in one process
+    or two: the fast reader's line is protobuf's."""
+    line = _ALEXNET_LINES[after]
+    indent = len(line) - len(line.lstrip(" ")) + 2 * line.rstrip().endswith("{")
+    name = "[x.y]" if extension else "bogus"
+    path = tmp_path / "anywhere.pbtxt"
+    path.write_text("".join([*_ALEXNET_LINES[:after + 1], " " * indent + name + ": 1\n", *_ALEXNET_LINES[after + 1:]]))
+    _small_chunks(monkeypatch, chunk_bytes)
+    with pytest.raises(TraceFormatError) as said:
+        reference(path)
+    assert str(said.value).startswith(f"{path}:{after + 2}:{indent + 1 + 3 * extension}: Message type ")
+    with pytest.raises(TraceFormatError) as refused:
+        fast(path, processes)
+    assert str(refused.value) == str(said.value)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_chunk_laid_out_again_leaves_an_unknown_field_to_protobuf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    jobs: int) -> None:
+    """Where the field's chunk is laid out again (here a tab in it), its lines are not the file's:
+    the fast reader steps aside, and protobuf's parser names the field, as before."""
+    text, line_number = _insert(ALEXNET.read_text(), r"^    node_name: .*\n", 100, "    bogus: 1\n")
+    text = text.replace("\n    all_start_micros:", "\n\tall_start_micros:", 1)
+    path = tmp_path / "tab.pbtxt"
+    path.write_text(text)
+    assert fast(path, jobs) is None
+    with pytest.raises(TraceFormatError) as said:
+        reference(path)
+    assert str(said.value) == f'{path}:{line_number}:5: Message type "NodeExecStats" has no field named "bogus".'

@@ -35,6 +35,7 @@ from .detect import (
     RUN_METADATA_FIELDS,
     STEP_STATS_FIELDS,
     TooLarge,
+    UnknownField,
     Unrecognised,
     first_field,
     looks_like_xspace,
@@ -282,6 +283,8 @@ def _load_fast(path: str, progress: Progress | None, jobs: int = 1,
             run_metadata = protobuf.parse_delegated(delegated)
     except (TooLarge, TimeOutOfRange) as error:
         raise TraceFormatError(path, str(error)) from None
+    except UnknownField as error:
+        raise TraceFormatError(path, error.detail, error.line, error.column) from None
     except (Unrecognised, EOFError, OSError, zlib.error):
         return None
     except Exception:  # an optimisation must never be why a trace fails to load

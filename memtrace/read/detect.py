@@ -25,6 +25,16 @@ class Unrecognised(Exception):
     """The input is outside what a fast reader handles; protobuf's parser must read it."""
 
 
+class UnknownField(Exception):
+    """A field the schema does not have (or an extension) in a message a fast reader parses itself:
+    invalid, and refused with the words, line and column protobuf's text parser gives for it."""
+
+    def __init__(self, detail: str, line: int, column: int):
+        super().__init__(detail, line, column)
+        self.detail, self.line, self.column = detail, line, column
+        self.context: object = None  # from a worker process: what its chunk assumed and read before the field
+
+
 class TooLarge(Exception):
     """One piece of the input (a line, a name) is larger than any reader should hold: refused."""
 

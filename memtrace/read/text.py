@@ -49,7 +49,7 @@ def read(stream: IO[bytes], head: bytes, root: str, builder: TraceBuilder,
     # messages open there: read in order, the state knows them; chunks read apart assume them
     # from where the text was cut, and the merge checks the assumption.
     open_kinds = (lambda: [entry.kind for entry in state.stack]) if jobs == 1 else None
-    chunks: Iterator[tuple[bytes, bool]] = _chunks(stream, head, state.root, chunk_bytes or CHUNK_BYTES, open_kinds)
+    chunks: Iterator[tuple[bytes, bool, int]] = _chunks(stream, head, state.root, chunk_bytes or CHUNK_BYTES, open_kinds)
     if jobs > 1:  # and more than one chunk: else the processes would only cost their start
         first = [chunk for chunk in (next(chunks, None), next(chunks, None)) if chunk is not None]
         chunks = itertools.chain(first, chunks)
@@ -57,8 +57,8 @@ def read(stream: IO[bytes], head: bytes, root: str, builder: TraceBuilder,
     if jobs > 1:
         text_jobs.read_in_parallel(chunks, state, builder, on_chunk, jobs)
     else:
-        for count, (chunk, _) in enumerate(chunks, 1):
-            read_chunk(chunk, state, builder)
+        for count, (chunk, _, first_line) in enumerate(chunks, 1):
+            read_chunk(chunk, state, builder, first_line)
             after_chunk(count, on_chunk)
     if state.stack:
         raise Unrecognised("the text ends inside a message")
@@ -66,10 +66,11 @@ def read(stream: IO[bytes], head: bytes, root: str, builder: TraceBuilder,
 
 
 def _chunks(stream: IO[bytes], head: bytes, root: int, chunk_bytes: int,
-            open_kinds: Callable[[], list[int]] | None) -> Generator[tuple[bytes, bool], None, None]:
+            open_kinds: Callable[[], list[int]] | None) -> Generator[tuple[bytes, bool, int], None, None]:
     """The text in chunks of whole lines, each cut just before a node or after a top-level message.
 
-    With each chunk, whether it begins at a node (inside a device) rather than at the top level.
+    With each chunk, whether it begins at a node (inside a device) rather than at the top level,
+    and the line of the file it begins on (0 for lines laid out again, which are not the file's).
     Where a chunk's worth of text holds nodes but no line to cut before (nodes not on lines of
     their own: a whole file on one line, a list of nodes), the text is laid out again as it
     streams (:func:`_laid_out`), and cut where the layout's lines can be, until its own lines can
@@ -77,6 +78,7 @@ def _chunks(stream: IO[bytes], head: bytes, root: int, chunk_bytes: int,
     """
     pieces = _tidied(itertools.chain([head], iter(lambda: stream.read(chunk_bytes), b"")))
     pending, at_node = b"", False
+    line = 1  # the line of the file ``pending`` begins on
     for data in pieces:
         pending += data
         if len(pending) < chunk_bytes:
@@ -87,16 +89,18 @@ def _chunks(stream: IO[bytes], head: bytes, root: int, chunk_bytes: int,
                 _check_no_cut(pending)
                 continue
             kinds = open_kinds() if open_kinds is not None else _open_at(root, at_node)
-            pending, at_node = yield from _laid_out(Layout(root, kinds, at_node), pending, pieces, root)
+            pending, at_node, lines = yield from _laid_out(Layout(root, kinds, at_node), pending, pieces, root)
+            line += lines
             continue
         piece = _without_comments(pending[:cut])
-        if piece:  # not only comments
-            yield piece, at_node
+        if piece:
+            yield piece, at_node, line
+        line += pending.count(b"\n", 0, cut)
         pending, at_node = pending[cut:], cut_at_node
     if pending:
         piece = _without_comments(pending if pending.endswith(b"\n") else pending + b"\n")
         if piece:
-            yield piece, at_node
+            yield piece, at_node, line
 
 
 def _open_at(root: int, at_node: bool) -> list[int]:
@@ -162,30 +166,32 @@ def _holds_nodes_off_their_lines(pending: bytes) -> bool:
 
 
 def _laid_out(layout: Layout, text: bytes, pieces: Iterator[bytes], root: int) -> Generator[
-        tuple[bytes, bool], None, tuple[bytes, bool]]:
+        tuple[bytes, bool, int], None, tuple[bytes, bool, int]]:
     """Stream ``text``, then ``pieces``, through ``layout``, and yield its lines in chunks, each cut
     where the layout says (before a node, after a top-level message).
 
     Returns the text from the first line where the text's own lines can be cut again (a node's
     line or the end of a top-level message, with the layout at rest there), and whether that is a
-    node; or nothing, where the text ends first. Memory stays a chunk or two: a token the next
+    node, and how many lines of the text it laid out; or nothing, where the text ends first. Memory stays a chunk or two: a token the next
     piece may continue is all that is held back, and a stretch with no place to cut is refused.
     """
     uncut = line_bytes = 0  # bytes read since the last chunk, and since the last line end
+    lines = 0
     for data in itertools.chain([text], pieces):
+        lines += data.count(b"\n")
         back, at_node = _first_cut(data, root)
         if back:
             layout.feed(data[:back])
             if layout.at_rest(_open_at(root, at_node)):
                 rest = layout.take_all()
                 if rest is not None:
-                    yield rest
-                return data[back:], at_node
+                    yield (*rest, 0)
+                return data[back:], at_node, lines - data.count(b"\n", back)
             data = data[back:]
         layout.feed(data)
         chunk = layout.take()
         if chunk is not None:
-            yield chunk
+            yield (*chunk, 0)
         uncut = 0 if chunk is not None else uncut + len(data)
         newline = data.rfind(b"\n")
         line_bytes = len(data) - newline - 1 if newline >= 0 else line_bytes + len(data)
@@ -199,8 +205,8 @@ def _laid_out(layout: Layout, text: bytes, pieces: Iterator[bytes], root: int) -
     layout.end()
     rest = layout.take_all()
     if rest is not None:
-        yield rest
-    return b"", False
+        yield (*rest, 0)
+    return b"", False, lines
 
 
 def _tidied(pieces: Iterator[bytes]) -> Iterator[bytes]:
@@ -229,10 +235,10 @@ _COMMENT_AFTER = re.compile(rb'''^((?:[^"'\n#]++|"(?:[^"\\\n]|\\.)*+"|'(?:[^'\\\
 
 
 def _without_comments(chunk: bytes) -> bytes:
-    """The chunk with its comments cut (see above); the same object where it has no '#'."""
+    """The chunk with its comments cut (see above), each line kept; the same object where it has no '#'."""
     if b"#" not in chunk:
         return chunk
-    chunk = _COMMENT_LINE.sub(b"", chunk)
+    chunk = _COMMENT_LINE.sub(b"\n", chunk)  # (a blank line: the lines keep the file's numbers)
     return _COMMENT_AFTER.sub(lambda m: m.group(1).rstrip(b" \t"), chunk) if b"#" in chunk else chunk
 
 

@@ -13,9 +13,11 @@ Text laid out otherwise (tabs, a message on one line, blanks at line ends, ``[a,
 laid out so again, chunk by chunk, before it is read (:mod:`memtrace.read.text_layout`);
 messages in ``<...>`` are read on lines of their own, their marks checked to pair; single quotes,
 strings in adjacent parts, and hex or octal integers are read as protobuf reads them. protobuf's
-parser stays the reference: anything else this reader does not recognise, from an unknown field
-to an extension, raises :class:`Unrecognised`, and the caller parses the file with protobuf
-instead. So it is never wrong, only sometimes slower. Top-level RunMetadata fields other than
+parser stays the reference: anything else this reader does not recognise raises
+:class:`Unrecognised`, and the caller parses the file with protobuf instead. So it is never
+wrong, only sometimes slower. The exception is a field the schema does not have (or an
+extension) in a chunk read as the file has it: invalid, so refused here, with protobuf's words,
+line and column, once the lines before it are read and found valid (:func:`read_chunk`). Top-level RunMetadata fields other than
 ``step_stats`` (the graphs) are cut out as text and handed to protobuf on their own.
 """
 
@@ -31,7 +33,7 @@ import numpy as np
 from ..model import IntArray
 from ..units import format_bytes
 from .builder import NodeBlock, micros_to_ns, release_memory
-from .detect import TooLarge, Unrecognised
+from .detect import TooLarge, UnknownField, Unrecognised
 from .dtypes import DATA_TYPE_NUMBERS
 from .text_layout import canonical_layout
 from .text_schema import (
@@ -61,6 +63,7 @@ from .text_schema import (
     STR,
     TD,
     TN,
+    TYPE_NAMES,
     TYPES,
     U32,
     U64,
@@ -515,7 +518,7 @@ def _classify(padded: bytes, state: TextState) -> _Chunk | None:
         if delegated.any():
             kind[opening[delegated]] = SKIP
     if (kind[opens] < 0).any():
-        raise Unrecognised("a message field this reader does not know")
+        _unknown_names(opens, fields, kind, key, parent_kind, starts, key_start)
 
     # Scalar fields: known to their message.
     outer = parent_kind[fields]
@@ -526,7 +529,7 @@ def _classify(padded: bytes, state: TextState) -> _Chunk | None:
         raise Unrecognised("a list of values")
     field_id = _FIELD[outer, key[fields]]
     if (field_id < 0).any():
-        raise Unrecognised("a field this reader does not know")
+        _unknown_names(opens, fields, kind, key, parent_kind, starts, key_start)
 
     # Singular messages given twice in one parent.
     singular = opens[_SINGULAR_CHILD[parent_kind[opens], key[opens]]]
@@ -537,6 +540,36 @@ def _classify(padded: bytes, state: TextState) -> _Chunk | None:
             raise Unrecognised("a message field given twice")
     return _Chunk(padded, data, words, starts, ends, level, is_open, is_close, kind, parent, fields, field_id,
                   value_start)
+
+
+class _UnknownName(Unrecognised):
+    """A name (or an extension) that the message it is in does not have, where this reader parses
+    that message itself (not inside a delegated field): the first such line of a chunk, in bytes
+    of the padded chunk. :func:`read_chunk` decides whether it is the text's first error."""
+
+    def __init__(self, line_start: int, name_start: int, message: int):
+        super().__init__("a field this reader's schema does not have")
+        self.line_start, self.name_start, self.message = line_start, name_start, message
+
+
+def _unknown_names(opens: IntArray, fields: IntArray, kind: IntArray, key: IntArray, parent_kind: IntArray,
+                   starts: IntArray, key_start: IntArray) -> None:
+    """Raise :class:`_UnknownName` for the first line (of ``opens`` and ``fields``) whose name its
+    message does not have; lines inside an unknown message or a delegated field are not counted."""
+    rows = []
+    for lines, table in ((opens, _CHILD), (fields, _FIELD)):
+        outer = parent_kind[lines]
+        parsed = (outer >= 0) & (outer < DELEG)  # (DELEG and SKIP come last)
+        known = table[np.maximum(outer, 0), key[lines]] >= 0
+        rows.append(lines[parsed & ~known])
+    wrong = np.concatenate(rows)
+    if not len(wrong):
+        raise Unrecognised("a field this reader does not know")
+    row = int(wrong.min())
+    message = int(parent_kind[row])
+    if _CHILD[message, key[row]] >= 0 or _FIELD[message, key[row]] >= 0:  # a known field, written as the other kind
+        raise Unrecognised("a message field written as a value, or a value as a message")
+    raise _UnknownName(int(starts[row]), int(key_start[row]), message)
 
 
 def _check_marks_pair(last: np.ndarray, level: IntArray, is_open: np.ndarray, is_close: np.ndarray, state: TextState,
@@ -575,17 +608,21 @@ class NodeSink(Protocol):
     def add_nodes(self, block: NodeBlock) -> None: ...
 
 
-def read_chunk(buffer: bytes, state: TextState, builder: NodeSink) -> None:
+def read_chunk(buffer: bytes, state: TextState, builder: NodeSink, first_line: int = 0) -> None:
     """Read complete lines: ``buffer`` ends with a newline, and no node spans two chunks.
 
     A chunk laid out otherwise than protobuf's printers write (tabs, a message on one line,
     blanks at line ends, lists) is laid out so first (:func:`~memtrace.read.text_layout.canonical_layout`),
-    before anything is read.
+    before anything is read. ``first_line`` is the line of the file the chunk begins on, where its
+    lines are the file's (0 where they were laid out again): a field the schema does not have is
+    then refused here (:class:`~memtrace.read.detect.UnknownField`), as protobuf would refuse it.
     """
     noted = len(state.assumed_closes)
     try:
         chunk = _classify(bytes(_PAD) + buffer + bytes(_PAD), state)
-    except Unrecognised:
+    except Unrecognised as error:
+        if first_line and isinstance(error, _UnknownName):
+            _refuse_unknown(buffer, error, state, first_line)
         del state.assumed_closes[noted:]  # (noted by the reading that stepped aside)
         laid_out = canonical_layout(buffer, state.root, [entry.kind for entry in state.stack])
         chunk = _classify(bytes(_PAD) + laid_out + bytes(_PAD), state)
@@ -598,14 +635,80 @@ def read_chunk(buffer: bytes, state: TextState, builder: NodeSink) -> None:
     _close_and_carry(chunk, state, dev_rows, dev_ordinals)
 
 
+# A name protobuf's tokenizer reads as one identifier; an extension's, in brackets, with the start
+# of its last part (where protobuf's error points).
+_IDENTIFIER = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*(?=[: ])")
+_EXTENSION = re.compile(rb"\[[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\](?=[: ])")
+
+
+class _Discard:
+    """A builder that keeps nothing: the lines before an unknown field are read only to check them."""
+
+    def __init__(self, first_ordinal: int):
+        self.devices = first_ordinal
+
+    def add_device_stats(self) -> int:
+        self.devices += 1
+        return self.devices - 1
+
+    def set_device_name(self, ordinal: int, name: str) -> None:
+        pass
+
+    def add_nodes(self, block: NodeBlock) -> None:
+        pass
+
+
+def _refuse_unknown(buffer: bytes, unknown: _UnknownName, state: TextState, first_line: int) -> None:
+    """Raise UnknownField for ``unknown`` with protobuf's words, line and column, where it is the
+    text's first error; else Unrecognised (protobuf's parser then finds the error before it).
+
+    The chunks before were read, so the lines before it in this chunk are all that is left to
+    check: they are read as a chunk of their own (into nothing). A delegated field (a graph) before
+    it is parsed only at the end, so there protobuf decides.
+    """
+    if state.delegated or any(entry.kind >= DELEG for entry in state.stack):
+        raise Unrecognised("a field the schema does not have, after a delegated field")
+    name_at = unknown.name_start - _PAD
+    message = TYPE_NAMES[unknown.message]
+    plain = _IDENTIFIER.match(buffer, name_at)
+    if plain is not None:
+        detail = f'Message type "{message}" has no field named "{plain.group().decode()}".'
+        column = name_at
+    else:
+        extension = _EXTENSION.match(buffer, name_at)
+        if extension is None:
+            raise Unrecognised("a name protobuf's tokenizer must judge")
+        detail = f'Message type "{message}" does not have extensions.'
+        column = name_at + max(extension.group().rfind(b"."), 0) + 1  # protobuf points at the last part
+    line_start = unknown.line_start - _PAD
+    prefix = buffer[:line_start]
+    chunk = _classify(bytes(_PAD) + prefix + bytes(_PAD), state) if prefix.strip() else None
+    if chunk is not None:
+        if (chunk.kind == DELEG).any():
+            raise Unrecognised("a field the schema does not have, after a delegated field")
+        dev_rows = np.flatnonzero(chunk.kind == DEV)
+        sink = _Discard(state.devices)
+        dev_ordinals = np.array([sink.add_device_stats() for _ in range(len(dev_rows))], dtype=np.int64)
+        _read_values(chunk, state, sink, dev_rows, dev_ordinals)
+        _check_step_stats_once(chunk, state)
+    raise UnknownField(detail, first_line + prefix.count(b"\n"), column - line_start + 1)
+
+
+def _check_step_stats_once(chunk: _Chunk, state: TextState) -> None:
+    """A RunMetadata's step_stats given twice is invalid (protobuf's reader says so)."""
+    if state.root == RM:
+        top = np.flatnonzero((chunk.level == 0) & chunk.is_open)
+        opened = int((chunk.kind[top] == SS).sum())
+        if opened and (state.step_stats_seen or opened > 1):
+            raise Unrecognised("step_stats given twice")
+        state.step_stats_seen |= bool(opened)
+
+
 def _close_and_carry(chunk: _Chunk, state: TextState, dev_rows: IntArray, dev_ordinals: IntArray) -> None:
     """Collect delegated top-level fields that closed, and the messages still open, for the next chunk."""
     level, is_open, is_close, kind = chunk.level, chunk.is_open, chunk.is_close, chunk.kind
     top = np.flatnonzero((level == 0) & (is_open | is_close))
-    if state.root == RM:
-        if (kind[top] == SS).any() and (state.step_stats_seen or int((kind[top] == SS).sum()) > 1):
-            raise Unrecognised("step_stats given twice")
-        state.step_stats_seen |= bool((kind[top] == SS).any())
+    _check_step_stats_once(chunk, state)
     region: list[bytes] | None = None
     region_start = -1
     if state.stack and state.stack[0].kind == DELEG:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .builder import NodeBlock, TraceBuilder
-from .detect import Unrecognised
+from .detect import UnknownField, Unrecognised
 from .jobs import InOrder
 from .text_chunks import OpenMessage, TextState, after_chunk, read_chunk
 from .text_schema import DEV, RM, SS
@@ -60,11 +60,13 @@ class _ChunkRead:
     state: TextState  # what it leaves: the messages still open, delegated fields, step_stats seen
 
 
-def _read_apart(chunk: bytes, root: int, at_node: bool) -> _ChunkRead:
+def _read_apart(chunk: bytes, root: int, at_node: bool, first_line: int = 0) -> _ChunkRead:
     """Read one chunk on its own, assuming what is open where it begins (checked when merged).
 
     How the messages open at its start began ('{' or '<') it cannot know: their openers stay 0,
-    and how it ends them is noted (``state.assumed_closes``).
+    and how it ends them is noted (``state.assumed_closes``). A field the schema does not have is
+    raised with what the lines before it assumed and did, for the merge to check
+    (:func:`_check_unknown_field`).
     """
     kinds = ([SS] if root == RM else []) + [DEV] if at_node else []
     state = TextState(root, stack=[OpenMessage(kind) for kind in kinds])
@@ -72,13 +74,18 @@ def _read_apart(chunk: bytes, root: int, at_node: bool) -> _ChunkRead:
         state.stack[-1].ordinal = _APART_BASE - 1  # the device the previous chunk left open
     start = [(entry.kind, entry.ordinal) for entry in state.stack]
     recorder = _Recorder(_APART_BASE)
-    read_chunk(chunk, state, recorder)
+    try:
+        read_chunk(chunk, state, recorder, first_line)
+    except UnknownField as error:
+        error.context = _ChunkRead(start, recorder, state)
+        raise
     return _ChunkRead(start, recorder, state)
 
 
-def read_in_parallel(chunks: Iterator[tuple[bytes, bool]], state: TextState, builder: TraceBuilder,
+def read_in_parallel(chunks: Iterator[tuple[bytes, bool, int]], state: TextState, builder: TraceBuilder,
                      on_chunk: Callable[[], None] | None, jobs: int) -> None:
-    """Read ``chunks`` (and whether each begins at a node) in ``jobs`` processes; merge in order into ``builder``."""
+    """Read ``chunks`` (with whether each begins at a node, and its first line) in ``jobs`` processes;
+    merge in order into ``builder``."""
     merged = 0
 
     def merge(read: _ChunkRead) -> None:
@@ -87,10 +94,32 @@ def read_in_parallel(chunks: Iterator[tuple[bytes, bool]], state: TextState, bui
         merged += 1
         after_chunk(merged, on_chunk)
 
-    with InOrder(_read_apart, jobs) as pool:
-        for chunk, at_node in chunks:
-            pool.submit((chunk, state.root, at_node), merge)
-        pool.finish()
+    try:
+        with InOrder(_read_apart, jobs) as pool:
+            for chunk, at_node, first_line in chunks:
+                pool.submit((chunk, state.root, at_node, first_line), merge)
+            pool.finish()
+    except UnknownField as error:  # (raised in order: every chunk before it is merged)
+        _check_unknown_field(error, state)
+        raise
+
+
+def _check_unknown_field(error: UnknownField, state: TextState) -> None:
+    """Check what the chunk that found an unknown field assumed and did before it against ``state``
+    (the chunks before it, merged); Unrecognised where that does not fit or protobuf must judge
+    (a delegated field before it, a device or step_stats given twice)."""
+    read = error.context
+    if not isinstance(read, _ChunkRead) or [kind for kind, _ in read.start] != [entry.kind for entry in state.stack] \
+            or state.delegated:
+        raise Unrecognised("an unknown field in a chunk that does not begin where the previous one ended")
+    apart = read.state
+    for level, closer in apart.assumed_closes:
+        if state.stack[level].opener + 2 != closer:
+            raise Unrecognised("a message closed by another mark than it began with")
+    if apart.step_stats_seen and state.step_stats_seen:
+        raise Unrecognised("step_stats given twice")
+    if _APART_BASE - 1 in apart.named_devices and state.stack and state.stack[-1].ordinal in state.named_devices:
+        raise Unrecognised("a device named twice")
 
 
 def _merge(read: _ChunkRead, state: TextState, builder: TraceBuilder) -> None:

@@ -14,6 +14,12 @@ from __future__ import annotations
 TYPES = 16
 I64, U64, I32, U32, BOOL, STR, ENUM = range(7)  # how a scalar field's value is written
 
+# The full names protobuf's errors give them (less the package, as the reference path says them).
+TYPE_NAMES = {SS: "StepStats", RM: "RunMetadata", DEV: "DeviceStepStats", NODE: "NodeExecStats",
+              MEM: "AllocatorMemoryUsed", REC: "AllocationRecord", OUT: "NodeOutput", TD: "TensorDescription",
+              SHAPE: "TensorShapeProto", DIM: "TensorShapeProto.Dim", AD: "AllocationDescription",
+              MS: "MemoryStats", REF: "AllocationDescription", TN: "DeviceStepStats.ThreadNamesEntry"}
+
 CHILDREN: dict[int, dict[str, int]] = {
     SS: {"dev_stats": DEV},
     RM: {"step_stats": SS, "cost_graph": DELEG, "partition_graphs": DELEG, "function_graphs": DELEG,
