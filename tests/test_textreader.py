@@ -648,6 +648,7 @@ def test_the_whole_alexnet_text_without_protobuf_imports_reads_fast() -> None:
 @given(changes=edits(len(_VALID)), chunk_bytes=st.integers(20, 200))
 @example(changes=[(23, 0, b"\x00")], chunk_bytes=20)  # a NUL just past a sniff that had shrunk alone
 @example(changes=[(225, 1, b"")], chunk_bytes=20)  # a name cut short: a field the schema does not have
+@example(changes=[(71, 1, b""), (171, 0, b"\x80")], chunk_bytes=20)  # that, then a byte that is not UTF-8: no text at all
 def test_damaged_text_in_several_processes_is_read_identically_or_left_to_protobuf(
         changes: list[Edit], chunk_bytes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _small_chunks(monkeypatch, chunk_bytes)

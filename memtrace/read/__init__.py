@@ -284,6 +284,9 @@ def _load_fast(path: str, progress: Progress | None, jobs: int = 1,
     except (TooLarge, TimeOutOfRange) as error:
         raise TraceFormatError(path, str(error)) from None
     except UnknownField as error:
+        # protobuf reads a file as text only where all of it is UTF-8; elsewhere its error is another.
+        if not _utf8_throughout(raw, compressed):
+            return None
         raise TraceFormatError(path, error.detail, error.line, error.column) from None
     except (Unrecognised, EOFError, OSError, zlib.error):
         return None
@@ -294,6 +297,22 @@ def _load_fast(path: str, progress: Progress | None, jobs: int = 1,
     if progress is not None:
         progress(size, size)
     return builder, "text" + ("+gzip" if compressed else ""), message_name, run_metadata
+
+
+def _utf8_throughout(raw: IO[bytes], compressed: bool) -> bool:
+    """Whether the whole input (decompressed) is UTF-8, read again from its start a piece at a time."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        raw.seek(0)
+        stream: Any = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
+        while piece := stream.read(1 << 20):
+            decoder.decode(piece)
+        decoder.decode(b"", final=True)
+    except (UnicodeDecodeError, OSError, EOFError, zlib.error):
+        return False
+    return True
 
 
 def _load_fast_binary(stream: IO[bytes], head: bytes, on_block: Callable[[int], None] | None = None,
