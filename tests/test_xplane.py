@@ -705,3 +705,25 @@ def test_tensorboards_profile_batch_steps_peak_at_the_allocators_own_counter() -
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["steps"] == [2, 3, 4]  # profile_batch=(3, 5): the third to fifth batch, numbered from 0
     assert found["peaks"] == found["counters"] and min(found["peaks"]) > 0
+
+
+def test_a_piece_a_worker_cannot_read_stops_the_pool_and_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The worker's Unrecognised comes back as raised (the caller then reads the file with upb), and
+    # the pieces still in flight are dropped rather than waited for.
+    import io
+    import os
+
+    from memtrace.read import xplane, xplane_binary
+    from memtrace.read.detect import Unrecognised
+
+    parent, decode = os.getpid(), xplane_binary._line
+
+    def refused_in_a_worker(*arguments: object, **keywords: object) -> None:
+        if os.getpid() != parent:
+            raise Unrecognised("a piece no worker can read")
+        decode(*arguments, **keywords)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(xplane_binary, "_line", refused_in_a_worker)
+    data = gzip.decompress(KERAS[2].read_bytes())
+    with pytest.raises(Unrecognised, match="a piece no worker can read"):
+        xplane_binary.collect_file(io.BufferedReader(io.BytesIO(data)), len(data), xplane.Events(), 4096, jobs=2)  # type: ignore[arg-type]

@@ -19,7 +19,8 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from io import BufferedIOBase
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, final
 
 import numpy as np
 
@@ -291,16 +292,11 @@ def collect_file(handle: BufferedIOBase, size: int, into: Events, piece_bytes: i
 
 
 def _collect(source: _Source, into: Events, jobs: int) -> None:
-    decoder = _Decoder(into, jobs)
-    try:
+    with _Decoder(into, jobs) as decoder:
         for number, wire, _, start, end in _walk(source, 0, source.size, "a truncated profile"):
             if number == 1 and wire == _LEN:
                 _plane(source, start, end, into, decoder)
         decoder.finish()
-    except BaseException:
-        decoder.close(failed=True)
-        raise
-    decoder.close()
 
 
 # What :func:`_line` needs besides the piece: line id, timestamp, event spans, memory event ids,
@@ -308,6 +304,7 @@ def _collect(source: _Source, into: Events, jobs: int) -> None:
 _LineArguments = tuple[int, int, IntArray, IntArray, IntArray, IntArray, dict[int, str], "int | None", dict[int, int]]
 
 
+@final
 class _Decoder:
     """Decodes the walked pieces of lines into ``into``: here, or from the second piece on in worker processes."""
 
@@ -331,10 +328,12 @@ class _Decoder:
         if self.pool is not None:
             self.pool.finish()
 
-    def close(self, failed: bool = False) -> None:
-        """Stop the processes: after the last piece, or at once (dropping the pieces in flight) on a failure."""
-        if self.pool is not None and self.pool.pool is not None:
-            self.pool.pool.shutdown(wait=not failed, cancel_futures=failed)
+    def __enter__(self) -> _Decoder:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        if self.pool is not None:  # (on an error, the pieces still being decoded are dropped)
+            self.pool.__exit__(kind, error, trace)
 
 
 def _piece_events(data: bytearray, *arguments: Any) -> Events:
