@@ -38,8 +38,12 @@ if TYPE_CHECKING:
 INSTALL_HINT = "pip install 'memtrace[tensorflow]'"
 
 
-class MissingExtraError(MemtraceError, ImportError):
-    """An optional dependency is not installed; the message says which extra provides it."""
+class MissingExtraError(MemtraceError, ModuleNotFoundError):
+    """An optional dependency is not installed; the message says which extra provides it.
+
+    A ModuleNotFoundError, so ``pytest.importorskip("memtrace.tensorflow")`` skips on it: pytest
+    9.1 and later skip only on ModuleNotFoundError unless told ``exc_type=ImportError``.
+    """
 
 
 try:

@@ -18,11 +18,11 @@ from memtrace.errors import UsageError
 from memtrace.ops import ops
 from memtrace.peak import group_live_set
 
-from .conftest import ALEXNET, FIXTURES, RECORDED, TINY
+from .conftest import ALEXNET, FIXTURES, RECORDED, TINY, require
 
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
-distributed = pytest.importorskip("distributed")
+pa = require("pyarrow")
+pq = require("pyarrow.parquet")
+distributed = require("distributed")
 
 BROKEN = 'dev_stats {\n  device: "x"\n  node_stats { node_name: '  # cut off in the middle of a string
 

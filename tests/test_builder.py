@@ -11,7 +11,7 @@ import pytest
 import memtrace
 from memtrace.cli import main
 
-from .conftest import REAL_TRACES, TINY
+from .conftest import REAL_TRACES, TINY, require
 from .fastpaths import fast, reference, same
 
 GPU = "/job:localhost/replica:0/task:0/device:GPU:0"
@@ -683,8 +683,8 @@ def test_diff_max_increase_cannot_be_measured_on_an_allocator_beyond_int64(capsy
 
 def test_batch_records_an_allocator_beyond_int64_with_a_null_peak_and_why(capsys: pytest.CaptureFixture[str],
                                                                           tmp_path: Path) -> None:
-    pytest.importorskip("pyarrow")
-    pytest.importorskip("dask")
+    require("pyarrow")
+    require("dask")
     from memtrace.batching import COLUMNS, analyse_trace
 
     base, new = _base_and_new(tmp_path)
@@ -734,8 +734,8 @@ def test_report_export_diff_and_batch_refuse_an_allocator_beyond_int64_asked_for
     for command in (["report", str(only), "--json"], ["export", str(only)], ["diff", str(only), str(only)]):
         assert main(command) == 2, command
         assert capsys.readouterr() == ("", f"memtrace: error: {only}: {GPU_REFUSED}\n"), command
-    pytest.importorskip("pyarrow")
-    pytest.importorskip("dask")
+    require("pyarrow")
+    require("dask")
     assert main(["batch", str(new), "-o", str(tmp_path / "tables"), "--workers", "1", "--allocator", "GPU_0_bfc"]) == 1
     assert capsys.readouterr().err == f"memtrace: {new}: {GPU_REFUSED}\n"
 

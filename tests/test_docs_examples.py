@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from .conftest import ROOT
+from .conftest import ROOT, require
 
 EXAMPLE = ROOT / "docs" / "examples" / "test_memory_budget.py"
 
@@ -23,7 +23,7 @@ def test_testing_page_shows_the_example_verbatim() -> None:
 
 def test_memory_budget_example_passes_under_pytest() -> None:
     """In a pytest of its own, with memtrace's plugin loaded as its entry point loads it."""
-    pytest.importorskip("tensorflow")
+    require("tensorflow")
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p", "no:cacheprovider", "-q", str(EXAMPLE)],

@@ -30,7 +30,7 @@ from memtrace.oom_model import (
 from memtrace.read.bfc_log import parse_size
 from memtrace.read.oom import load_oom_dumps
 
-from .conftest import FIXTURES
+from .conftest import FIXTURES, require
 
 OOM = FIXTURES / "oom"
 MIB = 1 << 20
@@ -541,7 +541,7 @@ def test_docs_worked_example_shows_both_verdicts() -> None:
 
 def test_vendored_memory_dump_schema_matches_tensorflows() -> None:
     """Our bfc_memory_map.proto has TensorFlow's field names, numbers and types, under our own package."""
-    pytest.importorskip("tensorflow")
+    require("tensorflow")
     try:  # TensorFlow 2.21 keeps it in XLA's tsl; tensorflow/core/protobuf only re-exports it
         from tensorflow.compiler.xla.tsl.protobuf import bfc_memory_map_pb2 as theirs
     except ImportError:

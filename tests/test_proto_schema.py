@@ -6,7 +6,7 @@ import pytest
 
 from memtrace.read._proto import tf_trace_pb2 as ours
 
-from .conftest import tensorflow_protos
+from .conftest import require, tensorflow_protos
 
 
 def _walk(descriptor, seen):
@@ -52,8 +52,7 @@ def test_every_tensorflow_field_is_declared_with_same_number_and_type() -> None:
 
 @pytest.mark.parametrize("enum_name", ["DataType"])
 def test_enum_values_match(enum_name: str) -> None:
-    from tensorflow.core.framework import types_pb2
-
+    types_pb2 = require("tensorflow.core.framework.types_pb2")
     theirs = {v.name: v.number for v in getattr(types_pb2, enum_name).DESCRIPTOR.values}
     mine = {v.name: v.number for v in getattr(ours, enum_name).DESCRIPTOR.values}
     assert mine == theirs

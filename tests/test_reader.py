@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +16,7 @@ import memtrace
 from memtrace.errors import TraceFormatError
 from memtrace.read._proto import tf_trace_pb2 as pb
 
-from .conftest import ALEXNET, FIXTURES, PTB, REAL_TRACES, RECORDED, tensorflow_protos
+from .conftest import ALEXNET, FIXTURES, PTB, REAL_TRACES, RECORDED, ROOT, as_unprivileged, tensorflow_protos
 
 CONVNET = FIXTURES / "recorded" / "cpu_convnet_b8.pbtxt"
 
@@ -310,13 +312,29 @@ def test_unknown_top_level_field(tmp_path: Path) -> None:
     assert "hello" in str(_error(tmp_path / "u.pbtxt"))
 
 
+_LOAD_THEN_SUMMARY = """
+import sys
+import memtrace
+from memtrace.cli import main
+from memtrace.errors import TraceFormatError
+try:
+    memtrace.load(sys.argv[1])
+except TraceFormatError as error:
+    print(type(error).__name__, error)
+sys.exit(main(["summary", sys.argv[1]]))
+"""
+
+
 def test_unreadable_file_is_an_error_not_a_crash(tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root reads any file")
+    # In a child that cannot read it: as root (CI is root), one without the capabilities that let root read anyway.
     path = tmp_path / "locked.pbtxt"
     path.write_text("dev_stats {}")
     path.chmod(0)
-    assert "cannot read" in str(_error(path))
+    done = subprocess.run(as_unprivileged([sys.executable, "-c", _LOAD_THEN_SUMMARY, str(path)]), capture_output=True,
+                          text=True, check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.stdout == f"TraceFormatError {path}: cannot read: Permission denied\n"
+    assert (done.returncode, done.stderr) == (2, f"memtrace: error: {path}: cannot read: Permission denied\n")
+    assert path.stat().st_mode & 0o777 == 0 and path.read_text() == "dev_stats {}"
 
 
 def test_reading_never_modifies_the_input(tmp_path: Path) -> None:

@@ -12,8 +12,6 @@ log (``--enable-logging=stderr``) must show no uncaught error either.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,7 +21,7 @@ import pytest
 import memtrace
 from memtrace.cli import main
 
-from .conftest import ALEXNET, PTB, TINY
+from .conftest import ALEXNET, PTB, TINY, require_program
 from .pngimage import read_png
 from .test_report import Page
 
@@ -31,12 +29,8 @@ HOSTILE = TINY / "hostile_names.pbtxt"
 
 
 def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if found:
-        return found
-    if os.environ.get("CI") or os.environ.get("MEMTRACE_CI"):
-        pytest.fail("headless Chromium is required in CI: .ci/run installs Debian's chromium")
-    pytest.skip("headless Chromium is not installed (apt-get install chromium); CI runs these tests")
+    """Headless Chromium (apt-get install chromium); .ci/run installs Debian's, so in CI its absence fails."""
+    return require_program("chromium", "chromium-browser", "google-chrome")
 
 
 def run_chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

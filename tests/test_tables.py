@@ -9,7 +9,7 @@ import pytest
 from memtrace.cli import main
 from memtrace.reporters.tables import fit_line, fit_table, output_width, shorten_middle
 
-from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
+from .conftest import ALEXNET, PTB, REAL_TRACES, TINY, require
 
 TRACES = [*REAL_TRACES, *sorted(TINY.glob("*.pbtxt"))]
 COMMANDS = [
@@ -102,8 +102,8 @@ def test_oom_and_trend_fit_the_terminal(
     for log in sorted(OOM.glob("*.log")) + sorted(OOM.glob("*.md")):
         widest, line = widest_line(capsys, ["oom", str(log)])
         assert widest <= width, f"oom {log.name}: {line!r}"
-    pytest.importorskip("pyarrow")
-    pytest.importorskip("dask")
+    require("pyarrow")
+    require("dask")
     assert main(["batch", str(TINY / "live_groups.pbtxt"), str(TINY / "producer_free.pbtxt"), "-o", str(tmp_path / "t"),
                  "--workers", "1"]) == 0
     capsys.readouterr()

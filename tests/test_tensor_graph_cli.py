@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import pytest
 
 from memtrace.cli import main
 
-from .conftest import ALEXNET, TINY
+from .conftest import ALEXNET, TINY, require_program
 
 CHAIN = TINY / "dataflow_chain.pbtxt"
 HOSTILE = 'bad "name" <x> \\ end'
@@ -119,12 +117,7 @@ def test_graphml_reads_back_with_hostile_names(capsys: pytest.CaptureFixture[str
 
 def _graphviz() -> str:
     """Graphviz's ``dot``; .ci/run installs it, so in CI its absence is a failure, not a skip."""
-    found = shutil.which("dot")
-    if found is None:
-        if os.environ.get("MEMTRACE_CI"):
-            pytest.fail("Graphviz's dot is missing: .ci/run should have installed it")
-        pytest.skip("Graphviz's dot is not installed")
-    return found
+    return require_program("dot")
 
 
 def test_dot_renders_in_graphviz_with_names_as_text(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -179,6 +172,5 @@ def test_dot_cuts_long_names_below_graphviz_limit_and_keeps_them_apart(capsys: p
     node_ids = {line.split(" [", 1)[0].strip() for line in text.splitlines() if line.startswith('  "') and " -> " not in line}
     assert len(node_ids) == 9
     assert sum("(100002 characters, sha1 " in node for node in node_ids) == 2
-    if shutil.which("dot"):
-        plain = subprocess.run(["dot", "-Tplain", str(target)], capture_output=True, text=True, check=True).stdout
-        assert sum(line.startswith("node ") for line in plain.splitlines()) == 9
+    plain = subprocess.run([_graphviz(), "-Tplain", str(target)], capture_output=True, text=True, check=True).stdout
+    assert sum(line.startswith("node ") for line in plain.splitlines()) == 9

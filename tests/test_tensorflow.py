@@ -13,7 +13,7 @@ import memtrace.testing
 from memtrace.errors import MemtraceError
 from memtrace.read import load_bytes
 
-from .conftest import ROOT
+from .conftest import ROOT, require
 
 # TensorFlow made unimportable, as where it is not installed: `import tensorflow` raises ImportError.
 WITHOUT_TF = "import sys\nsys.modules['tensorflow'] = None\n"
@@ -43,14 +43,27 @@ def test_tensorflow_module_names_the_extra_when_tensorflow_is_missing(how: str) 
         "try:\n"
         f"    {how}\n"
         "except MemtraceError as error:\n"
-        "    print(type(error).__name__, isinstance(error, ImportError))\n"
+        "    print(type(error).__name__, isinstance(error, ModuleNotFoundError))\n"
         "    print(error)\n"
     ))
     assert done.returncode == 0, done.stderr
     kind, message = done.stdout.splitlines()
-    assert kind == "MissingExtraError True"  # an ImportError too, so pytest.importorskip skips on it
+    assert kind == "MissingExtraError True"  # a ModuleNotFoundError too, so pytest.importorskip skips on it
     assert message.startswith("memtrace.tensorflow needs TensorFlow, which is not installed")
     assert message.endswith("install it with: pip install 'memtrace[tensorflow]'")
+
+
+def test_importorskip_skips_on_memtrace_tensorflow_without_tensorflow() -> None:
+    # docs/testing.md promises it; pytest 9.1 skips only on ModuleNotFoundError by default.
+    done = _python(WITHOUT_TF + (
+        "import pytest\n"
+        "try:\n"
+        "    pytest.importorskip('memtrace.tensorflow')\n"
+        "except pytest.skip.Exception as skipped:\n"
+        "    print('skipped:', skipped)\n"
+    ))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("skipped: could not import 'memtrace.tensorflow': memtrace.tensorflow needs TensorFlow")
 
 
 # -- with TensorFlow ------------------------------------------------------------------------------
@@ -61,7 +74,7 @@ BATCH, IN, OUT = 64, 256, 128
 @pytest.fixture(scope="module")
 def tiny_session():
     """x[64,256] @ w[256,128] then a sum: the step allocates the product and a scalar."""
-    mtf = pytest.importorskip("memtrace.tensorflow")
+    mtf = require("memtrace.tensorflow")
     import numpy as np
     import tensorflow as tf
 

@@ -19,7 +19,7 @@ from memtrace.cli import main
 from memtrace.read._proto import xplane_pb2 as pb
 from memtrace.replay import replay
 
-from .conftest import ALEXNET, FIXTURES
+from .conftest import ALEXNET, FIXTURES, require
 
 PROFILES = FIXTURES / "profiles"
 KERAS = [PROFILES / f"keras_{name}.xplane.pb.gz" for name in ("mlp", "cnn", "lstm")]
@@ -265,7 +265,7 @@ def test_a_keras_logdir_has_its_runs_under_train(tmp_path: Path, capsys: pytest.
 
 
 def test_vendored_schema_matches_tensorflows() -> None:
-    pytest.importorskip("tensorflow")
+    require("tensorflow")
     from tensorflow.tsl.profiler.protobuf import xplane_pb2 as theirs
 
     assert pb.XSpace.DESCRIPTOR.full_name == "memtrace.xplane.XSpace"
@@ -315,7 +315,7 @@ def test_whole_profile_peak_is_the_largest_bytes_allocated(path: Path) -> None:
 
 @pytest.mark.parametrize("path", KERAS, ids=lambda p: p.name.split(".")[0])
 def test_agrees_with_xprofs_memory_profile(path: Path, tmp_path: Path) -> None:
-    raw_to_tool_data = pytest.importorskip("xprof.convert.raw_to_tool_data")
+    raw_to_tool_data = require("xprof.convert.raw_to_tool_data")
     plain = tmp_path / "host.xplane.pb"
     plain.write_bytes(gzip.decompress(path.read_bytes()))
     data, _ = raw_to_tool_data.xspace_to_tool_data([str(plain)], "memory_profile", {})
@@ -509,7 +509,7 @@ def _profile_in_a_fresh_process(when: str) -> dict[str, object]:
     import subprocess
     import sys
 
-    pytest.importorskip("tensorflow")
+    require("tensorflow")
     env = {k: v for k, v in os.environ.items() if k != "TF_CPU_ALLOCATOR_USE_BFC"}
     env["PYTHONPATH"] = str(FIXTURES.parent)
     done = subprocess.run([sys.executable, "-c", _PROFILE_SCRIPT, when], capture_output=True, text=True, env=env,
@@ -696,8 +696,8 @@ def test_tensorboards_profile_batch_steps_peak_at_the_allocators_own_counter() -
     import subprocess
     import sys
 
-    pytest.importorskip("tensorflow")
-    pytest.importorskip("tensorboard")
+    require("tensorflow")
+    require("tensorboard")
     env = {**os.environ, "PYTHONPATH": str(FIXTURES.parent), "TF_CPP_MIN_LOG_LEVEL": "2"}
     done = subprocess.run([sys.executable, "-c", _TENSORBOARD_SCRIPT], capture_output=True, text=True, env=env,
                           timeout=300, check=False)
