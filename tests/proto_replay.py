@@ -11,6 +11,9 @@ and follows the proto's own meaning, in as few lines as the rule takes:
   the running sum at that time implies the bytes live before the step; the most common
   non-negative implied value (the earliest snapshot's among equally common ones) is the baseline.
 
+It also says which output created each buffer (:func:`outputs_with_buffers`), from the ids,
+pointers and the inputs the timeline labels name.
+
 It shares no code with memtrace's readers, model, replay or analyses (tests/test_architecture.py
 would not stop it, so this docstring says it: import nothing from memtrace but the generated
 ``_pb2`` classes, which are TensorFlow's proto compiled by protobuf's own compiler).
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import gzip
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,3 +136,72 @@ def step_start_ns(step_stats: tf_trace_pb2.StepStats) -> int:
 def into_step_us(step_stats: tf_trace_pb2.StepStats, time_us: int) -> int:
     """A record's ``alloc_micros`` as whole microseconds into the step."""
     return (time_us * 1000 - step_start_ns(step_stats)) // 1000
+
+
+# -- which output created which buffer ----------------------------------------------------------
+
+# A timeline label names the op's data inputs: "[bfc 1.0KB 2.0KB] conv = Conv2D(x, w:1)".
+_LABEL = re.compile(r"^(?:\[[^\]]*\] )?(\S+) = \S+\((.*)\)$")
+
+
+@dataclass(frozen=True)
+class Output:
+    """One ``output`` entry of the allocator, and the output (an index in the same list) that created its buffer."""
+
+    node: str
+    slot: int
+    allocation_id: int
+    ptr: int
+    requested_bytes: int
+    allocated_bytes: int
+    buffer: int
+
+
+def outputs_with_buffers(step_stats: tf_trace_pb2.StepStats, allocator: str) -> list[Output]:
+    """The allocator's outputs in trace order, each with the output that created its buffer.
+
+    Only outputs with an allocation id share buffers (the others point at themselves). Walking
+    the nodes in start order (ties in trace order): where every id of the allocator comes with
+    one pointer (BFC), an id names one buffer, created by its first output. Where ids repeat
+    (CPU allocators number them per op), an output with an earlier output's id and pointer is
+    that buffer only if its node reads a node holding it (the timeline label names the inputs; a
+    node without a label is trusted); otherwise it created a new buffer at a reused address.
+    """
+    executions = []  # (start ns, trace order, node name, inputs or None, [output index])
+    found: list[tuple[str, int, int, int, int, int]] = []
+    for device in step_stats.dev_stats:
+        for node in device.node_stats:
+            named = _LABEL.match(node.timeline_label)
+            inputs = None
+            if named:
+                inputs = [text.partition(":")[0] for text in named.group(2).split(", ")] if named.group(2) else []
+            mine = []
+            for out in node.output:
+                described = out.tensor_description.allocation_description
+                if described.allocator_name != allocator:
+                    continue
+                mine.append(len(found))
+                found.append((node.node_name, out.slot, described.allocation_id, described.ptr,
+                              described.requested_bytes, described.allocated_bytes))
+            start = node.all_start_nanos or node.all_start_micros * 1000
+            executions.append((start, len(executions), node.node_name, inputs, mine))
+    executions.sort(key=lambda execution: execution[:2])
+    pointers: dict[int, set[int]] = {}
+    for _, _, allocation_id, ptr, _, _ in found:
+        if allocation_id:
+            pointers.setdefault(allocation_id, set()).add(ptr)
+    ids_unique = all(len(ptrs) == 1 for ptrs in pointers.values())
+    buffer_of = list(range(len(found)))
+    holders: dict[tuple[int, int], tuple[int, set[str]]] = {}  # (id, ptr) -> creator, names of the nodes holding it
+    for _, _, name, inputs, mine in executions:
+        for index in mine:
+            allocation_id, ptr = found[index][2:4]
+            if not allocation_id:
+                continue
+            held = holders.get((allocation_id, ptr))
+            if held is not None and (ids_unique or inputs is None or any(i in held[1] for i in inputs)):
+                held[1].add(name)
+                buffer_of[index] = held[0]
+            else:
+                holders[(allocation_id, ptr)] = (index, {name})
+    return [Output(*row, buffer) for row, buffer in zip(found, buffer_of)]
