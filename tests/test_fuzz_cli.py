@@ -133,3 +133,121 @@ def test_every_command_on_a_mutated_trace_exits_cleanly(capsys: pytest.CaptureFi
             assert err.count("\n") == 1 and err.startswith("memtrace: error: "), (argv, err)
         elif "--json" in argv:
             _strict_json(out)
+
+
+# -- values mutated, the trace kept well-formed: protobuf reads every one, so memtrace must too -----
+
+VALUE_TRACES = 60
+VALUE_SOURCES = [path for path in sorted(TINY.glob("*.pbtxt")) if path.name != "tf14_memory_stats.pbtxt"]
+SIZES = [0, 1, 7, 255, 256, 1000, 4096, 1 << 20, 3 << 28, 1 << 33]
+NAMES = ["", " ", "a/b/c", "x:0", "名前/ünïcode", "<b>&amp;</b>", "gradients/" * 20 + "deep", "a" * 300]
+
+
+def _mutate_value(rng: random.Random, step: pb.StepStats) -> str:
+    """One well-formed change: a size, a time, an id, a name, or a count of nodes, records or outputs."""
+    nodes = [node for device in step.dev_stats for node in device.node_stats]
+    memory = [used for node in nodes for used in node.memory]
+    records = [record for used in memory for record in used.allocation_records]
+    described = [out.tensor_description for node in nodes for out in node.output]
+    allocators = sorted({used.allocator_name for used in memory} | {d.allocation_description.allocator_name
+                                                                    for d in described}) or ["bfc"]
+    kind = rng.choice(["size", "size", "time", "time", "id", "name", "count", "count"])
+    if kind == "size" and records and rng.random() < 0.5:
+        record = rng.choice(records)
+        record.alloc_bytes = rng.choice(SIZES) * (-1 if record.alloc_bytes < 0 else 1)
+    elif kind == "size" and described and rng.random() < 0.6:
+        allocation = rng.choice(described).allocation_description
+        setattr(allocation, rng.choice(["requested_bytes", "allocated_bytes"]), rng.choice(SIZES))
+    elif kind == "size" and memory:
+        field = rng.choice(["allocator_bytes_in_use", "total_bytes", "peak_bytes", "live_bytes"])
+        setattr(rng.choice(memory), field, rng.choice(SIZES))
+    elif kind == "time" and records and rng.random() < 0.4:
+        rng.choice(records).alloc_micros += rng.randint(-200, 200)
+    elif kind == "time" and nodes:
+        node = rng.choice(nodes)
+        if rng.random() < 0.5:
+            node.all_start_micros = max(0, node.all_start_micros + rng.randint(-200, 200))
+        else:
+            setattr(node, rng.choice(["op_start_rel_micros", "op_end_rel_micros", "all_end_rel_micros"]),
+                    rng.randint(0, 500))
+    elif kind == "id" and described:
+        allocation = rng.choice(described).allocation_description
+        if rng.random() < 0.5:
+            allocation.allocation_id = rng.randint(0, 6)
+        else:
+            allocation.ptr = rng.choice([0, 256, 4096, 8200, 1 << 40])
+    elif kind == "name" and nodes:
+        pick = rng.random()
+        if pick < 0.4:
+            rng.choice(nodes).node_name = rng.choice([node.node_name for node in nodes] + NAMES)
+        elif pick < 0.7 and (memory or described):
+            target = rng.choice(memory) if memory and (not described or rng.random() < 0.5) \
+                else rng.choice(described).allocation_description
+            target.allocator_name = rng.choice([*allocators, "other_bfc", "cpu"])
+        else:
+            rng.choice(list(step.dev_stats)).device = rng.choice(
+                [d.device for d in step.dev_stats] + ["/device:GPU:1", "/job:w/replica:0/task:3/device:CPU:0"])
+    elif kind == "count" and nodes:
+        device = rng.choice([d for d in step.dev_stats if d.node_stats] or list(step.dev_stats))
+        pick = rng.random()
+        if pick < 0.3:
+            device.node_stats.add().CopyFrom(rng.choice(list(device.node_stats)))
+        elif pick < 0.5 and len(device.node_stats) > 1:
+            del device.node_stats[rng.randrange(len(device.node_stats))]
+        elif pick < 0.7 and memory:
+            used = rng.choice(memory)
+            if used.allocation_records:
+                used.allocation_records.add().CopyFrom(rng.choice(list(used.allocation_records)))
+        elif pick < 0.85:
+            step.dev_stats.add().CopyFrom(device)
+        else:
+            holder = rng.choice(nodes)
+            if holder.output:
+                del holder.output[rng.randrange(len(holder.output))]
+    return kind
+
+
+def _value_cases() -> list[tuple[str, bytes, str]]:
+    """Tiny fixtures with one to three values changed, as text, binary or gzip; protobuf reads every one."""
+    rng = random.Random(SEED + 1)
+    cases = []
+    while len(cases) < VALUE_TRACES:
+        path = rng.choice(VALUE_SOURCES)
+        step = text_format.Parse(path.read_text(), pb.StepStats())
+        kinds = "+".join(_mutate_value(rng, step) for _ in range(rng.randint(1, 3)))
+        if step == text_format.Parse(path.read_text(), pb.StepStats()):
+            continue  # the change changed nothing (a name given its own value)
+        form = rng.random()
+        if form < 0.5:
+            name, data = path.stem + ".pbtxt", text_format.MessageToString(step).encode()
+        else:
+            name, data = path.stem + ".pb", step.SerializeToString()
+            if form > 0.8:
+                name, data = name + ".gz", gzip.compress(data, mtime=0)
+        cases.append((f"{len(cases):02d}-{kinds}-{name}", data, kinds))
+    return cases
+
+
+# A command may refuse what it was asked (a buffer the trace lacks or names ambiguously, an allocator
+# it lacks, a limit on something it does not record), never the trace itself.
+ASKED = re.compile(r"^memtrace: error: .*: (no buffer '|'.*' names \d+ buffers |no allocator '|max_\w+ of .* cannot be measured: )")
+
+
+@pytest.mark.parametrize(("name", "data", "kinds"), _value_cases(), ids=[name for name, _, _ in _value_cases()])
+def test_a_trace_protobuf_reads_is_never_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str,
+                                                 data: bytes, kinds: str) -> None:
+    trace = tmp_path / name
+    trace.write_bytes(data)
+    raw = gzip.decompress(data) if name.endswith(".gz") else data
+    parsed = text_format.Parse(raw.decode(), pb.StepStats()) if ".pbtxt" in name else pb.StepStats.FromString(raw)
+    loaded = memtrace.load(trace)  # protobuf read it: a MemtraceError here is a valid trace refused
+    assert len(loaded.nodes) == sum(len(device.node_stats) for device in parsed.dev_stats)
+    allocator = loaded.allocators[0] if loaded.allocators else "GPU_0_bfc"
+    for command in COMMANDS:
+        argv = _argv(command, trace, allocator, tmp_path)
+        code = main(argv)
+        out, err = capsys.readouterr()
+        assert code in (0, 1) or (code == 2 and ASKED.match(err) and err.count("\n") == 1), (argv, err)
+        assert "Traceback" not in err, argv
+        if "--json" in argv and code != 2:
+            _strict_json(out)
