@@ -115,7 +115,10 @@ def test_hand_made_profile_ops_frag_and_types(tmp_path: Path) -> None:
     assert rows["a/Relu"].requested_bytes == 256 and rows["a/Relu"].waste_bytes == 256 - 24
     assert trace.outputs.ptr.tolist() == [0x1000, 0x2000, 0x3000]
     assert trace.outputs.allocation_id.tolist() == [1, 2, 3]
-    assert fragmentation(trace, "cpu_bfc") is not None
+    # HAND's three allocations, worked by hand: 24 + 512 + 1024 B requested in 256 + 512 + 1024 B,
+    # a/Relu's 232 B of waste all rounding to 256.
+    total = fragmentation(trace, "cpu_bfc").total
+    assert (total.tensors, total.requested_bytes, total.allocated_bytes, total.rounding_waste_bytes) == (3, 1560, 1792, 232)
 
 
 def test_region_type_gives_each_buffer_its_kind(tmp_path: Path) -> None:
@@ -346,20 +349,94 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return code, out, err
 
 
+def _memory_events(path: Path) -> list[tuple[str, dict[str, object]]]:
+    """The profile's memory events in time order, kind and stats by name, read straight from the protobuf."""
+    space = pb.XSpace()
+    space.ParseFromString(gzip.decompress(path.read_bytes()))
+    found = []
+    for plane in space.planes:
+        kinds = {k: m.name for k, m in plane.event_metadata.items() if m.name in ("MemoryAllocation", "MemoryDeallocation")}
+        names = {k: m.name for k, m in plane.stat_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                if event.metadata_id in kinds:
+                    stats = {names[s.metadata_id]: s.str_value or names.get(s.ref_value) or s.int64_value or s.uint64_value
+                             for s in event.stats}
+                    found.append((line.timestamp_ns * 1000 + event.offset_ps, len(found), kinds[event.metadata_id], stats))
+    return [(kind, stats) for _, _, kind, stats in sorted(found, key=lambda event: event[:2])]
+
+
 @pytest.mark.parametrize("command", [
     ["summary"], ["summary", "--json"], ["peak"], ["peak", "--step", "1"], ["timeline"], ["ops"], ["ops", "--by", "scope"],
     ["ops", "--by", "node"], ["frag"], ["check", "--max-peak", f"{BFC}=1GiB"], ["tensor", f"{BFC}:5"], ["export"],
 ])
-def test_every_command_works_on_a_profile(capsys: pytest.CaptureFixture[str], command: list[str]) -> None:
+def test_every_command_works_on_a_profile(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                                          command: list[str]) -> None:
+    # Each command's numbers against the profile's own: its events' counters and sizes as protobuf
+    # reads them, and the allocator's peak counters TensorFlow gave for each step (steps.json).
+    from memtrace.units import format_bytes
+
+    monkeypatch.setenv("COLUMNS", "250")
+    events = _memory_events(KERAS[0])
+    allocs = [stats for kind, stats in events if kind == "MemoryAllocation"]
+    frees = len(events) - len(allocs)
+    peak = max(int(stats["bytes_allocated"]) for _, stats in events)  # type: ignore[call-overload]
+    allocated = sum(int(stats["allocation_bytes"]) for stats in allocs)  # type: ignore[call-overload]
+    requested = sum(int(stats["requested_bytes"]) for stats in allocs)  # type: ignore[call-overload]
+    steps = json.loads(KERAS[0].with_name("keras_mlp.steps.json").read_text())["steps"]
     code, out, err = _run(capsys, command[0], str(KERAS[0]), *command[1:])
     assert code == 0, err
-    assert out
+    first = out.splitlines()[0]
+    if command == ["summary"]:
+        row = next(line.split() for line in out.splitlines() if line.startswith(BFC))
+        at = row.index("records")
+        assert row[at + 1:at + 4] == [str(len(events)), str(len(allocs)), str(frees)]
+        assert format_bytes(peak) == " ".join(row[1:3])
+    elif command == ["summary", "--json"]:
+        (entry,) = json.loads(out)["allocators"]
+        assert (entry["records"], entry["allocations"], entry["frees"], entry["peak_bytes"]) == (
+            len(events), len(allocs), frees, peak)
+    elif command == ["peak"]:
+        assert first.startswith(f"{BFC}: peak {format_bytes(peak)} ({peak:,} bytes)")
+    elif command[:2] == ["peak", "--step"]:
+        assert first.startswith(f"{BFC}: peak {format_bytes(steps[1]['peak_bytes'])} ({steps[1]['peak_bytes']:,} bytes)")
+        assert f"({steps[1]['current_bytes_before']:,} bytes) live before the step" in out
+    elif command == ["timeline"]:
+        assert first == f"{BFC} (records, bytes absolute): max {format_bytes(peak)}, {len(events)} points"
+    elif command[0] == "ops":
+        total = next(line for line in out.splitlines() if line.startswith("total"))
+        # Every allocation's bytes, and the waste of them all (allocated less requested), on the total row.
+        assert f" {format_bytes(allocated)} " in total and total.endswith(f" {format_bytes(allocated - requested)}")
+    elif command == ["frag"]:
+        assert first.startswith(f"{BFC} (BFC): {len(allocs)} buffers, requested {format_bytes(requested)} ({requested:,} bytes)")
+        assert f"({allocated:,} bytes)" in out and f"waste {format_bytes(allocated - requested)} ({allocated - requested:,} bytes)" in out
+    elif command[0] == "check":
+        assert f"{format_bytes(peak)} ({peak:,} B)" in out and out.endswith("PASS: 1 of 1 budget passed\n")
+    elif command[0] == "tensor":
+        fifth = allocs[4]  # ids number a profile's allocations in time order
+        assert first.startswith(f"buffer {BFC}:5")
+        assert f"producer   {fifth['tf_op']}:0 " in out
+        assert (f"size       {format_bytes(int(fifth['requested_bytes']))} requested ({fifth['requested_bytes']:,} bytes), "  # type: ignore[call-overload]
+                f"{format_bytes(int(fifth['allocation_bytes']))} allocated ({fifth['allocation_bytes']:,} bytes)") in out  # type: ignore[call-overload]
+    else:
+        counters = [e["args"] for e in json.loads(out)["traceEvents"] if e.get("ph") == "C"]
+        replayed = [args["bytes in use"] for args in counters if "bytes in use" in args]
+        assert max(replayed) == peak and len(replayed) == len(events) + 1  # a point at the start, one per event
+        snapshots = [args["allocator_bytes_in_use"] for args in counters if "allocator_bytes_in_use" in args]
+        assert snapshots == [stats["bytes_allocated"] for _, stats in events]
 
 
 def test_report_and_diff_on_profiles(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from .test_report import Page
+
     assert _run(capsys, "report", str(KERAS[1]), "-o", str(tmp_path / "r.html"))[0] == 0
+    page = Page((tmp_path / "r.html").read_text(encoding="utf-8"))
+    (label,) = page.find("text", "peak-label")
+    assert int(label.attrs["data-peak-bytes"]) == max(_bytes_allocated(KERAS[1]))  # the allocator's own counter
     code, out, _ = _run(capsys, "diff", str(KERAS[0]), str(KERAS[0]), "--step", "2")
-    assert code == 0 and BFC in out
+    step_2 = json.loads(KERAS[0].with_name("keras_mlp.steps.json").read_text())["steps"][2]["peak_bytes"]
+    (row,) = [line for line in out.splitlines() if line.startswith(BFC)]
+    assert code == 0 and row.count(f"({step_2:,} B)") == 2 and row.split()[-3:] == ["+0", "B", "+0%"]
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -465,10 +542,13 @@ def test_fast_path_on_the_hand_made_profile(tmp_path: Path) -> None:
 def test_testing_assertions_take_a_profile() -> None:
     from memtrace import testing
 
-    testing.assert_peak_below(KERAS[0], BFC, "1MiB")
-    with pytest.raises(AssertionError):
+    peak = max(_bytes_allocated(KERAS[0]))  # the allocator's own counter, read from the protobuf
+    step_1 = json.loads(KERAS[0].with_name("keras_mlp.steps.json").read_text())["steps"][1]["peak_bytes"]
+    assert testing.assert_peak_below(KERAS[0], BFC, "1MiB").outcomes[0].measured == peak
+    with pytest.raises(AssertionError, match=rf"max_peak: .* \({step_1:,} B\) is over the limit"):
         testing.assert_peak_below(memtrace.load(KERAS[0], step=1), BFC, "10KiB")
-    testing.assert_no_regression(KERAS[0], KERAS[0])
+    (change,) = testing.assert_no_regression(KERAS[0], KERAS[0]).allocators
+    assert change.base.peak_bytes == change.new.peak_bytes == peak
 
 
 @pytest.mark.memory_budget(BFC, max_peak="1MiB")
