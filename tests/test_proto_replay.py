@@ -9,6 +9,7 @@ readers or analyses, and memtrace is held to that replay on every real trace.
 
 from __future__ import annotations
 
+import ast
 import re
 from collections import Counter
 from pathlib import Path
@@ -114,3 +115,10 @@ def test_ops_at_the_peak_agree_with_the_proto_replay() -> None:
     theirs = replay_file(ALEXNET, "GPU_0_bfc").live_at_peak
     rows = {row.name: row.at_peak_bytes for row in node_rows(trace, ["GPU_0_bfc"]) if row.at_peak_bytes}
     assert rows == {node: size for node, (_, size) in theirs.items()}
+
+
+def test_the_replay_imports_nothing_of_memtrace_but_the_generated_classes() -> None:
+    tree = ast.parse((Path(__file__).parent / "proto_replay.py").read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert {name for name in imported if name.startswith("memtrace")} == {"memtrace.read._proto"}
