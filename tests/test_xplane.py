@@ -369,7 +369,7 @@ def _memory_events(path: Path) -> list[tuple[str, dict[str, object]]]:
 @pytest.mark.parametrize("command", [
     ["summary"], ["summary", "--json"], ["peak"], ["peak", "--step", "1"], ["timeline"], ["ops"], ["ops", "--by", "scope"],
     ["ops", "--by", "node"], ["frag"], ["check", "--max-peak", f"{BFC}=1GiB"], ["tensor", f"{BFC}:5"], ["export"],
-])
+], ids=" ".join)
 def test_every_command_works_on_a_profile(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
                                           command: list[str]) -> None:
     # Each command's numbers against the profile's own: its events' counters and sizes as protobuf
