@@ -49,6 +49,7 @@ def test_allocator_that_never_rises() -> None:
 def test_alexnet_gpu_peak_matches_the_seed() -> None:
     p = memtrace.load(ALEXNET).peak("GPU_0_bfc")
     assert p.source == "records"
+    # These numbers are derived again from the proto alone in test_proto_replay.py.
     assert (p.peak_bytes, p.baseline_bytes, p.peak_delta_bytes) == (1_325_898_496, 86_954_240, 1_238_944_256)
     assert p.peak_node == "gradients/conv4/Conv2D_grad/Conv2DBackpropInput"
     assert p.live_bytes_total == p.peak_delta_bytes
@@ -84,7 +85,7 @@ def test_ptb_every_allocator_has_records_and_adds_up() -> None:
     found = {p.allocator: p for p in trace.peaks()}
     assert set(found) == {"GPU_0_bfc", "cuda_host_bfc", "cpu_pool", "cpu"}
     assert all(p.source == "records" for p in found.values())
-    assert found["GPU_0_bfc"].peak_bytes == 77_062_912
+    assert found["GPU_0_bfc"].peak_bytes == 77_062_912  # derived from the proto in test_proto_replay.py
 
 
 def test_peaks_are_sorted_largest_first() -> None:

@@ -87,7 +87,7 @@ def test_alexnet_gpu_reconciles_every_snapshot() -> None:
 def test_ptb_gpu_reconciles_mostly() -> None:
     trace = memtrace.load(PTB)
     rec = reconcile(trace, replay(trace, "GPU_0_bfc"))
-    assert (rec.snapshots, rec.matched, rec.baseline_bytes) == (556, 364, 10_703_104)
+    assert (rec.snapshots, rec.matched, rec.baseline_bytes) == (556, 364, 10_703_104)  # as test_proto_replay.py derives
 
 
 def test_negative_implied_baselines_are_never_chosen() -> None:
