@@ -377,6 +377,39 @@ def test_a_time_beyond_int64_nanoseconds_is_one_error_on_every_path(tmp_path: Pa
         assert str(refused.value) == expected
 
 
+# tfprof's own GPU test data (tensorflow/core/profiler/internal/testdata/run_meta) has stream nodes
+# whose scheduled_micros hold nanoseconds, about 1.5e18: no number memtrace gives depends on it.
+_SCHEDULED_IN_NANOS = (
+    'dev_stats {\n  device: "/job:localhost/replica:0/task:0/device:GPU:0"\n'
+    '  node_stats {\n    node_name: "Conv2D"\n    all_start_micros: 10\n    op_end_rel_micros: 4\n'
+    '    all_end_rel_micros: 5\n    scheduled_micros: 1500000000000000000\n'
+    '    memory {\n      allocator_name: "GPU_0_bfc"\n'
+    '      allocation_records {\n        alloc_micros: 11\n        alloc_bytes: 768\n      }\n'
+    '      allocation_records {\n        alloc_micros: 14\n        alloc_bytes: -768\n      }\n    }\n  }\n}\n'
+    'dev_stats {\n  device: "/device:GPU:0/stream:all"\n'
+    '  node_stats {\n    node_name: "Conv2D"\n    all_start_micros: 12\n    all_end_rel_micros: 2\n'
+    '    scheduled_micros: 1500000000000012000\n  }\n}\n')
+
+
+@pytest.mark.parametrize("form", ["text", "binary"])
+def test_a_scheduled_time_in_nanoseconds_does_not_refuse_a_trace(tmp_path: Path, form: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 25 item 0: a field no number depends on never refuses a trace; the times used still read exactly."""
+    from google.protobuf import text_format
+
+    from memtrace.read._proto import tf_trace_pb2 as pb
+
+    path = tmp_path / ("t.pbtxt" if form == "text" else "t.pb")
+    path.write_bytes(_SCHEDULED_IN_NANOS.encode() if form == "text"
+                     else text_format.Parse(_SCHEDULED_IN_NANOS, pb.StepStats()).SerializeToString())
+    trace = fast(path)
+    assert trace is not None and same(trace, reference(path)) and same(trace, memtrace.load(path))
+    assert trace.nodes.start_ns.tolist() == [10_000, 12_000]
+    code, out, err = run(capsys, "peak", "--json", str(path))
+    assert code == 0 and err == ""
+    assert '"peak_bytes": 768' in out  # the one buffer of 768 B, live from 11 us to 14 us
+
+
 def test_the_largest_time_in_range_reads_on_both_paths(tmp_path: Path) -> None:
     path = tmp_path / "t.pbtxt"
     path.write_text(_NODE.format(fields="    all_start_micros: 4611686018427387\n    all_end_rel_micros: 1\n"))
