@@ -727,3 +727,71 @@ def test_a_piece_a_worker_cannot_read_stops_the_pool_and_is_said(monkeypatch: py
     data = gzip.decompress(KERAS[2].read_bytes())
     with pytest.raises(Unrecognised, match="a piece no worker can read"):
         xplane_binary.collect_file(io.BufferedReader(io.BytesIO(data)), len(data), xplane.Events(), 4096, jobs=2)  # type: ignore[arg-type]
+
+
+# -- numbers that must never be printed (issue 25 items 16, 17) -----------------------------------
+
+
+def _strict(text: str) -> object:
+    """JSON as the standard has it: NaN and Infinity refused."""
+    def refuse(constant: str) -> object:
+        raise ValueError(f"not JSON: {constant}")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("in_use", [-2**63, 2**63 - 1], ids=["int64-min", "int64-max"])
+def test_a_peak_beyond_int64_from_snapshots_is_unknown_never_a_number(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], in_use: int) -> None:
+    """bytes_allocated at an int64 extreme: baseline + live bytes once gave 9223372036854800640."""
+    events = [(kind, time_ps, {**stats, "bytes_allocated": in_use}) for kind, time_ps, stats in HAND]
+    events.append(_event("alloc", 15, 256, 256, 0x1000, "other/op", allocator="other_bfc"))
+    path = _write(tmp_path, _space(events))
+    code, out, err = _run(capsys, "peak", "--json", str(path))
+    assert code == 0 and err == ""
+    peaks = {a["allocator"]: a for a in _strict(out)["allocators"]}  # type: ignore[index]
+    assert peaks["cpu_bfc"]["peak_bytes"] is None and peaks["cpu_bfc"]["unknown"].startswith(
+        "beyond int64: its bytes-in-use snapshots and records")
+    assert peaks["other_bfc"]["peak_bytes"] == 256  # the other allocator is untouched
+    code, out, err = _run(capsys, "peak", str(path))
+    assert code == 0 and "cpu_bfc: peak unknown (beyond int64)" in out and "bytes-beyond-int64 on cpu_bfc" in out
+    for argv in (["summary", "--json"], ["report", "--json"], ["frag", "--json"], ["timeline", "--json"]):
+        code, out, err = _run(capsys, *argv, str(path))
+        assert code == 0, (argv, err)
+        assert "9223372036854" not in out.replace(str(in_use), ""), argv  # no wrapped or beyond-int64 total
+
+
+def _with_fragmentation(value: float) -> pb.XSpace:
+    space = _space([(k, t, {**s, "fragmentation": 0}) for k, t, s in HAND])
+    host = space.planes[0]
+    stat = next(m.id for m in host.stat_metadata.values() if m.name == "fragmentation")
+    for event in host.lines[0].events:
+        for s in event.stats:
+            if s.metadata_id == stat:
+                s.double_value = value
+    return space
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan")], ids=["inf", "nan"])
+def test_json_is_strict_where_tf_reports_a_fragmentation_that_is_no_number(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], value: float) -> None:
+    path = _write(tmp_path, _with_fragmentation(value))
+    code, out, err = _run(capsys, "frag", "--json", str(path))
+    assert code == 0 and err == ""
+    [allocator] = _strict(out)["allocators"]  # type: ignore[index]
+    if value != value:  # NaN is no value at all (as -1, absent): no metric
+        assert "tf_fragmentation" not in allocator
+    else:
+        metric = allocator["tf_fragmentation"]
+        assert (metric["at_peak"], metric["highest"], metric["last"]) == (None, None, None)
+        assert metric["not_finite"] == {"at_peak": "inf", "highest": "inf", "last": "inf"}
+        assert metric["events"] == len(HAND)
+    for argv in (["report", "--json"], ["summary", "--json"], ["peak", "--json"], ["ops", "--json"]):
+        code, out, err = _run(capsys, *argv, str(path))
+        assert code == 0 and _strict(out), argv
+
+
+def test_strict_json_writes_null_for_what_is_not_finite() -> None:
+    from memtrace.reporters.common import strict_json
+
+    assert strict_json({"a": [1.5, float("nan"), (float("-inf"), 2)], "b": float("inf")}) == (
+        '{"a": [1.5, null, [null, 2]], "b": null}')
