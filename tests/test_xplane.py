@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -778,7 +779,7 @@ def test_json_is_strict_where_tf_reports_a_fragmentation_that_is_no_number(
     code, out, err = _run(capsys, "frag", "--json", str(path))
     assert code == 0 and err == ""
     [allocator] = _strict(out)["allocators"]  # type: ignore[index]
-    if value != value:  # NaN is no value at all (as -1, absent): no metric
+    if math.isnan(value):  # NaN is no value at all (as -1, absent): no metric
         assert "tf_fragmentation" not in allocator
     else:
         metric = allocator["tf_fragmentation"]
@@ -795,3 +796,77 @@ def test_strict_json_writes_null_for_what_is_not_finite() -> None:
 
     assert strict_json({"a": [1.5, float("nan"), (float("-inf"), 2)], "b": float("inf")}) == (
         '{"a": [1.5, null, [null, 2]], "b": null}')
+
+
+# -- stats of the wrong type, times out of range (issue 25 item 13) --------------------------------
+
+
+def _set_stat(space: pb.XSpace, name: str, **value: object) -> pb.XSpace:
+    """The first memory event's stat ``name`` given another value (``int64_value=...``, ``str_value=...``, ...)."""
+    host = space.planes[0]
+    stat = next(m.id for m in host.stat_metadata.values() if m.name == name)
+    for s in host.lines[0].events[0].stats:
+        if s.metadata_id == stat:
+            for field, v in value.items():
+                setattr(s, field, v)
+    return space
+
+
+def _line_start(space: pb.XSpace, timestamp_ns: int) -> pb.XSpace:
+    space.planes[0].lines[0].timestamp_ns = timestamp_ns
+    return space
+
+
+_WRONG_STATS = {
+    "string-data-type": (lambda: _set_stat(_space(HAND), "data_type", str_value="float"),
+                         "a memory event's data_type stat is 'float', not an integer"),
+    "string-addr": (lambda: _set_stat(_space(HAND), "addr", str_value="0x1000"),
+                    "a memory event's addr stat is '0x1000', not an integer"),
+    "nan-bytes": (lambda: _set_stat(_space(HAND), "allocation_bytes", double_value=float("nan")),
+                  "a memory event's allocation_bytes stat is nan, not an integer"),
+    "inf-bytes": (lambda: _set_stat(_space(HAND), "bytes_allocated", double_value=float("inf")),
+                  "a memory event's bytes_allocated stat is inf, not an integer"),
+    "huge-double": (lambda: _set_stat(_space(HAND), "requested_bytes", double_value=1e19),
+                    "a memory event's requested_bytes stat is 1e+19, not an integer"),
+    "timestamp-int64-max": (lambda: _line_start(_space(HAND), 2**63 - 1),
+                            ("line 'tf_Compute/1': an event's time (timestamp_ns 9223372036854775807 + offset_ps 10000000) "
+                            "is out of range (53 days or more from the profile's origin)")),
+    "timestamp-int64-min": (lambda: _line_start(_space(HAND), -2**63),
+                            ("line 'tf_Compute/1': an event's time (timestamp_ns -9223372036854775808 + offset_ps 10000000) "
+                            "is out of range (53 days or more from the profile's origin)")),
+}
+
+
+@pytest.mark.parametrize("case", list(_WRONG_STATS))
+def test_a_stat_of_the_wrong_type_or_a_time_out_of_range_is_one_line_on_every_path(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
+    from memtrace.read import xplane, xplane_binary
+    from memtrace.read.binary import _PAD
+    from memtrace.read.detect import Unrecognised
+
+    make, says = _WRONG_STATS[case]
+    path = _write(tmp_path, make())
+    assert _one_line_error(capsys, "peak", str(path)) == f"memtrace: error: {path}: {says}\n"
+    # The fast path leaves it to upb (never a wrapped time or a crash); upb's walk names it.
+    with pytest.raises(Unrecognised):
+        xplane_binary.collect(bytearray(path.read_bytes()) + bytes(_PAD), xplane.Events())
+    with pytest.raises(memtrace.errors.TraceFormatError, match="^" + str(path).replace(".", r"\.")):
+        xplane.read([(str(path), "h")], lambda p: bytearray(path.read_bytes()) + bytes(_PAD), memtrace.read.builder.TraceBuilder(),
+                    fast=False)
+
+
+def test_a_whole_double_or_a_uint64_byte_count_reads_as_the_fast_path_reads_its_int(tmp_path: Path) -> None:
+    """A double that is a whole number is that number; a uint64 past int64 wraps to its int64 bits on both paths."""
+    from memtrace.read import xplane, xplane_binary
+    from memtrace.read.binary import _PAD
+
+    plain = xplane.Events()
+    xplane.collect(_space(HAND), plain)
+    as_double = xplane.Events()
+    xplane.collect(_set_stat(_space(HAND), "allocation_bytes", double_value=256.0), as_double)
+    assert as_double.same_as(plain)
+    wrapped = _set_stat(_space(HAND), "addr", uint64_value=2**64 - 4096)
+    fast, reference = xplane.Events(), xplane.Events()
+    xplane_binary.collect(bytearray(wrapped.SerializeToString()) + bytes(_PAD), fast)
+    xplane.collect(wrapped, reference)
+    assert fast.same_as(reference) and int(reference.column("addr")[0]) == 2**64 - 4096

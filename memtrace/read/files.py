@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from ..errors import TraceFormatError
 from ..units import format_bytes
-from .detect import GZIP_MAGIC
+from .detect import GZIP_MAGIC, TooLarge
 
 STDIN_NAME = "<stdin>"
 # protobuf's own parsers hold the whole (decompressed) input and several times its size in
@@ -34,6 +34,11 @@ SPOOL_IN_MEMORY_BYTES = 32 << 20  # of a pipe's content kept for a second readin
 # Of a pipe's content, no more is kept than the reference path could read again (with room for a
 # gzip stream's framing): past it the streaming readers go on, and a second reading is refused.
 SPOOL_MAX_BYTES = REFERENCE_MAX_BYTES + (1 << 20)
+# What a compressed input may inflate to: past INFLATE_FLOOR_BYTES, no more than INFLATE_RATIO
+# times the compressed bytes read so far. Real traces inflate 2 to 25 times (the fixtures), gzip
+# itself at most about 1,030 times (all zeros): 4 MiB holding 4 GiB is refused at 256 MiB.
+INFLATE_RATIO = 100
+INFLATE_FLOOR_BYTES = REFERENCE_MAX_BYTES
 
 
 def read_bytes(path: str) -> tuple[bytes, bool]:
@@ -145,6 +150,44 @@ class _Replayable(io.RawIOBase):
         if self._kept is not None:
             self._kept.close()
         super().close()
+
+
+class _Inflating(io.RawIOBase):
+    """gzip content inflated as it is read, refused (:class:`~.detect.TooLarge`) once it inflates
+    past INFLATE_FLOOR_BYTES at more than INFLATE_RATIO times the compressed bytes read."""
+
+    def __init__(self, raw: IO[bytes]):
+        super().__init__()
+        self._raw = raw
+        self._start = raw.tell()
+        self._unpacked = gzip.GzipFile(fileobj=raw, mode="rb")
+        self._out = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        count = self._unpacked.readinto(buffer)
+        self._out += count
+        if self._out > INFLATE_FLOOR_BYTES and self._out > INFLATE_RATIO * (self._raw.tell() - self._start):
+            raise inflated_too_far()
+        return count
+
+    def close(self) -> None:
+        self._unpacked.close()  # not the raw handle: its opener closes it
+        super().close()
+
+
+def inflated_too_far() -> TooLarge:
+    """The refusal of a compressed input that inflates past the cap (see INFLATE_RATIO)."""
+    return TooLarge(f"gzip data that inflates to over {format_bytes(INFLATE_FLOOR_BYTES)}, over {INFLATE_RATIO} times "
+                    "its compressed size (memtrace inflates no more: a compression bomb, or not a trace?)")
+
+
+def inflating(raw: IO[bytes]) -> IO[bytes]:
+    """``raw`` (positioned at gzip data) inflated as it is read, in bounded memory, with the cap of
+    INFLATE_RATIO; reading past the cap raises :class:`~.detect.TooLarge`."""
+    return io.BufferedReader(_Inflating(raw), buffer_size=PIECE_BYTES)
 
 
 def read_whole(path: str, handle: IO[bytes]) -> tuple[bytes, bool]:
