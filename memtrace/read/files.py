@@ -137,7 +137,7 @@ class _Replayable(io.RawIOBase):
         if target is not None and target + offset == self._position:
             return self._position
         if self._kept is None and target is not None and 0 <= target + offset < self._position:
-            raise _too_large_for_reference(self._name)
+            raise too_large_for_reference(self._name)
         if target is None or not 0 <= target + offset <= self._kept_bytes:
             raise io.UnsupportedOperation("a pipe can go back, not ahead or from its end")
         self._position = target + offset
@@ -207,7 +207,7 @@ def read_whole(path: str, handle: IO[bytes]) -> tuple[bytes, bool]:
             parts.append(piece)
             total += len(piece)
             if total > REFERENCE_MAX_BYTES:
-                raise _too_large_for_reference(path)
+                raise too_large_for_reference(path)
         data = b"".join(parts)
         del parts
     except OSError as exc:
@@ -217,7 +217,7 @@ def read_whole(path: str, handle: IO[bytes]) -> tuple[bytes, bool]:
     return data, False
 
 
-def _too_large_for_reference(path: str) -> TraceFormatError:
+def too_large_for_reference(path: str) -> TraceFormatError:
     return TraceFormatError(
         path, f"over {format_bytes(REFERENCE_MAX_BYTES)} in a form memtrace's streaming readers do not take, "
         "and too large for protobuf's own parser (damaged, or not written by a protobuf printer?)")
@@ -241,7 +241,7 @@ def _gunzip_capped(path: str, handle: IO[bytes], start: bytes) -> bytes:
             parts.append(out)
             total += len(out)
             if total > REFERENCE_MAX_BYTES:
-                raise _too_large_for_reference(path)
+                raise too_large_for_reference(path)
             pending = inflater.unconsumed_tail
             if inflater.eof:
                 pending = inflater.unused_data + pending
