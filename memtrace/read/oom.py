@@ -70,7 +70,7 @@ def _binary(head: bytes) -> bool:
     decoded = text.decode("utf-8", errors="replace")
     if odd <= len(text) // _BINARY_SHARE and decoded.count("\ufffd") <= 16:
         return False
-    return not bfc_log.looks_like_log(decoded)
+    return not any(map(bfc_log.looks_like_log, decoded.splitlines()))  # (its patterns match a line, to its end)
 
 
 def _pieces(head: bytes, stream: IO[bytes]) -> Iterator[bytes]:
