@@ -38,6 +38,12 @@ class TraceFormatError(MemtraceError):
         return f"{where}: {self.detail}"
 
 
+# What adds up past int64, in words, by the source that BeyondInt64Error and replay.Uncounted name.
+SNAPSHOTS = "snapshots"
+BEYOND_WHAT = {"records": "records", "outputs": "output sizes",
+               SNAPSHOTS: "bytes-in-use snapshots and records (their sums and differences)"}
+
+
 class BeyondInt64Error(TraceFormatError):
     """An allocator's records (or, without records, its output sizes) add up to more bytes than
     int64 holds: any running total of them would wrap around, so its live bytes and peak are
@@ -46,8 +52,8 @@ class BeyondInt64Error(TraceFormatError):
     def __init__(self, path: str, allocator: str, total_bytes: float, source: str = "records"):
         self.allocator = allocator
         self.total_bytes = total_bytes
-        self.source = source  # "records" or "outputs": what adds up so
-        what = "records" if source == "records" else "output sizes"
+        self.source = source  # "records", "outputs" or "snapshots": what adds up so
+        what = BEYOND_WHAT[source]
         super().__init__(path, f"the {what} of {allocator!r} add up to {total_bytes:.3g} bytes, beyond int64: "
                                "its live bytes and peak cannot be counted (oddity bytes-beyond-int64)")
 

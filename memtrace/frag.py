@@ -276,7 +276,7 @@ def fragmentation(trace: TraceData, allocator: str, at_us: int | None = None) ->
     by_waste = rows[np.lexsort((outputs.slot[rows], name_rank, requested - allocated))]
     # Size classes: sums over their buffers.
     sizes, size_codes = np.unique(requested, return_inverse=True)
-    classes = np.array([size_class(n) for n in sizes.tolist()], dtype=np.int64)
+    classes = np.array([size_class(n) for n in sizes.tolist()], dtype=np.uint64)  # 2^63 for requests past 2^62
     class_values, class_codes = np.unique(classes[size_codes], return_inverse=True)
     histogram = zip(class_values.tolist(), _waste_sums(measures, class_codes, len(class_values)))
     unknown = uncounted(trace, allocator)

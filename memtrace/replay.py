@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .buffers import Allocations, allocator_index, buffers
-from .errors import BeyondInt64Error
+from .errors import BEYOND_WHAT, SNAPSHOTS, BeyondInt64Error
 from .model import IntArray, TraceData
 
 __all__ = ["Reconciliation", "Replay", "Uncounted", "allocator_index", "reconcile", "replay", "split_counted", "uncounted"]
@@ -72,13 +72,13 @@ class Uncounted:
     no replay, and its live bytes and peak are unknown (the other allocators of its trace are not)."""
 
     allocator: str
-    source: str  # "records" or "outputs": what adds up so
-    total_bytes: float  # the sum of the sizes, 2^63 or more
+    source: str  # "records", "outputs" or "snapshots" (with the records): what adds up so
+    total_bytes: float  # the sum of the sizes, 2^63 or more (with snapshots: 2^62 or more)
 
     @property
     def detail(self) -> str:
         """``its records add up to 1.38e+19 bytes``."""
-        return f"its {'records' if self.source == 'records' else 'output sizes'} add up to {self.total_bytes:.3g} bytes"
+        return f"its {BEYOND_WHAT[self.source]} add up to {self.total_bytes:.3g} bytes"
 
     @property
     def reason(self) -> str:
@@ -106,9 +106,23 @@ def replay(trace: TraceData, allocator: str) -> Replay:
         magnitude = float(np.abs(paired.delta_bytes.astype(np.float64)).sum())
         if magnitude >= 2.0**63:
             raise BeyondInt64Error(trace.path, allocator, magnitude, paired.source)
+        # The reconciliation takes snapshot - live bytes, the peak adds the baseline to the live
+        # bytes: with the snapshots' largest magnitude, every such sum and difference must stay in int64.
+        snapshots = _snapshot_magnitude(trace, allocator)
+        if snapshots and 2 * (snapshots + magnitude) >= 2.0**63:
+            raise BeyondInt64Error(trace.path, allocator, snapshots + magnitude, SNAPSHOTS)
         columns = {f.name: getattr(paired, f.name) for f in fields(paired)}
         done[allocator] = Replay(**columns, live_bytes=np.cumsum(paired.delta_bytes))
     return done[allocator]
+
+
+def _snapshot_magnitude(trace: TraceData, allocator: str) -> float:
+    """The largest magnitude of the allocator's ``allocator_bytes_in_use`` snapshots (0 without any)."""
+    memory = trace.memory
+    taken = (memory.allocator == trace.allocator_index(allocator)) & memory.has_snapshot
+    if not taken.any():
+        return 0.0
+    return float(np.abs(memory.bytes_in_use[taken].astype(np.float64)).max())
 
 
 def uncounted(trace: TraceData, allocator: str) -> Uncounted | None:

@@ -469,3 +469,33 @@ def test_internal_waste_is_the_waste_of_the_buffers_the_proto_shows(path: Path) 
         got_total, got_ops = internal_waste(trace, allocator)
         assert got_total == total and [(o.node, o.waste) for o in got_ops] == ops, allocator
         assert fragmentation(trace, allocator).total == total, allocator
+
+
+_HUGE_REQUEST = """dev_stats {
+  device: "/cpu:0"
+  node_stats {
+    node_name: "a"
+    all_start_micros: 1
+    all_end_rel_micros: 2
+    memory { allocator_name: "cpu" allocation_records { alloc_micros: 1 alloc_bytes: 256 } }
+    output { slot: 0 tensor_description { dtype: DT_FLOAT allocation_description {
+      requested_bytes: 9223372036854775807 allocated_bytes: 256 allocator_name: "cpu" allocation_id: 1 ptr: 4096 } } }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("argv", [["frag", "--json"], ["report", "--json"], ["frag"]])
+def test_a_request_of_int64_max_falls_in_the_size_class_of_two_to_the_63(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """Issue 25 item 14: the class above a request past 2^62 is 2^63, beyond int64 (it overflowed)."""
+    path = tmp_path / "huge.pbtxt"
+    path.write_text(_HUGE_REQUEST)
+    assert size_class(2**63 - 1) == 2**63  # the smallest power of two at least the request
+    code, out, err = run(capsys, *argv, str(path))
+    assert code == 0 and err == ""
+    if argv[0] == "frag" and argv[1:] == ["--json"]:
+        [allocator] = json.loads(out)["allocators"]
+        assert [(c["max_bytes"], c["tensors"], c["requested_bytes"]) for c in allocator["histogram"]] == [
+            (2**63, 1, 2**63 - 1)]
+        assert [a["kind"] for a in allocator["anomalies"]] == ["requested-exceeds-allocated"]

@@ -2,8 +2,10 @@
 
 Traces are the hand-made fixtures in text, binary and gzip form, damaged byte by byte (as
 ``fastpaths.damaged`` does) or given semantic nonsense (numbers replaced by int64 extremes, huge,
-negative). Fixed seed, bounded count: the same few hundred runs every time. Every run must end
-in exit 0, 1 or 2; exit 2 with exactly one line on stderr; JSON output must be strict JSON.
+negative). Fixed seed, bounded count: the same runs every time (90 traces x 20 commands, 40
+profiles x 12, 60 console logs x 3: 2,460 runs). Every run must end in exit 0, 1 or 2; exit 2
+with exactly one line on stderr; JSON output must be strict JSON. And 30 logs with console debris
+between their lines must give the original's events.
 """
 
 from __future__ import annotations
@@ -251,3 +253,210 @@ def test_a_trace_protobuf_reads_is_never_refused(capsys: pytest.CaptureFixture[s
         assert "Traceback" not in err, argv
         if "--json" in argv and code != 2:
             _strict_json(out)
+# -- profiles (XSpace) and console logs (issue 25) -------------------------------------------------
+#
+# The same promise on the inputs added since: TF2 profiles whose stats, times and steps are given
+# nonsense (a string where a number goes, NaN and infinite doubles, int64 and uint64 extremes, a
+# line starting at int64's ends) or damaged bytes, and console logs with what consoles and hostile
+# users leave in them (control bytes, NULs, UTF-16, extreme sizes, cut lines, damaged bytes).
+
+PROFILE_TRACES = 40
+LOGS = 60
+_STAT_NONSENSE: list[dict[str, object]] = [
+    {"int64_value": 2**63 - 1}, {"int64_value": -2**63}, {"int64_value": -1}, {"uint64_value": 2**64 - 1},
+    {"uint64_value": 2**63}, {"double_value": float("nan")}, {"double_value": float("inf")},
+    {"double_value": float("-inf")}, {"double_value": 1e19}, {"double_value": 0.5}, {"double_value": 256.0},
+    {"str_value": "x"}, {"str_value": "0x1000"}, {"str_value": ""}, {"ref_value": 999}, {"bytes_value": b"\x00"},
+]
+_TIME_NONSENSE = [2**63 - 1, -2**63, 2**62, -2**62, 4611686018427387, 9_000_000_000_000_000, -1]
+
+
+def _profile_cases() -> list[tuple[str, bytes]]:
+    """The hand-made profile of tests/test_xplane.py given nonsense (stats, times, steps) or damaged bytes."""
+    from .test_xplane import HAND, HAND_STEPS, _space
+
+    rng = random.Random(SEED + 25)
+    cases = []
+    while len(cases) < PROFILE_TRACES:
+        space = _space(HAND, HAND_STEPS)
+        host = space.planes[0]
+        kind = rng.random()
+        if kind < 0.8:
+            for _ in range(rng.randint(1, 4)):
+                what = rng.random()
+                if what < 0.6:
+                    event = rng.choice(host.lines[0].events)
+                    stat = rng.choice(event.stats)
+                    for field, value in rng.choice(_STAT_NONSENSE).items():
+                        setattr(stat, field, value)
+                elif what < 0.75:
+                    rng.choice(host.lines).timestamp_ns = rng.choice(_TIME_NONSENSE)
+                elif what < 0.9:
+                    line = rng.choice(host.lines)
+                    if line.events:
+                        setattr(rng.choice(line.events), rng.choice(["offset_ps", "duration_ps"]), rng.choice(_TIME_NONSENSE))
+                else:
+                    step = rng.choice(host.lines[1].events)
+                    for field, value in rng.choice(_STAT_NONSENSE).items():
+                        setattr(step.stats[0], field, value)
+            data = space.SerializeToString()
+        else:
+            data = _damage(rng, space.SerializeToString())
+        name = "host.xplane.pb"
+        if rng.random() < 0.25:
+            data = gzip.compress(data, mtime=0)
+            name += ".gz"
+        cases.append((f"{len(cases):02d}-{name}", data))
+    return cases
+
+
+PROFILE_COMMANDS: list[list[str]] = [
+    ["summary"], ["summary", "--json"], ["peak"], ["peak", "--json"], ["timeline", "--json"], ["ops", "--json"],
+    ["frag"], ["frag", "--json"], ["report", "--json"], ["check", "--max-peak", "{a}=1KiB"], ["tensor", "{a}:1"],
+    ["export", "-o", "{out}.json"],
+]
+
+
+def _keeps_the_promise(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(argv)  # an exception escaping main is the traceback a user would see
+    out, err = capsys.readouterr()
+    assert code in (0, 1, 2), argv
+    assert "Traceback" not in err, argv
+    if code == 2:
+        assert err.count("\n") == 1 and err.startswith("memtrace: error: "), (argv, err)
+    elif "--json" in argv:
+        _strict_json(out)
+
+
+@pytest.mark.parametrize(("name", "data"), _profile_cases(), ids=[name for name, _ in _profile_cases()])
+def test_every_command_on_a_mutated_profile_exits_cleanly(capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str,
+                                                          data: bytes) -> None:
+    trace = tmp_path / name.split("-", 1)[1]
+    trace.write_bytes(data)
+    try:
+        allocator = memtrace.load(trace).allocators[0]
+    except (MemtraceError, IndexError):
+        allocator = "cpu_bfc"
+    if allocator.startswith("-"):  # (a name from a mutated stat: argparse would take it for an option)
+        allocator = "cpu_bfc"
+    for command in PROFILE_COMMANDS:
+        _keeps_the_promise([command[0], str(trace), *(a.format(a=allocator, out=tmp_path / "out") for a in command[1:])],
+                           capsys)
+
+
+_LOG_SOURCES = ["cpu_exhausted.log", "cpu_fragmented.log", "cpu_session_report.log", "issue_tf22586_excerpt.log",
+                "issue_tflearn505_excerpt.log", "jax_h100_fragmented.log", "public_tf14_alexnet_k40c.md"]
+_SIZE_NONSENSE = [b"9223372036854775807", b"18446744073709551616", b"-1", b"0", b"99999999999999999999999",
+                  b"1e308", b"nan"]
+_UNIT_NONSENSE = [b"99999999999999EiB", b"-5.0MiB", b"1e308GiB", b"0.0000001B", b"inf KiB"]
+
+
+def _log_cases() -> list[tuple[str, bytes]]:
+    """The public and recorded logs with console debris, encodings, extreme sizes, cuts or damage."""
+    from .conftest import FIXTURES
+
+    rng = random.Random(SEED + 19)
+    sources = [(name, (FIXTURES / "oom" / name).read_bytes()) for name in _LOG_SOURCES]
+    cases = []
+    while len(cases) < LOGS:
+        name, data = rng.choice(sources)
+        for _ in range(rng.randint(1, 3)):
+            kind = rng.random()
+            if kind < 0.3:
+                numbers = list(re.finditer(rb"(?<=[ :(])[0-9]+(?:\.[0-9]+)?(?:[KMGTPE]?i?B)?", data))
+                if numbers:
+                    match = rng.choice(numbers)
+                    data = data[:match.start()] + rng.choice(_SIZE_NONSENSE + _UNIT_NONSENSE) + data[match.end():]
+            elif kind < 0.45:
+                at = rng.randrange(len(data))
+                data = data[:at] + rng.choice([b"\b" * 30, b"\0", b"\x07", b"\x1b[2K", b"\r", b"\x0b", b"\xff\xfe"]) + data[at:]
+            elif kind < 0.55:
+                data = b"\0" * rng.randint(1, 70000) + data
+            elif kind < 0.65:
+                data = data[:rng.randrange(len(data))]
+            elif kind < 0.75:
+                at = rng.randrange(len(data))
+                data = data[:at] + b"y" * rng.randint(70000, 200000) + data[at:]
+            else:
+                data = _damage(rng, data)
+        if rng.random() < 0.15:
+            text = data.decode("utf-8", errors="replace")
+            data = b"\xff\xfe" + text.encode("utf-16-le") if rng.random() < 0.7 else text.encode("utf-16-le")
+        if rng.random() < 0.2:
+            data = gzip.compress(data, mtime=0)
+        cases.append((f"{len(cases):02d}-{name}", data))
+    return cases
+
+
+@pytest.mark.parametrize(("name", "data"), _log_cases(), ids=[name for name, _ in _log_cases()])
+def test_oom_on_a_mutated_log_exits_cleanly(capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str,
+                                            data: bytes) -> None:
+    log = tmp_path / name
+    log.write_bytes(data)
+    for command in (["oom"], ["oom", "--json"], ["oom", "--html", "-o", str(tmp_path / "oom.html")]):
+        _keeps_the_promise([command[0], str(log), *command[1:]], capsys)
+
+
+BENIGN_LOGS = 30
+_DEBRIS = [
+    b"".join(b"%d/10 [%s>%s] - ETA: 1s%s" % (i, b"=" * i, b"." * (9 - i), b"\b" * 30) for i in range(10)) + b"\n",
+    b"\0" * 5000, b"\0", b"\x07\x07 done\n", b"y" * 100_000 + b"\n", b" 10%|#         | 1/10 [00:01<00:09]\r 20%|##\r",
+]
+
+
+_DUMP_LINE = re.compile(rb"(?i:ran out of memory)|BFCAllocator dump|InUse|Free|Chunk|Bin \(|Stats:|Sum Total")
+
+
+def _benign_log_cases() -> list[tuple[str, bytes, str]]:
+    """Logs with console debris between their lines (progress bars with backspaces, NULs, bells, a
+    very long line, tqdm's carriage returns), perhaps NUL padding first, UTF-16 or gzip: the dumps
+    are untouched, so the events must be the original's."""
+    from .conftest import FIXTURES
+
+    rng = random.Random(SEED + 1919)
+    cases = []
+    for number in range(BENIGN_LOGS):
+        name = rng.choice(_LOG_SOURCES)
+        lines = (FIXTURES / "oom" / name).read_bytes().splitlines(keepends=True)
+        # Lines go before the first line of a dump or after the last (inside one, a line of
+        # another program ends a Stats block or a list of live tensors); NULs go anywhere.
+        first = next(k for k, line in enumerate(lines) if _DUMP_LINE.search(line))
+        for _ in range(rng.randint(1, 4)):
+            debris = rng.choice(_DEBRIS)
+            if debris.strip(b"\0"):
+                lines.insert(rng.choice([rng.randint(0, first), len(lines)]), debris)
+                first += 1
+            else:
+                k = rng.randrange(len(lines))
+                at = rng.randrange(len(lines[k]) + 1)
+                lines[k] = lines[k][:at] + debris + lines[k][at:]
+        data = b"".join(lines)
+        if rng.random() < 0.3:
+            data = b"\0" * rng.randint(1, 200_000) + data
+        if rng.random() < 0.25:
+            data = b"\xff\xfe" + data.decode("utf-8", errors="replace").encode("utf-16-le")
+        if rng.random() < 0.2:
+            data = gzip.compress(data, mtime=0)
+        cases.append((f"{number:02d}-{name}", data, name))
+    return cases
+
+
+def _oom_events(path: Path, capsys: pytest.CaptureFixture[str]) -> list[dict[str, object]]:
+    code = main(["oom", str(path), "--json"])
+    out, err = capsys.readouterr()
+    assert code in (0, 2), err  # 2: an excerpt's dump is cut off (said on stderr), its events still reported
+    events = json.loads(out)["events"]
+    for event in events:
+        del event["path"], event["line"]  # (debris lines before an event move it down)
+    return events  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(("name", "data", "source"), _benign_log_cases(), ids=[n for n, _, _ in _benign_log_cases()])
+def test_console_debris_between_a_logs_lines_changes_none_of_its_events(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, data: bytes, source: str) -> None:
+    from .conftest import FIXTURES
+
+    log = tmp_path / name
+    log.write_bytes(data)
+    expected = _oom_events(FIXTURES / "oom" / source, capsys)
+    assert expected and _oom_events(log, capsys) == expected

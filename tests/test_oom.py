@@ -593,11 +593,99 @@ def test_a_log_from_standard_input_is_read_like_a_file(capsys: pytest.CaptureFix
     assert [e["verdict"] for e in events] == ["exhausted", "fragmentation"]
 
 
-def test_a_log_too_large_to_hold_is_refused_in_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def _events(capsys: pytest.CaptureFixture[str], path: Path | str) -> list[dict[str, object]]:
+    """``oom --json``'s events, without the file's name (compared across files)."""
+    assert main(["oom", str(path), "--json"]) == 0
+    events = json.loads(capsys.readouterr().out)["events"]
+    for event in events:
+        event.pop("path", None)
+    return events  # type: ignore[no-any-return]
+
+
+def _shifted(events: list[dict[str, object]], lines: int) -> list[dict[str, object]]:
+    return [{**e, "line": e["line"] + lines} for e in events]  # type: ignore[operator]
+
+
+def test_a_log_larger_than_the_reference_cap_is_streamed(capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25 item 11: a log is no longer held whole, so it has no size limit (it was refused past 256 MiB)."""
     from memtrace.read import files
 
+    path = OOM / "jax_h100_fragmented.log"
+    expected = _events(capsys, path)
     monkeypatch.setattr(files, "REFERENCE_MAX_BYTES", 1000)
-    assert main(["oom", str(OOM / "jax_h100_exhausted.log")]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "jax_h100_exhausted.log" in err
+    monkeypatch.setattr(files, "PIECE_BYTES", 4096)  # and cut into many pieces
+    assert _events(capsys, path) == expected and [e["verdict"] for e in expected] == ["exhausted", "fragmentation"]
+
+
+_RSS = ("import sys\nfrom memtrace.cli import main\ncode = main(sys.argv[1:])\nsys.stdout.flush()\n"
+        "peak = next(line for line in open('/proc/self/status') if line.startswith('VmHWM:'))\n"
+        "print('RSS_MB', int(peak.split()[1]) // 1024, file=sys.stderr)\nsys.exit(code)")
+
+
+@pytest.mark.parametrize("before", ["NUL-padding", "one-long-line", "console-lines"])
+def test_a_large_console_log_ending_in_a_dump_streams_in_bounded_memory(tmp_path: Path, before: str) -> None:
+    """300 MB of NULs (sparse: what ``copytruncate`` leaves), a 100 MB line, or 50 MB of console lines
+    before a real dump: the same events (their lines shifted), in bounded memory and seconds."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    dump = (OOM / "cpu_fragmented.log").read_bytes()
+    path = tmp_path / "console.log"
+    lines = 0
+    with path.open("wb") as out:
+        if before == "NUL-padding":
+            out.truncate(300 << 20)
+            out.seek(300 << 20)
+        elif before == "one-long-line":
+            piece = b"x" * (1 << 20)
+            for _ in range(100):
+                out.write(piece)
+            out.write(b"\n")
+            lines = 1
+        else:
+            block = b"Epoch 3/10 step 100/1000 - loss: 0.5312 - accuracy: 0.8123\n" * 16384
+            for _ in range(50 << 20 // len(block)):
+                out.write(block)
+                lines += 16384
+        out.write(dump)
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", _RSS, "oom", str(path), "--json"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(FIXTURES.parent)}, timeout=120, check=False)
+    seconds = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    rss_mb = int(done.stderr.split()[-1])
+    events = json.loads(done.stdout)["events"]
+    assert rss_mb < 200 and seconds < 30, (rss_mb, seconds)
+    # the recording's two OOMs (1 MiB blocks until the limit, then 2 MiB with every other one freed: fixtures/README.md)
+    assert [(e["line"], e["verdict"], e["request_bytes"]) for e in events] == [
+        (7 + lines, "exhausted", 1 << 20), (124 + lines, "fragmentation", 2 << 20)]
+
+
+def _progress_bar() -> bytes:
+    """What Keras writes to a console: a bar redrawn with backspaces, on one line."""
+    return b"".join(b"%d/10 [%s>%s] - ETA: 1s - loss: 0.5%s" % (i, b"=" * i, b"." * (9 - i), b"\b" * 40)
+                    for i in range(10)) + b"\n"
+
+
+_CONSOLE_FORMS = {
+    "keras-backspaces": (lambda log: _progress_bar() + log, 1),
+    "NUL-padding-at-the-start": (lambda log: b"\0" * 200_000 + log, 0),
+    "one-NUL-midway": (lambda log: log[:len(log) // 2] + b"\0" + log[len(log) // 2:], 0),
+    "utf-16-with-bom": (lambda log: b"\xff\xfe" + log.decode().replace("\n", "\r\n").encode("utf-16-le"), 0),
+    "utf-16-big-endian": (lambda log: b"\xfe\xff" + log.decode().encode("utf-16-be"), 0),
+    "utf-8-with-bom": (lambda log: b"\xef\xbb\xbf" + log, 0),
+}
+
+
+@pytest.mark.parametrize("form", list(_CONSOLE_FORMS))
+@pytest.mark.parametrize("name", ["cpu_fragmented.log", "jax_h100_exhausted.log", "public_tf2_rtx3070ti_cifar10.log"])
+def test_what_consoles_leave_in_a_log_does_not_make_it_binary(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                              form: str, name: str) -> None:
+    """Issue 25 item 19: one control byte in the first 64 KiB made a whole log "binary"."""
+    make, extra_lines = _CONSOLE_FORMS[form]
+    path = tmp_path / "console.log"
+    path.write_bytes(make((OOM / name).read_bytes()))
+    assert _events(capsys, path) == _shifted(_events(capsys, OOM / name), extra_lines)

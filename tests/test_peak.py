@@ -8,7 +8,7 @@ import pytest
 
 import memtrace
 from memtrace.errors import UsageError
-from memtrace.peak import group_live_set, parse_group_by, peaks, repeated_allocations, select_live
+from memtrace.peak import group_live_set, parse_group_by, peaks, peaks_and_unknown, repeated_allocations, select_live
 
 from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
 
@@ -179,3 +179,20 @@ def test_a_peak_is_built_once_per_trace_and_allocator() -> None:
     ops(trace, by="node")
     assert trace.peak("GPU_0_bfc") is first
     assert memtrace.load(PTB).peak("GPU_0_bfc") is not first  # another trace, another peak
+
+
+@pytest.mark.parametrize("in_use", [-2**63, 2**63 - 1, 2**62], ids=["int64-min", "int64-max", "2^62"])
+def test_a_snapshot_leaving_no_room_in_int64_makes_the_peak_unknown_not_a_number(tmp_path: Path, in_use: int) -> None:
+    """Issue 25 item 16 on a StepStats: baseline (snapshot - live bytes) + live bytes once wrapped past int64."""
+    path = tmp_path / "t.pbtxt"
+    path.write_text('dev_stats {\n  device: "/cpu:0"\n  node_stats {\n    node_name: "a"\n    all_start_micros: 1\n'
+                    f'    memory {{ allocator_name: "cpu" allocator_bytes_in_use: {in_use}\n'
+                    "      allocation_records { alloc_micros: 1 alloc_bytes: 256 } }\n  }\n}\n"
+                    'dev_stats {\n  device: "/gpu:0"\n  node_stats {\n    node_name: "b"\n    all_start_micros: 1\n'
+                    '    memory { allocator_name: "gpu" allocator_bytes_in_use: 512\n'
+                    "      allocation_records { alloc_micros: 1 alloc_bytes: 512 } }\n  }\n}\n")
+    trace = memtrace.load(path)
+    found, [unknown] = peaks_and_unknown(trace)
+    assert unknown.allocator == "cpu" and unknown.source == "snapshots"
+    assert [(p.allocator, p.peak_bytes) for p in found] == [("gpu", 512)]  # the other allocator is untouched
+    assert any(o.kind == "bytes-beyond-int64" and o.allocator == "cpu" for o in trace.oddities)

@@ -183,6 +183,71 @@ def test_a_gzip_bomb_is_refused_with_bounded_memory(tmp_path: Path) -> None:
     assert rss_mb < 600
 
 
+def _gzip_of(path: Path, head: bytes, zeros_mib: int, filler: bytes = b"\0") -> Path:
+    """``head`` and then ``zeros_mib`` MiB of ``filler``, gzip-compressed a piece at a time."""
+    with gzip.open(path, "wb", compresslevel=1) as out:
+        out.write(head)
+        piece = filler * (1 << 20)
+        for _ in range(zeros_mib):
+            out.write(piece)
+    return path
+
+
+def _keras_profile() -> bytes:
+    return gzip.decompress((ROOT / "fixtures" / "profiles" / "keras_mlp.xplane.pb.gz").read_bytes())
+
+
+def test_a_profile_that_inflates_without_end_is_refused_at_the_cap(tmp_path: Path) -> None:
+    """Issue 25 item 8: a profile's gzip was inflated into a temporary file with no cap (4 GB of disk from 4 MiB)."""
+    run_dir = tmp_path / "logdir" / "plugins" / "profile" / "run1"
+    run_dir.mkdir(parents=True)
+    bomb = _gzip_of(run_dir / "host.xplane.pb.gz", _keras_profile(), 300)
+    assert bomb.stat().st_size < 2 << 20
+    done = _cli(["summary", str(tmp_path / "logdir")], memory_mb=1024)
+    lines, rss_mb = _said(done)
+    assert done.returncode == 2 and lines == [
+        (f"memtrace: error: {bomb}: gzip data that inflates to over 256 MiB, over 100 times its compressed size "
+        "(memtrace inflates no more: a compression bomb, or not a trace?)")]
+    assert rss_mb < 200
+
+
+@pytest.mark.parametrize("form", ["text", "profile"])
+def test_what_a_compressed_input_may_inflate_to_is_capped_on_the_streaming_paths(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], form: str) -> None:
+    """The cap, made small: text streamed by the fast reader (spaces, which it would read to the end)
+    and a profile inflated for the fast path, both refused once past it; a real trace under it reads."""
+    monkeypatch.setattr(files, "INFLATE_FLOOR_BYTES", 1 << 20)
+    if form == "text":
+        path = _gzip_of(tmp_path / "t.pbtxt.gz", b'dev_stats {\n  device: "/cpu:0"\n', 8, b" ")
+    else:
+        path = _gzip_of(tmp_path / "host.xplane.pb.gz", _keras_profile(), 8)
+    code, out, err = run(capsys, "summary", str(path))
+    assert code == 2 and out == ""
+    assert err == (f"memtrace: error: {path}: gzip data that inflates to over 1 MiB, over 100 times its compressed size "
+                   "(memtrace inflates no more: a compression bomb, or not a trace?)\n")
+    assert run(capsys, "summary", str(ROOT / "fixtures" / "profiles" / "keras_mlp.xplane.pb.gz"))[0] == 0
+
+
+@pytest.mark.parametrize(("head", "size"), [("profile", 8 << 30), ("zeros", 3 << 30)], ids=["profile-then-8GiB", "3GiB-of-zeros"])
+def test_a_host_file_the_fast_path_declines_is_not_read_whole_past_the_reference_cap(
+        tmp_path: Path, head: str, size: int) -> None:
+    """Issue 25 item 9: a valid profile followed by 8 GiB of (sparse) zeros raised MemoryError; 3 GiB of zeros took 53 s."""
+    import time
+
+    run_dir = tmp_path / "logdir" / "plugins" / "profile" / "run1"
+    run_dir.mkdir(parents=True)
+    host = run_dir / "host.xplane.pb"
+    host.write_bytes(_keras_profile() if head == "profile" else b"")
+    os.truncate(host, host.stat().st_size + size)  # sparse: no disk written
+    started = time.monotonic()
+    done = _cli(["summary", str(tmp_path / "logdir")], memory_mb=1024)
+    lines, rss_mb = _said(done)
+    assert done.returncode == 2 and lines == [
+        (f"memtrace: error: {host}: a profile of {size >> 30} GiB that memtrace's fast reader cannot read (damaged, "
+        "or not an XSpace?), and over the 256 MiB protobuf's own parser is given")]
+    assert rss_mb < 200 and time.monotonic() - started < 20
+
+
 def _one_long_line(tmp_path: Path, filler: bytes, size: int) -> Path:
     path = tmp_path / "long.pbtxt"
     path.write_bytes(b'dev_stats {\n  device: "/cpu:0"\n  node_stats {\n    node_name: "a"\n    all_start_micros: 1'
@@ -375,6 +440,39 @@ def test_a_time_beyond_int64_nanoseconds_is_one_error_on_every_path(tmp_path: Pa
         with pytest.raises(TraceFormatError) as refused:
             read(path)
         assert str(refused.value) == expected
+
+
+# tfprof's own GPU test data (tensorflow/core/profiler/internal/testdata/run_meta) has stream nodes
+# whose scheduled_micros hold nanoseconds, about 1.5e18: no number memtrace gives depends on it.
+_SCHEDULED_IN_NANOS = (
+    'dev_stats {\n  device: "/job:localhost/replica:0/task:0/device:GPU:0"\n'
+    '  node_stats {\n    node_name: "Conv2D"\n    all_start_micros: 10\n    op_end_rel_micros: 4\n'
+    '    all_end_rel_micros: 5\n    scheduled_micros: 1500000000000000000\n'
+    '    memory {\n      allocator_name: "GPU_0_bfc"\n'
+    '      allocation_records {\n        alloc_micros: 11\n        alloc_bytes: 768\n      }\n'
+    '      allocation_records {\n        alloc_micros: 14\n        alloc_bytes: -768\n      }\n    }\n  }\n}\n'
+    'dev_stats {\n  device: "/device:GPU:0/stream:all"\n'
+    '  node_stats {\n    node_name: "Conv2D"\n    all_start_micros: 12\n    all_end_rel_micros: 2\n'
+    '    scheduled_micros: 1500000000000012000\n  }\n}\n')
+
+
+@pytest.mark.parametrize("form", ["text", "binary"])
+def test_a_scheduled_time_in_nanoseconds_does_not_refuse_a_trace(tmp_path: Path, form: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 25 item 0: a field no number depends on never refuses a trace; the times used still read exactly."""
+    from google.protobuf import text_format
+
+    from memtrace.read._proto import tf_trace_pb2 as pb
+
+    path = tmp_path / ("t.pbtxt" if form == "text" else "t.pb")
+    path.write_bytes(_SCHEDULED_IN_NANOS.encode() if form == "text"
+                     else text_format.Parse(_SCHEDULED_IN_NANOS, pb.StepStats()).SerializeToString())
+    trace = fast(path)
+    assert trace is not None and same(trace, reference(path)) and same(trace, memtrace.load(path))
+    assert trace.nodes.start_ns.tolist() == [10_000, 12_000]
+    code, out, err = run(capsys, "peak", "--json", str(path))
+    assert code == 0 and err == ""
+    assert '"peak_bytes": 768' in out  # the one buffer of 768 B, live from 11 us to 14 us
 
 
 def test_the_largest_time_in_range_reads_on_both_paths(tmp_path: Path) -> None:

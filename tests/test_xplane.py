@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -807,3 +808,145 @@ def test_a_piece_a_worker_cannot_read_stops_the_pool_and_is_said(monkeypatch: py
     data = gzip.decompress(KERAS[2].read_bytes())
     with pytest.raises(Unrecognised, match="a piece no worker can read"):
         xplane_binary.collect_file(io.BufferedReader(io.BytesIO(data)), len(data), xplane.Events(), 4096, jobs=2)  # type: ignore[arg-type]
+
+
+# -- numbers that must never be printed (issue 25 items 16, 17) -----------------------------------
+
+
+def _strict(text: str) -> object:
+    """JSON as the standard has it: NaN and Infinity refused."""
+    def refuse(constant: str) -> object:
+        raise ValueError(f"not JSON: {constant}")
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("in_use", [-2**63, 2**63 - 1], ids=["int64-min", "int64-max"])
+def test_a_peak_beyond_int64_from_snapshots_is_unknown_never_a_number(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], in_use: int) -> None:
+    """bytes_allocated at an int64 extreme: baseline + live bytes once gave 9223372036854800640."""
+    events = [(kind, time_ps, {**stats, "bytes_allocated": in_use}) for kind, time_ps, stats in HAND]
+    events.append(_event("alloc", 15, 256, 256, 0x1000, "other/op", allocator="other_bfc"))
+    path = _write(tmp_path, _space(events))
+    code, out, err = _run(capsys, "peak", "--json", str(path))
+    assert code == 0 and err == ""
+    peaks = {a["allocator"]: a for a in _strict(out)["allocators"]}  # type: ignore[index]
+    assert peaks["cpu_bfc"]["peak_bytes"] is None and peaks["cpu_bfc"]["unknown"].startswith(
+        "beyond int64: its bytes-in-use snapshots and records")
+    assert peaks["other_bfc"]["peak_bytes"] == 256  # the other allocator is untouched
+    code, out, err = _run(capsys, "peak", str(path))
+    assert code == 0 and "cpu_bfc: peak unknown (beyond int64)" in out and "bytes-beyond-int64 on cpu_bfc" in out
+    for argv in (["summary", "--json"], ["report", "--json"], ["frag", "--json"], ["timeline", "--json"]):
+        code, out, err = _run(capsys, *argv, str(path))
+        assert code == 0, (argv, err)
+        assert "9223372036854" not in out.replace(str(in_use), ""), argv  # no wrapped or beyond-int64 total
+
+
+def _with_fragmentation(value: float) -> pb.XSpace:
+    space = _space([(k, t, {**s, "fragmentation": 0}) for k, t, s in HAND])
+    host = space.planes[0]
+    stat = next(m.id for m in host.stat_metadata.values() if m.name == "fragmentation")
+    for event in host.lines[0].events:
+        for s in event.stats:
+            if s.metadata_id == stat:
+                s.double_value = value
+    return space
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan")], ids=["inf", "nan"])
+def test_json_is_strict_where_tf_reports_a_fragmentation_that_is_no_number(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], value: float) -> None:
+    path = _write(tmp_path, _with_fragmentation(value))
+    code, out, err = _run(capsys, "frag", "--json", str(path))
+    assert code == 0 and err == ""
+    [allocator] = _strict(out)["allocators"]  # type: ignore[index]
+    if math.isnan(value):  # NaN is no value at all (as -1, absent): no metric
+        assert "tf_fragmentation" not in allocator
+    else:
+        metric = allocator["tf_fragmentation"]
+        assert (metric["at_peak"], metric["highest"], metric["last"]) == (None, None, None)
+        assert metric["not_finite"] == {"at_peak": "inf", "highest": "inf", "last": "inf"}
+        assert metric["events"] == len(HAND)
+    for argv in (["report", "--json"], ["summary", "--json"], ["peak", "--json"], ["ops", "--json"]):
+        code, out, err = _run(capsys, *argv, str(path))
+        assert code == 0 and _strict(out), argv
+
+
+def test_strict_json_writes_null_for_what_is_not_finite() -> None:
+    from memtrace.reporters.common import strict_json
+
+    assert strict_json({"a": [1.5, float("nan"), (float("-inf"), 2)], "b": float("inf")}) == (
+        '{"a": [1.5, null, [null, 2]], "b": null}')
+
+
+# -- stats of the wrong type, times out of range (issue 25 item 13) --------------------------------
+
+
+def _set_stat(space: pb.XSpace, name: str, **value: object) -> pb.XSpace:
+    """The first memory event's stat ``name`` given another value (``int64_value=...``, ``str_value=...``, ...)."""
+    host = space.planes[0]
+    stat = next(m.id for m in host.stat_metadata.values() if m.name == name)
+    for s in host.lines[0].events[0].stats:
+        if s.metadata_id == stat:
+            for field, v in value.items():
+                setattr(s, field, v)
+    return space
+
+
+def _line_start(space: pb.XSpace, timestamp_ns: int) -> pb.XSpace:
+    space.planes[0].lines[0].timestamp_ns = timestamp_ns
+    return space
+
+
+_WRONG_STATS = {
+    "string-data-type": (lambda: _set_stat(_space(HAND), "data_type", str_value="float"),
+                         "a memory event's data_type stat is 'float', not an integer"),
+    "string-addr": (lambda: _set_stat(_space(HAND), "addr", str_value="0x1000"),
+                    "a memory event's addr stat is '0x1000', not an integer"),
+    "nan-bytes": (lambda: _set_stat(_space(HAND), "allocation_bytes", double_value=float("nan")),
+                  "a memory event's allocation_bytes stat is nan, not an integer"),
+    "inf-bytes": (lambda: _set_stat(_space(HAND), "bytes_allocated", double_value=float("inf")),
+                  "a memory event's bytes_allocated stat is inf, not an integer"),
+    "huge-double": (lambda: _set_stat(_space(HAND), "requested_bytes", double_value=1e19),
+                    "a memory event's requested_bytes stat is 1e+19, not an integer"),
+    "timestamp-int64-max": (lambda: _line_start(_space(HAND), 2**63 - 1),
+                            ("line 'tf_Compute/1': an event's time (timestamp_ns 9223372036854775807 + offset_ps 10000000) "
+                            "is out of range (53 days or more from the profile's origin)")),
+    "timestamp-int64-min": (lambda: _line_start(_space(HAND), -2**63),
+                            ("line 'tf_Compute/1': an event's time (timestamp_ns -9223372036854775808 + offset_ps 10000000) "
+                            "is out of range (53 days or more from the profile's origin)")),
+}
+
+
+@pytest.mark.parametrize("case", list(_WRONG_STATS))
+def test_a_stat_of_the_wrong_type_or_a_time_out_of_range_is_one_line_on_every_path(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
+    from memtrace.read import xplane, xplane_binary
+    from memtrace.read.binary import _PAD
+    from memtrace.read.detect import Unrecognised
+
+    make, says = _WRONG_STATS[case]
+    path = _write(tmp_path, make())
+    assert _one_line_error(capsys, "peak", str(path)) == f"memtrace: error: {path}: {says}\n"
+    # The fast path leaves it to upb (never a wrapped time or a crash); upb's walk names it.
+    with pytest.raises(Unrecognised):
+        xplane_binary.collect(bytearray(path.read_bytes()) + bytes(_PAD), xplane.Events())
+    with pytest.raises(memtrace.errors.TraceFormatError, match="^" + str(path).replace(".", r"\.")):
+        xplane.read([(str(path), "h")], lambda p: bytearray(path.read_bytes()) + bytes(_PAD), memtrace.read.builder.TraceBuilder(),
+                    fast=False)
+
+
+def test_a_whole_double_or_a_uint64_byte_count_reads_as_the_fast_path_reads_its_int(tmp_path: Path) -> None:
+    """A double that is a whole number is that number; a uint64 past int64 wraps to its int64 bits on both paths."""
+    from memtrace.read import xplane, xplane_binary
+    from memtrace.read.binary import _PAD
+
+    plain = xplane.Events()
+    xplane.collect(_space(HAND), plain)
+    as_double = xplane.Events()
+    xplane.collect(_set_stat(_space(HAND), "allocation_bytes", double_value=256.0), as_double)
+    assert as_double.same_as(plain)
+    wrapped = _set_stat(_space(HAND), "addr", uint64_value=2**64 - 4096)
+    fast, reference = xplane.Events(), xplane.Events()
+    xplane_binary.collect(bytearray(wrapped.SerializeToString()) + bytes(_PAD), fast)
+    xplane.collect(wrapped, reference)
+    assert fast.same_as(reference) and int(reference.column("addr")[0]) == 2**64 - 4096

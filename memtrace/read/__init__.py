@@ -18,14 +18,15 @@ the file, so a trace never depends on which path read it (the tests check that t
 
 from __future__ import annotations
 
-import gzip
 import os
+import stat
 import zlib
 from collections.abc import Callable
 from typing import IO, Any
 
 from ..errors import TraceFormatError, UsageError
 from ..model import TraceData
+from ..units import format_bytes
 from . import binary, detect, files, text
 from . import jobs as worker_pool
 from .builder import TimeOutOfRange, TraceBuilder, release_memory
@@ -211,13 +212,19 @@ def _load_profiles(path: str, files: list[str], graph: str | os.PathLike[str] | 
 def _read_padded(path: str) -> tuple[bytearray, bool]:
     """The file's content (decompressed when gzip) followed by the zero bytes the wire decoders read past the end.
 
-    A plain file is read straight into its final buffer: no copy of a large profile is made.
+    A plain file is read straight into its final buffer: no copy of a large profile is made. This
+    is the reference path (upb holds the whole message): as for protobuf's other inputs, at most
+    ``files.REFERENCE_MAX_BYTES`` are read, gzip inflated included.
     """
     from .binary import _PAD
 
     try:
         with open(path, "rb") as raw:
             size = os.fstat(raw.fileno()).st_size
+            if size > files.REFERENCE_MAX_BYTES and stat.S_ISREG(os.fstat(raw.fileno()).st_mode):
+                raise TraceFormatError(
+                    path, f"a profile of {format_bytes(size)} that memtrace's fast reader cannot read (damaged, or not "
+                    f"an XSpace?), and over the {format_bytes(files.REFERENCE_MAX_BYTES)} protobuf's own parser is given")
             if raw.read(2) != GZIP_MAGIC:
                 raw.seek(0)
                 buffer = bytearray(size + _PAD)
@@ -250,7 +257,7 @@ def _load_fast(path: str, progress: Progress | None, jobs: int = 1,
         size = files.size_of(raw)
         compressed = raw.read(2) == GZIP_MAGIC
         raw.seek(0)
-        stream: Any = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
+        stream: Any = files.inflating(raw) if compressed else raw
         head = stream.read(detect.SNIFF_BYTES)
         sniffed = sniff_text(head, complete=len(head) < detect.SNIFF_BYTES)
         if not head:
@@ -306,11 +313,11 @@ def _utf8_throughout(raw: IO[bytes], compressed: bool) -> bool:
     decoder = codecs.getincrementaldecoder("utf-8")()
     try:
         raw.seek(0)
-        stream: Any = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
+        stream: Any = files.inflating(raw) if compressed else raw
         while piece := stream.read(1 << 20):
             decoder.decode(piece)
         decoder.decode(b"", final=True)
-    except (UnicodeDecodeError, OSError, EOFError, zlib.error):
+    except (UnicodeDecodeError, OSError, EOFError, zlib.error, TooLarge):
         return False
     return True
 

@@ -13,8 +13,10 @@ flagged as inexact.
 
 from __future__ import annotations
 
+import codecs
 import math
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..errors import TraceFormatError
@@ -77,6 +79,15 @@ _USAGE_ROW = re.compile(r"^\s+(?P<size>" + _SIZE + r") from (?P<op>\S.*?)\s*$")
 _USAGE_REST = re.compile(r"^\s*Remaining (?P<nodes>[0-9]+) nodes with (?P<size>" + _SIZE + r")\s*$")
 
 
+# A part (in lower case) of every line a pattern above matches: a line, or a whole piece of a log,
+# with none is passed over at once (most of a console's output).
+_WORDS = ("ran out of memory", "bfcallocator dump", "inuse", "free", "chunk", "next region", "bin (", "sum total",
+          "in pool", "total_region_allocated_bytes_", "pool size", "stats:", "oom when allocating", "[[",
+          "current usage from device")
+MAX_LINE_CHARS = 1 << 16  # of a line, what is kept (BFC's dump lines are a few hundred characters)
+_BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")  # where str.splitlines cuts
+
+
 def parse_size(text: str) -> tuple[int, bool]:
     """``"64.00MiB"`` -> (67108864, False); ``"67108864"`` -> (67108864, True); ``"0B"`` is exact."""
     text = text.strip()
@@ -118,13 +129,74 @@ class _Event:
     error_seen: bool = False
 
 
+def line_batches(pieces: Iterable[bytes], encoding: str = "utf-8") -> Iterator[tuple[list[str], bool]]:
+    """The lines of text arriving in pieces of bytes, as ``str.splitlines`` cuts them, a batch per
+    piece with whether it may hold a dump line (a word of one in any case), in bounded memory: a line
+    is kept to its first MAX_LINE_CHARS characters (no dump line is that long; the rest of a longer
+    one is read past, never held). Bytes that are not ``encoding`` become U+FFFD, and NUL characters
+    are dropped (consoles and ``copytruncate`` leave them; no dump line has one)."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+    carry = ""  # the line still open: its first MAX_LINE_CHARS characters, and a lone "\r" it may end in
+    utf8 = codecs.lookup(encoding).name in ("utf-8", "utf-8-sig")
+    for piece in _then_none(iter(pieces)):
+        if utf8 and piece:
+            piece = piece.replace(b"\0", b"")  # (in UTF-8 a NUL byte is only ever the NUL character)
+        text = decoder.decode(piece or b"", final=piece is None).replace("\0", "")
+        if not text and piece is not None:
+            continue
+        block = carry + text
+        cut = block.splitlines()
+        carry = ""
+        if piece is not None and cut and (block[-1] == "\r" or block[-1] not in _BREAKS):
+            # open: more may come ("\r" may be the first half of "\r\n")
+            carry = cut.pop()[:MAX_LINE_CHARS] + ("\r" if block[-1] == "\r" else "")
+        if cut:
+            if max(map(len, cut)) > MAX_LINE_CHARS:
+                cut = [line[:MAX_LINE_CHARS] for line in cut]
+            lowered = block.lower()
+            yield cut, any(word in lowered for word in _WORDS)
+
+
+def lines(pieces: Iterable[bytes], encoding: str = "utf-8") -> Iterator[str]:
+    """:func:`line_batches`' lines, one by one."""
+    for batch, _ in line_batches(pieces, encoding):
+        yield from batch
+
+
+def _then_none(pieces: Iterator[bytes]) -> Iterator[bytes | None]:
+    yield from pieces
+    yield None
+
+
 def read(path: str, text: str) -> list[OomDump]:
     """Every OOM event in the log text, in order; a TraceFormatError when there is none."""
+    return read_lines(path, iter([(text.splitlines(), True)]))
+
+
+def _numbered(batches: Iterator[tuple[list[str], bool]], idle: Callable[[], bool]) -> Iterator[tuple[int, str]]:
+    """The lines that may matter, numbered from 1: a batch without a dump word is passed over whole
+    while ``idle()`` (no list of rows is being read), and so is a line without one."""
+    number = 0
+    for batch, worded in batches:
+        if not worded and idle():
+            number += len(batch)
+            continue
+        for raw in batch:
+            number += 1
+            if idle() and not any(word in raw.lower() for word in _WORDS):
+                continue
+            yield number, raw
+
+
+def read_lines(path: str, batches: Iterator[tuple[list[str], bool]]) -> list[OomDump]:
+    """Every OOM event in the log's lines (batches of :func:`line_batches`), in order; a
+    TraceFormatError when there is none."""
     events: list[_Event] = []
     current: _Event | None = None
     in_stats = False
     usage: _Event | None = None  # the event whose live-tensor list is being read
-    for number, raw in enumerate(text.splitlines(), 1):
+    # (the closure reads the state as it is at each line, on purpose)
+    for number, raw in _numbered(batches, lambda: not in_stats and usage is None):  # noqa: B023
         line = raw.rstrip("\r")
         if in_stats:
             row = _STAT_ROW.search(line)

@@ -327,10 +327,14 @@ def release_memory() -> None:
 
 
 def _check_times(block: NodeBlock) -> None:
-    """Refuse a block with a time of TIME_LIMIT_NS or more: node times, then record times."""
+    """Refuse a block with a time memtrace uses of TIME_LIMIT_NS or more: node times, then record times.
+
+    ``scheduled`` is not among them: no number depends on it, and TensorFlow's GPU stream nodes
+    carry it in nanoseconds in a field named for microseconds (about 1.5e18 in tfprof's own test
+    data), which :func:`micros_to_ns` saturates rather than wraps.
+    """
     columns = (("all_start", block.start_ns), ("op_start_rel", block.op_start_rel_ns),
-               ("op_end_rel", block.op_end_rel_ns), ("all_end_rel", block.end_rel_ns),
-               ("scheduled", block.scheduled_ns))
+               ("op_end_rel", block.op_end_rel_ns), ("all_end_rel", block.end_rel_ns))
     for field, values in columns:
         beyond = np.abs(values) >= TIME_LIMIT_NS  # abs(int64 min) stays negative: caught by the next line
         beyond |= values == np.iinfo(np.int64).min
@@ -629,6 +633,7 @@ class TraceBuilder:
         for code in sorted(negative_counts):
             self.note("negative-size", negative_examples[code], negative_counts[code], allocators[code] if code >= 0 else None)
 
+        self._note_snapshots_beyond_int64(memory, records)
         if not len(records.bytes):
             return
         node_of = records.node.astype(np.int64)
@@ -670,6 +675,23 @@ class TraceBuilder:
         for code in np.flatnonzero(per_allocator >= 2.0**63).tolist():
             self.note("bytes-beyond-int64", f"the records of {allocators[code]!r} add up to {per_allocator[code]:.3g} bytes: "
                       "a running total of them wraps around", 1, allocators[code])
+
+    def _note_snapshots_beyond_int64(self, memory: Memory, records: Records) -> None:
+        """bytes-beyond-int64 where an allocator's snapshots with its records leave no room in int64 for
+        the sums and differences the replay takes of them (``replay.replay`` refuses it likewise)."""
+        taken = memory.has_snapshot & (memory.allocator >= 0)
+        if not taken.any():
+            return
+        allocators = list(self._allocators)
+        largest = np.zeros(len(allocators))
+        np.maximum.at(largest, memory.allocator[taken].astype(np.int64), np.abs(memory.bytes_in_use[taken].astype(np.float64)))
+        named = records.allocator >= 0
+        recorded = np.bincount(records.allocator[named].astype(np.int64), weights=np.abs(records.bytes[named].astype(np.float64)),
+                               minlength=len(allocators))
+        beyond = (largest > 0) & (recorded < 2.0**63) & (2 * (largest + recorded) >= 2.0**63)
+        for code in np.flatnonzero(beyond).tolist():
+            self.note("bytes-beyond-int64", f"the bytes-in-use snapshots of {allocators[code]!r} reach {largest[code]:.3g} bytes: "
+                      "a sum or difference of them and the running total wraps around", 1, allocators[code])
 
     def set_graph(self, source: str, nodes: list[tuple[str, str, str, list[str]]]) -> None:
         """The graph's nodes as ``(name, op, device, inputs)``, inputs as GraphDef writes them."""

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from ..errors import TraceFormatError
 from ..units import format_bytes
-from .detect import GZIP_MAGIC
+from .detect import GZIP_MAGIC, TooLarge
 
 STDIN_NAME = "<stdin>"
 # protobuf's own parsers hold the whole (decompressed) input and several times its size in
@@ -34,6 +34,11 @@ SPOOL_IN_MEMORY_BYTES = 32 << 20  # of a pipe's content kept for a second readin
 # Of a pipe's content, no more is kept than the reference path could read again (with room for a
 # gzip stream's framing): past it the streaming readers go on, and a second reading is refused.
 SPOOL_MAX_BYTES = REFERENCE_MAX_BYTES + (1 << 20)
+# What a compressed input may inflate to: past INFLATE_FLOOR_BYTES, no more than INFLATE_RATIO
+# times the compressed bytes read so far. Real traces inflate 2 to 25 times (the fixtures), gzip
+# itself at most about 1,030 times (all zeros): 4 MiB holding 4 GiB is refused at 256 MiB.
+INFLATE_RATIO = 100
+INFLATE_FLOOR_BYTES = REFERENCE_MAX_BYTES
 
 
 def read_bytes(path: str) -> tuple[bytes, bool]:
@@ -132,7 +137,7 @@ class _Replayable(io.RawIOBase):
         if target is not None and target + offset == self._position:
             return self._position
         if self._kept is None and target is not None and 0 <= target + offset < self._position:
-            raise _too_large_for_reference(self._name)
+            raise too_large_for_reference(self._name)
         if target is None or not 0 <= target + offset <= self._kept_bytes:
             raise io.UnsupportedOperation("a pipe can go back, not ahead or from its end")
         self._position = target + offset
@@ -145,6 +150,44 @@ class _Replayable(io.RawIOBase):
         if self._kept is not None:
             self._kept.close()
         super().close()
+
+
+class _Inflating(io.RawIOBase):
+    """gzip content inflated as it is read, refused (:class:`~.detect.TooLarge`) once it inflates
+    past INFLATE_FLOOR_BYTES at more than INFLATE_RATIO times the compressed bytes read."""
+
+    def __init__(self, raw: IO[bytes]):
+        super().__init__()
+        self._raw = raw
+        self._start = raw.tell()
+        self._unpacked = gzip.GzipFile(fileobj=raw, mode="rb")
+        self._out = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        count = self._unpacked.readinto(buffer)
+        self._out += count
+        if self._out > INFLATE_FLOOR_BYTES and self._out > INFLATE_RATIO * (self._raw.tell() - self._start):
+            raise inflated_too_far()
+        return count
+
+    def close(self) -> None:
+        self._unpacked.close()  # not the raw handle: its opener closes it
+        super().close()
+
+
+def inflated_too_far() -> TooLarge:
+    """The refusal of a compressed input that inflates past the cap (see INFLATE_RATIO)."""
+    return TooLarge(f"gzip data that inflates to over {format_bytes(INFLATE_FLOOR_BYTES)}, over {INFLATE_RATIO} times "
+                    "its compressed size (memtrace inflates no more: a compression bomb, or not a trace?)")
+
+
+def inflating(raw: IO[bytes]) -> IO[bytes]:
+    """``raw`` (positioned at gzip data) inflated as it is read, in bounded memory, with the cap of
+    INFLATE_RATIO; reading past the cap raises :class:`~.detect.TooLarge`."""
+    return io.BufferedReader(_Inflating(raw), buffer_size=PIECE_BYTES)
 
 
 def read_whole(path: str, handle: IO[bytes]) -> tuple[bytes, bool]:
@@ -164,7 +207,7 @@ def read_whole(path: str, handle: IO[bytes]) -> tuple[bytes, bool]:
             parts.append(piece)
             total += len(piece)
             if total > REFERENCE_MAX_BYTES:
-                raise _too_large_for_reference(path)
+                raise too_large_for_reference(path)
         data = b"".join(parts)
         del parts
     except OSError as exc:
@@ -174,7 +217,7 @@ def read_whole(path: str, handle: IO[bytes]) -> tuple[bytes, bool]:
     return data, False
 
 
-def _too_large_for_reference(path: str) -> TraceFormatError:
+def too_large_for_reference(path: str) -> TraceFormatError:
     return TraceFormatError(
         path, f"over {format_bytes(REFERENCE_MAX_BYTES)} in a form memtrace's streaming readers do not take, "
         "and too large for protobuf's own parser (damaged, or not written by a protobuf printer?)")
@@ -198,7 +241,7 @@ def _gunzip_capped(path: str, handle: IO[bytes], start: bytes) -> bytes:
             parts.append(out)
             total += len(out)
             if total > REFERENCE_MAX_BYTES:
-                raise _too_large_for_reference(path)
+                raise too_large_for_reference(path)
             pending = inflater.unconsumed_tail
             if inflater.eof:
                 pending = inflater.unused_data + pending

@@ -36,6 +36,7 @@ was in use when the step began.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -45,7 +46,7 @@ import numpy as np
 from ..errors import TraceFormatError
 from ..model import IntArray, Step
 from .builder import CodedTexts, NodeBlock, TraceBuilder, codes_by_first_appearance, constant, release_memory
-from .xplane_events import ALLOCATION, DEALLOCATION, NO_FRAGMENTATION, NUMBERS, TEXTS, XLA_SIGNS, Events
+from .xplane_events import ALLOCATION, DEALLOCATION, NO_FRAGMENTATION, NUMBERS, PS_LIMIT, TEXTS, XLA_SIGNS, Events
 
 NO_OP, FREE = "(no op)", "(free)"
 NO_EVENTS_HINT = (
@@ -87,8 +88,43 @@ def _value(stat: object, names: dict[int, str]) -> object:
     return names.get(value, "") if kind == "ref_value" else value
 
 
+class BadEvent(ValueError):
+    """A memory or step event memtrace cannot take as it is (a stat of the wrong type, a time out of range)."""
+
+
+_INT64 = 1 << 63
+
+
+def _integer(stats: dict[str, object], name: str) -> int:
+    """An integer stat of a memory event (0 where absent), as the fast path reads it: a uint64 past
+    int64 wraps to its int64 bits; a double only where it is a whole number int64 holds."""
+    value = stats.get(name, 0)
+    if isinstance(value, int):
+        return value - (_INT64 << 1) if value >= _INT64 else value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer() and -_INT64 <= value < _INT64:
+        return int(value)
+    raise BadEvent(f"a memory event's {name} stat is {value!r}, not an integer")
+
+
+def _time_ps(line: Any, base_ps: int, offset_ps: int) -> int:
+    """An event's time in picoseconds, refused beyond PS_LIMIT (the fast path leaves those to here)."""
+    time_ps = base_ps + offset_ps
+    if not -PS_LIMIT < time_ps < PS_LIMIT or not -PS_LIMIT < base_ps < PS_LIMIT:
+        raise BadEvent(f"line {line.name!r}: an event's time (timestamp_ns {line.timestamp_ns} + offset_ps {offset_ps}) "
+                       "is out of range (53 days or more from the profile's origin)")
+    return time_ps
+
+
+def _step_number(value: object) -> int | None:
+    """A step_num stat's value; None where it is no integer (the event then marks no step)."""
+    return value if isinstance(value, int) and -_INT64 <= value < _INT64 else None
+
+
 def collect(space: object, into: Events) -> None:
-    """Walk every plane's events: memory events into columns, step windows, op types."""
+    """Walk every plane's events: memory events into columns, step windows, op types.
+
+    Raises :class:`BadEvent` for a memory event memtrace cannot take; the callers name the file.
+    """
     for plane in space.planes:  # type: ignore[attr-defined]
         columns: dict[str, list[Any]] = {name: [] for name in (*NUMBERS, *TEXTS)}
         names = {key: meta.name for key, meta in plane.stat_metadata.items()}
@@ -107,8 +143,9 @@ def collect(space: object, into: Events) -> None:
         if step_id is not None:
             for key, meta in plane.event_metadata.items():
                 for stat in meta.stats:
-                    if stat.metadata_id == step_id:
-                        step_meta[key] = int(_value(stat, names))  # type: ignore[call-overload]
+                    number = _step_number(_value(stat, names)) if stat.metadata_id == step_id else None
+                    if number is not None:
+                        step_meta[key] = number
         for line in plane.lines:
             base_ps = line.timestamp_ns * 1000
             for event in line.events:
@@ -118,32 +155,40 @@ def collect(space: object, into: Events) -> None:
                         continue
                     number = step_meta.get(event.metadata_id)
                     if number is None:
-                        number = next((int(_value(s, names)) for s in event.stats  # type: ignore[call-overload]
+                        number = next((_step_number(_value(s, names)) for s in event.stats
                                        if s.metadata_id == step_id), None)
                     if number is not None:
-                        start = base_ps + event.offset_ps
-                        end = start + event.duration_ps
+                        start = _time_ps(line, base_ps, event.offset_ps)
+                        end = _time_ps(line, start, event.duration_ps)
                         into.add_step(number, start, end)
                     continue
                 stats = {names.get(stat.metadata_id, ""): _value(stat, names) for stat in event.stats}
-                columns["time_ps"].append(base_ps + event.offset_ps)
+                columns["time_ps"].append(_time_ps(line, base_ps, event.offset_ps))
                 columns["is_alloc"].append(is_alloc)
                 columns["allocator"].append(str(stats.get("allocator_name", "")))
-                columns["bytes_allocated"].append(int(stats.get("bytes_allocated", 0)))  # type: ignore[call-overload]
-                columns["requested"].append(int(stats.get("requested_bytes", 0)))  # type: ignore[call-overload]
-                columns["allocation"].append(int(stats.get("allocation_bytes", 0)))  # type: ignore[call-overload]
-                columns["addr"].append(int(stats.get("addr", 0)) & 0xFFFFFFFFFFFFFFFF)  # type: ignore[call-overload]
+                columns["bytes_allocated"].append(_integer(stats, "bytes_allocated"))
+                columns["requested"].append(_integer(stats, "requested_bytes"))
+                columns["allocation"].append(_integer(stats, "allocation_bytes"))
+                columns["addr"].append(_integer(stats, "addr") & 0xFFFFFFFFFFFFFFFF)
                 op = str(stats.get("tf_op", ""))
                 columns["tf_op"].append("" if op == "(null)" else op)
-                columns["dtype"].append(int(stats.get("data_type", 0)))  # type: ignore[call-overload]
+                columns["dtype"].append(_integer(stats, "data_type"))
                 columns["shape"].append(str(stats.get("shape", "")))
                 columns["region"].append(str(stats.get("region_type", "")))
-                columns["peak_in_use"].append(int(stats.get("peak_bytes_in_use", 0)))  # type: ignore[call-overload]
+                columns["peak_in_use"].append(_integer(stats, "peak_bytes_in_use"))
                 columns["thread"].append(line.id)
                 fragmentation = stats.get("fragmentation")
                 columns["fragmentation"].append(float(fragmentation) if isinstance(fragmentation, (int, float))
                                                 else NO_FRAGMENTATION)
         into.add(**columns)
+
+
+def collect_named(path: str, space: object, into: Events) -> None:
+    """:func:`collect`, a memory event it cannot take refused in one line naming the file."""
+    try:
+        collect(space, into)
+    except BadEvent as error:
+        raise TraceFormatError(path, str(error)) from None
 
 
 def device_of(allocator: str) -> str:
@@ -195,7 +240,7 @@ def read_events(path: str, data: bytearray, into: Events) -> None:
         into.extend(fast)
         return
     space = parse(path, bytes(memoryview(data)[:len(data) - _PAD]))
-    collect(space, into)
+    collect_named(path, space, into)
 
 
 def read_file_events(path: str, into: Events, jobs: int = 1) -> bool | None:
@@ -203,18 +248,18 @@ def read_file_events(path: str, into: Events, jobs: int = 1) -> bool | None:
 
     A gzip-compressed profile is decompressed as it is read into an unnamed temporary file (the
     plane's metadata comes after its lines, so a profile is read out of order), then read from
-    there. Returns whether the file was gzip, or None where the fast path cannot read it (not a
+    there; it may inflate no further than :func:`.files.inflating` lets it (a TraceFormatError
+    says so). Returns whether the file was gzip, or None where the fast path cannot read it (not a
     regular file, or content it does not recognise): the caller then reads it whole.
     """
-    import gzip
     import os
     import shutil
     import stat
     import tempfile
     import zlib
 
-    from . import xplane_binary
-    from .detect import GZIP_MAGIC, Unrecognised
+    from . import files, xplane_binary
+    from .detect import GZIP_MAGIC, TooLarge, Unrecognised
 
     fast = Events()
     try:
@@ -225,11 +270,13 @@ def read_file_events(path: str, into: Events, jobs: int = 1) -> bool | None:
             handle.seek(0)
             if compressed:
                 with tempfile.TemporaryFile() as plain:
-                    with gzip.GzipFile(fileobj=handle, mode="rb") as unpacked:
+                    with files.inflating(handle) as unpacked:
                         shutil.copyfileobj(unpacked, plain, 1 << 20)
                     xplane_binary.collect_file(plain, plain.tell(), fast, jobs=jobs)  # type: ignore[arg-type]
             else:
                 xplane_binary.collect_file(handle, os.fstat(handle.fileno()).st_size, fast, jobs=jobs)
+    except TooLarge as error:
+        raise TraceFormatError(path, str(error)) from None
     except (Unrecognised, OSError, EOFError, zlib.error):
         return None
     except Exception:
@@ -266,7 +313,7 @@ def read(files: Sequence[tuple[str, str]], content: Callable[[str], bytearray], 
             if fast:
                 read_events(path, data, mine)
             else:
-                collect(parse(path, bytes(memoryview(data)[:len(data) - _PAD])), mine)
+                collect_named(path, parse(path, bytes(memoryview(data)[:len(data) - _PAD])), mine)
             del data
             release_memory()
         if several:

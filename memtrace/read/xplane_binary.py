@@ -28,7 +28,7 @@ from ..model import IntArray
 from .binary import _PAD, _Padded, _scan, _varint, _varints
 from .builder import CodedTexts
 from .detect import Unrecognised
-from .xplane_events import ALLOCATION, DEALLOCATION, NO_FRAGMENTATION, XLA_SIGNS, Events
+from .xplane_events import ALLOCATION, DEALLOCATION, NO_FRAGMENTATION, PS_LIMIT, XLA_SIGNS, Events
 
 if TYPE_CHECKING:
     from .jobs import InOrder
@@ -494,6 +494,7 @@ def _line(data: bytearray, padded: _Padded, line_id: int, timestamp_ns: int, sta
     if not len(memory):
         return
     n = len(memory)
+    _check_times(base_ps, None)  # before any sum of the line's start and an offset is taken
     int_names = ("bytes_allocated", "requested_bytes", "allocation_bytes", "addr", "data_type", "peak_bytes_in_use")
     text_names = ("allocator_name", "tf_op", "shape", "region_type")  # after the one double, fragmentation
     wanted = {key: k for k, name in enumerate((*int_names, "fragmentation", *text_names))
@@ -519,6 +520,7 @@ def _line(data: bytearray, padded: _Padded, line_id: int, timestamp_ns: int, sta
             codes[rows[strings]] = _string_codes(data, padded, payload[strings], value[strings].astype(np.int64), table)
         return CodedTexts.from_table(codes, table)
 
+    _check_times(base_ps, offset)
     into.add(
         time_ps=base_ps + offset, is_alloc=_member(metadata_id[memory], alloc_ids),
         allocator=text_column(7), bytes_allocated=numbers[0], requested=numbers[1], allocation=numbers[2],
@@ -668,6 +670,9 @@ def _steps(padded: _Padded, starts: IntArray, ends: IntArray, metadata_id: IntAr
     for number, column in ((2, offset), (3, duration)):
         rows = np.flatnonzero(events.number == number)
         column[events.message[rows]] = _signed(events.value[rows])
+    _check_times(base_ps, offset)
+    _check_times(0, duration)
+    _check_times(base_ps, offset + duration)  # each under 2^62, so their sum is no wrapped one
     number_of = np.array([step_meta.get(int(m), -1) for m in metadata_id.tolist()], dtype=np.int64)
     has = number_of >= 0
     stat_rows = np.flatnonzero((events.number == 4) & (events.wire == _LEN))
@@ -682,6 +687,20 @@ def _steps(padded: _Padded, starts: IntArray, ends: IntArray, metadata_id: IntAr
         has[owner[stats.message[values]]] = True
     for number, start, length in zip(number_of[has].tolist(), (base_ps + offset[has]).tolist(), duration[has].tolist()):
         into.add_step(number, start, start + length)
+
+
+_PS_LIMIT = PS_LIMIT
+
+
+def _check_times(base_ps: int, offsets: IntArray | None) -> None:
+    """Leave to upb (which says so in one line) a line whose start, or start plus an offset, is
+    beyond what int64 picoseconds hold with room for a sum."""
+    if not -_PS_LIMIT < base_ps < _PS_LIMIT:
+        raise Unrecognised("a line's timestamp out of range")
+    if offsets is not None and len(offsets):
+        low, high = int(offsets.min()), int(offsets.max())
+        if not (-_PS_LIMIT < low and high < _PS_LIMIT and -_PS_LIMIT < base_ps + low and base_ps + high < _PS_LIMIT):
+            raise Unrecognised("an event's time out of range")
 
 
 def _encode(value: int) -> bytes:

@@ -22,6 +22,9 @@ XLA_SIGNS = ("pjrt", "jit_", "xla/python", "torch_xla")
 NUMBERS = {"time_ps": np.int64, "is_alloc": np.bool_, "bytes_allocated": np.int64, "requested": np.int64,
            "allocation": np.int64, "addr": np.uint64, "dtype": np.int64, "thread": np.int64,
            "fragmentation": np.float64, "peak_in_use": np.int64}
+# An event's time in picoseconds (its line's timestamp_ns x 1000 + its offset_ps, + duration_ps for a
+# step) must be under this in magnitude (53 days from the profile's origin): int64 with room for sums.
+PS_LIMIT = 1 << 62
 NO_FRAGMENTATION = -1.0  # an event without TF's fragmentation stat
 TEXTS = ("allocator", "tf_op", "shape", "region")
 

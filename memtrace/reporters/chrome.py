@@ -16,6 +16,7 @@ from json.encoder import encode_basestring_ascii
 from typing import IO, Any
 
 from ..export import Column, Event, EventColumns
+from .common import strict_json
 
 _BATCH = 4096  # lines joined into one write
 _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
@@ -31,7 +32,7 @@ def write(events: Iterable[Event | EventColumns], other_data: dict[str, str], ou
         out.write((",\n" if count else "") + ",\n".join(batch))
         count += len(batch)
     out.write('\n],\n"displayTimeUnit":"ms",\n"otherData":')
-    out.write(json.dumps(other_data, separators=(",", ":")))
+    out.write(strict_json(other_data, separators=(",", ":")))
     out.write("}\n")
     return count
 

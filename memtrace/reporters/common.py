@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import stat
 import sys
@@ -114,8 +115,29 @@ def table(
 
 
 def write_json(document: dict[str, Any], stream: IO[str]) -> None:
-    json.dump(document, stream, indent=2)
+    stream.write(strict_json(document, indent=2))
     stream.write("\n")
+
+
+def strict_json(document: Any, **options: Any) -> str:
+    """JSON as the standard has it, whatever the document holds: a float that is not finite (NaN,
+    infinity, which Python would write as ``NaN``/``Infinity``, JSON that strict parsers refuse)
+    becomes null. A reporter that can say why puts its reason next to the value itself."""
+    try:
+        return json.dumps(document, allow_nan=False, **options)
+    except ValueError:
+        return json.dumps(_finite(document), allow_nan=False, **options)
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every float that is not finite replaced by None, in dicts, lists and tuples."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import IO, Any
@@ -10,6 +11,7 @@ from typing import IO, Any
 from ..frag import (
     BFC_ALIGNMENT_BYTES,
     AllocatorFragmentation,
+    AllocatorMetric,
     Anomaly,
     Buffer,
     External,
@@ -111,8 +113,21 @@ def _allocator_json(f: AllocatorFragmentation, top: int | None) -> dict[str, Any
         "top_buffers": [_buffer_json(b) for b in f.buffers[:top]],
         "top_ops": [{"node": o.node, **_waste_json(o.waste)} for o in f.ops[:top]],
         "anomalies": [_anomaly_json(a) for a in f.anomalies],
-        **({} if f.tf_metric is None else {"tf_fragmentation": asdict(f.tf_metric)}),
+        **({} if f.tf_metric is None else {"tf_fragmentation": _metric_json(f.tf_metric)}),
     }
+
+
+def _metric_json(m: AllocatorMetric) -> dict[str, Any]:
+    """TF's own fragmentation metric; a value that is no finite number (TF reported one) is null,
+    ``not_finite`` saying what it was, so the JSON stays strict."""
+    document: dict[str, Any] = asdict(m)
+    odd = {key: repr(value) for key, value in document.items()
+           if isinstance(value, float) and not math.isfinite(value)}
+    for key in odd:
+        document[key] = None
+    if odd:
+        document["not_finite"] = odd
+    return document
 
 
 # -- text ---------------------------------------------------------------------------------------

@@ -8,12 +8,11 @@ as ``\\xNN`` before the XML writer escapes the rest; JSON escapes everything its
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from typing import IO, TYPE_CHECKING, Any
 
 from ..units import format_bytes
-from .common import clean
+from .common import clean, strict_json
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -32,7 +31,7 @@ def write_json(graph: nx.MultiDiGraph, out: IO[str]) -> None:
 
     data = nx.node_link_data(graph, edges="edges")
     data["graph"] = {"schema": SCHEMA, **data["graph"]}
-    json.dump(data, out, indent=1)
+    out.write(strict_json(data, indent=1))
     out.write("\n")
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import html
 import itertools
-import json
 import math
 from collections.abc import Sequence
 from typing import IO, Any
@@ -23,7 +22,7 @@ from ..peak import AllocatorPeak, RepeatedAllocation, repeated_allocations
 from ..report import AllocatorView, ReportData, UnknownView
 from ..units import format_bytes, format_us, plural
 from . import icicle
-from .common import clean, oddity_name
+from .common import clean, oddity_name, strict_json
 
 # Chart geometry, in SVG user units (the SVG scales to the page width).
 WIDTH, HEIGHT = 960, 300
@@ -40,7 +39,7 @@ def esc(text: str) -> str:
 
 def embed_json(document: Any) -> str:
     """JSON for a ``<script type="application/json">`` block: no ``<``, ``>`` or ``&`` survive literally."""
-    text = json.dumps(document, separators=(",", ":"))
+    text = strict_json(document, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
