@@ -37,7 +37,7 @@ import numpy.typing as npt
 from .buffers import owned_outputs
 from .errors import UsageError
 from .model import IntArray, TraceData
-from .peak import compile_name_filter, peak, peaks_and_unknown
+from .peak import compile_name_filter, peak, peaks_and_unknown, split_freed_before_step
 from .replay import Uncounted, split_counted
 
 BYTE_COLUMNS = (
@@ -81,6 +81,9 @@ class OpsReport:
     rows: tuple[OpRow, ...]
     total: OpRow
     unknown: tuple[Uncounted, ...] = ()  # allocators asked for whose peak is unknown (bytes beyond int64): not covered
+    # Bytes of chunks allocated before the step and freed before a covered peak: no op's holding,
+    # so at_peak_bytes leaves them out (its total exceeds the peaks' peak_delta_bytes by this much).
+    freed_before_step_bytes: int = 0
 
 
 SORT_NAMES = ("peak", "requested", "residual", "output", "temp", "persistent", "at_peak", "waste", "occurrences",
@@ -229,8 +232,9 @@ def ops(
         rows.sort(key=lambda r: (-getattr(r, sort), r.name))
     empty = OpRow("total", None, None, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     total = sum(rows, empty) if rows else empty
+    freed = sum(-a.bytes for allocator in chosen for a in split_freed_before_step(peak(trace, allocator).live_at_peak)[1])
     return OpsReport(by=by, sort=sort, allocators=chosen, rows=tuple(rows), total=replace(total, name="total"),
-                     unknown=tuple(unknown))
+                     unknown=tuple(unknown), freed_before_step_bytes=freed)
 
 
 def _group_key(row: OpRow, by: str, depth: int | None) -> str:
@@ -242,7 +246,8 @@ def _group_key(row: OpRow, by: str, depth: int | None) -> str:
 def _bytes_at_peak(trace: TraceData, allocators: Iterable[str] | None) -> dict[str, int]:
     held: dict[str, int] = defaultdict(int)
     for allocator in allocators if allocators is not None else trace.allocators:
-        for allocation in peak(trace, allocator).live_at_peak:
+        # Frees of chunks allocated before the step are no op's holding (no negative rows).
+        for allocation in split_freed_before_step(peak(trace, allocator).live_at_peak)[0]:
             held[allocation.node.split(":", 1)[0]] += allocation.bytes
     return held
 

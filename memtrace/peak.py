@@ -61,6 +61,18 @@ class AllocatorPeak:
 
 GROUPINGS = ("node", "type", "scope")
 
+FREED_BEFORE_STEP = "freed-from-before-step"  # the kind of a free of a chunk allocated before the step
+
+
+def split_freed_before_step(live: Iterable[LiveAllocation]) -> tuple[tuple[LiveAllocation, ...], tuple[LiveAllocation, ...]]:
+    """The live set's allocations, and apart from them the frees (negative bytes) of chunks allocated
+    before the step that came before the peak: they lower the peak without being anything anyone
+    holds, so tables count them apart, never as rows of negative bytes."""
+    held, freed = [], []
+    for allocation in live:
+        (freed if allocation.kind == FREED_BEFORE_STEP else held).append(allocation)
+    return tuple(held), tuple(freed)
+
 
 @dataclass(frozen=True)
 class LiveGroup:
@@ -68,8 +80,17 @@ class LiveGroup:
 
     key: str
     count: int  # allocations
-    bytes: int
+    bytes: int  # the allocator's chunks
     share: float  # of the peak's peak_delta_bytes (0 when the allocator never rose)
+    requested_bytes: int = 0  # the tensors' own bytes (a chunk whose request is unknown counts whole)
+
+
+FREED_GROUP = "(freed before the step)"  # the group of the frees of chunks allocated before the step
+
+
+def requested_or_chunk(allocation: LiveAllocation) -> int:
+    """What the op asked for (the tensor's bytes), or the chunk where the trace does not say."""
+    return allocation.requested_bytes if allocation.requested_bytes is not None and allocation.bytes > 0 else allocation.bytes
 
 
 _found: weakref.WeakKeyDictionary[TraceData, dict[str, AllocatorPeak]] = weakref.WeakKeyDictionary()
@@ -141,7 +162,8 @@ def group_live_set(
     """The live set at the peak added up by ``node`` (op name), op ``type`` or name ``scope`` (``depth`` levels).
 
     Largest first, ties by key. The groups' bytes add up to ``peak_delta_bytes`` exactly, as
-    the live set does; a name without a scope is its own scope. ``live`` groups a selection of
+    the live set does; a name without a scope is its own scope; frees of chunks allocated before
+    the step are one group of their own (:data:`FREED_GROUP`, negative bytes). ``live`` groups a selection of
     the live set instead (:func:`select_live`); shares stay shares of ``peak_delta_bytes``.
     """
     if by not in GROUPINGS:
@@ -150,17 +172,21 @@ def group_live_set(
     totals: dict[str, list[int]] = {}
     for allocation in found.live_at_peak if live is None else live:
         name = allocation.node.split(":", 1)[0]
-        if by == "node":
+        if allocation.kind == FREED_BEFORE_STEP:
+            key = FREED_GROUP
+        elif by == "node":
             key = name
         elif by == "type":
             key = op_type.get(allocation.node) or "(unknown)"
         else:
             key = "/".join(name.split("/")[: max(depth, 1)])
-        count_bytes = totals.setdefault(key, [0, 0])
+        count_bytes = totals.setdefault(key, [0, 0, 0])
         count_bytes[0] += 1
         count_bytes[1] += allocation.bytes
+        count_bytes[2] += requested_or_chunk(allocation)
     whole = found.peak_delta_bytes
-    groups = [LiveGroup(key, count, size, size / whole if whole else 0.0) for key, (count, size) in totals.items()]
+    groups = [LiveGroup(key, count, size, size / whole if whole else 0.0, requested)
+              for key, (count, size, requested) in totals.items()]
     return sorted(groups, key=lambda g: (-g.bytes, g.key))
 
 
@@ -216,7 +242,7 @@ def _live_set(trace: TraceData, replayed: Replay, at: int) -> list[LiveAllocatio
         live.append(
             LiveAllocation(
                 node=trace.node_name(int(replayed.event_node[event])),
-                kind="freed-from-before-step",
+                kind=FREED_BEFORE_STEP,
                 bytes=int(replayed.delta_bytes[event]),
                 alloc_time_us=relative_us(event),
                 free_time_us=relative_us(event),
@@ -270,6 +296,7 @@ class RepeatedAllocation:
     dtype: str | None
     shape: list[int] | None
     first: LiveAllocation  # the largest of them
+    requested_bytes: int = 0  # the tensors' own bytes (a chunk whose request is unknown counts whole)
 
 
 _NUMBER = re.compile(r"(?<=_)[0-9]+(?=/|_|$)")
@@ -291,7 +318,7 @@ def repeated_allocations(live: Iterable[LiveAllocation]) -> list[RepeatedAllocat
         RepeatedAllocation(
             node=pattern if len(members) > 1 and len({m.node for m in members}) > 1 else members[0].node,
             kind=kind, count=len(members), bytes=sum(m.bytes for m in members), dtype=dtype,
-            shape=members[0].shape, first=members[0],
+            shape=members[0].shape, first=members[0], requested_bytes=sum(map(requested_or_chunk, members)),
         )
         for (pattern, kind, dtype, _), members in rows.items()
     ]

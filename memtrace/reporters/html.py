@@ -19,7 +19,7 @@ from typing import IO, Any
 from .. import __version__
 from ..frag import AllocatorFragmentation, Anomaly
 from ..ops import OpRow
-from ..peak import AllocatorPeak, RepeatedAllocation, repeated_allocations
+from ..peak import AllocatorPeak, RepeatedAllocation, repeated_allocations, split_freed_before_step
 from ..report import AllocatorView, ReportData, UnknownView
 from ..units import format_bytes, format_us, plural
 from . import icicle
@@ -454,30 +454,32 @@ def _live_set(p: AllocatorPeak, top: int, number: int = 0) -> str:
         f"{esc(kind)} {_bytes(b)} ({_percent(b, whole)})</span>"
         for kind, b in segments if b > 0
     )
-    negative = sum(a.bytes for a in live if a.bytes < 0)
+    held, freed = split_freed_before_step(live)
+    negative = sum(a.bytes for a in freed)
     if negative:
         keys += f' <span class="legend-item">minus {_bytes(-negative)} freed from before the step</span>'
-    folded = repeated_allocations(live)
-    rows = [_live_row(i + 1, r, p.peak_delta_bytes) for i, r in enumerate(folded[:top])]
+    # Frees of chunks allocated before the step are said in the legend, never as rows.
+    folded = repeated_allocations(held)
+    rows = [_live_row(i + 1, r, sum(a.bytes for a in held)) for i, r in enumerate(folded[:top])]
     rest = folded[top:]
     more = (
         f'<p class="note">and {plural(sum(r.count for r in rest), "more allocation")} holding '
         f'{_bytes(sum(r.bytes for r in rest))}.</p>\n'
         if rest else ""
     )
-    headers = ["#", "node", "count", "kind", "bytes", "share of live", "allocated at", "freed at", "tensor"]
+    headers = ["#", "node", "count", "kind", "allocated", "requested", "share of live", "allocated at", "freed at", "tensor"]
     repeats = (
         '<p class="note">Allocations whose node names differ only in their numbers (an unrolled loop, a stack of '
         "layers) are one row, their numbers shown as <code>*</code>; <em>count</em> says how many.</p>\n"
         if any(r.count > 1 for r in folded) else ""
     )
     return (
-        f'<h3>Live at the peak: {_bytes(p.peak_delta_bytes)} in {plural(len(live), "allocation")}</h3>\n'
+        f'<h3>Live at the peak: {_bytes(p.peak_delta_bytes)} in {plural(len(held), "allocation")}</h3>\n'
         f'<div class="bar" role="img" aria-label="peak bytes by kind">{bar}</div>\n'
         f'<p class="keys">{keys}</p>\n'
         + icicle.render(live, number)
         + repeats
-        + _table(headers, rows, [True, False, True, False, True, True, True, True, False], "live")
+        + _table(headers, rows, [True, False, True, False, True, True, True, True, True, False], "live")
         + more
     )
 
@@ -500,6 +502,7 @@ def _live_row(rank: int, r: RepeatedAllocation, live_total: int) -> list[str]:
         f"&times;{r.count}",
         f'<span class="kind" style="border-color:{KIND_COLOURS.get(a.kind, "#64748b")}">{esc(a.kind)}</span>',
         _bytes(r.bytes),
+        _bytes(r.requested_bytes),
         f'<span class="minibar"><span style="width:{share:.2f}%"></span></span>{_percent(r.bytes, live_total)}',
         first + _us(a.alloc_time_us),
         (first + _us(a.free_time_us)) if a.free_time_us is not None else '<span class="none">not in the step</span>',
@@ -524,7 +527,7 @@ def _ops_section(report: ReportData, top: int) -> str:
         ]
         for r in rows
     ]
-    headers = ["node", "op type", "count", "at peak", "requested", "peak (tfprof)", "residual", "output", "temp",
+    headers = ["node", "op type", "count", "at peak", "allocated (tfprof)", "peak (tfprof)", "residual", "output", "temp",
                "persistent", "waste"]
     left_out = "".join(
         f' <em>At peak</em> leaves out <code>{esc(u.allocator)}</code>, whose peak is unknown (beyond int64).'
@@ -534,7 +537,7 @@ def _ops_section(report: ReportData, top: int) -> str:
         '<section id="ops"><h2>Top ops by bytes held at the peak</h2>\n'
         f'<p class="lead">The {len(rows)} of {len(report.ops.rows):,} ops that hold the most in the live set at the '
         "allocators' peaks (<em>at peak</em>), as <code>memtrace ops --by node --sort at_peak</code> computes them; "
-        "requested, peak, residual and output are TensorFlow's profiler's numbers, whose <em>peak</em> is each "
+        "allocated (tfprof's requested bytes), peak, residual and output are TensorFlow's profiler's numbers, whose <em>peak</em> is each "
         f"op's own high-water mark, not what it holds at the allocator's peak.{left_out}</p>\n"
         + _table(headers, cells, [False, False] + [True] * 9, "ops")
         + "</section>\n"
