@@ -68,7 +68,8 @@ def split_freed_before_step(live: Iterable[LiveAllocation]) -> tuple[tuple[LiveA
     """The live set's allocations, and apart from them the frees (negative bytes) of chunks allocated
     before the step that came before the peak: they lower the peak without being anything anyone
     holds, so tables count them apart, never as rows of negative bytes."""
-    held, freed = [], []
+    held: list[LiveAllocation] = []
+    freed: list[LiveAllocation] = []
     for allocation in live:
         (freed if allocation.kind == FREED_BEFORE_STEP else held).append(allocation)
     return tuple(held), tuple(freed)
