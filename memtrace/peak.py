@@ -89,6 +89,14 @@ class LiveGroup:
 FREED_GROUP = "(freed before the step)"  # the group of the frees of chunks allocated before the step
 
 
+def held_bytes(found: AllocatorPeak) -> tuple[int, int]:
+    """The live set's allocations made during the step (not the frees of earlier chunks): their
+    chunks' bytes and their tensors' bytes (:func:`requested_or_chunk`). The difference is what
+    the allocator's rounding and unsplit chunks add."""
+    held = split_freed_before_step(found.live_at_peak)[0]
+    return sum(a.bytes for a in held), sum(map(requested_or_chunk, held))
+
+
 def requested_or_chunk(allocation: LiveAllocation) -> int:
     """What the op asked for (the tensor's bytes), or the chunk where the trace does not say."""
     return allocation.requested_bytes if allocation.requested_bytes is not None and allocation.bytes > 0 else allocation.bytes

@@ -64,3 +64,39 @@ def test_frees_from_before_the_profile_are_a_line_not_negative_rows(capsys: pyte
     (entry,) = json.loads(out)["allocators"]
     assert sum(a["bytes"] for a in entry["live_at_peak"]) == entry["peak_delta_bytes"] == 179_456
     assert sorted(a["bytes"] for a in entry["live_at_peak"] if a["kind"] == "freed-from-before-step") == [-15_872, -256, -256, -256]
+
+
+# -- tensor bytes beside chunk bytes -----------------------------------------------------------
+
+ITEMSIZE = {"float32": 4, "int64": 8, "uint8": 1, "int32": 4, "float16": 2, "bool": 1, "float64": 8}
+
+
+def test_requested_bytes_are_the_tensors_and_diff_splits_growth_into_tensors_and_rounding(capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN each live tensor's dtype and shape, which say its bytes independently of the allocator
+    sides = {}
+    for name, path in (("base", MLP), ("new", CNN)):
+        code, out = run(capsys, "peak", str(path), "--json")
+        (entry,) = json.loads(out)["allocators"]
+        held = [a for a in entry["live_at_peak"] if a["kind"] != "freed-from-before-step"]
+        for a in held:
+            if a["dtype"] in ITEMSIZE and a["shape"] is not None:
+                size = ITEMSIZE[a["dtype"]]
+                for d in a["shape"]:
+                    size *= d
+                assert a["requested_bytes"] == size, a
+        sides[name] = (sum(a["bytes"] for a in held), sum(a["requested_bytes"] for a in held))
+    # the CNN's conv2d output, float32 [8,14,14,8] = 50,176 B, sits in an unsplit 91,136 B chunk
+    code, out = run(capsys, "peak", str(CNN))
+    relu = next(line for line in out.splitlines() if "conv2d_1/Relu" in line).split()
+    assert relu[3:7] == ["89", "KiB", "49", "KiB"] and 91_136 / 1024 == 89 and 50_176 / 1024 == 49
+    # WHEN the two are diffed THEN the JSON carries both sides' chunks and tensors
+    code, out = run(capsys, "diff", str(MLP), str(CNN), "--json")
+    (change,) = json.loads(out)["allocators"]
+    assert (change["base_live_allocated_bytes"], change["base_live_requested_bytes"]) == sides["base"] == (30_976, 25_496)
+    assert (change["new_live_allocated_bytes"], change["new_live_requested_bytes"]) == sides["new"] == (196_096, 144_348)
+    # and the text says what grew in tensors and what in rounding: 118,852 B of tensors (116 KiB)
+    # and (196,096 - 144,348) - (30,976 - 25,496) = 46,268 B of chunk beyond them (45.2 KiB)
+    code, out = run(capsys, "diff", str(MLP), str(CNN))
+    assert code == 0
+    assert ("bfc_cpu_allocator_for_gpu at the peak: chunks +161 KiB = tensors +116 KiB (24.9 KiB -> 141 KiB) + "
+            "rounding and unsplit chunks 45.2 KiB") in out.replace("\n    ", " ")
