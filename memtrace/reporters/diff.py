@@ -180,10 +180,10 @@ def render_text(result: TraceDiff, out: IO[str], top: int = 10) -> None:
     fresh = result.new_at_peak
     if fresh:
         out.write(f"new at the new peak: {plural(len(fresh), 'allocation')} whose producer and slot held nothing at the base peak\n")
-        rows = [(clean(f.allocator), clean(f.allocation.node), f.allocation.kind, format_bytes(f.allocation.bytes),
+        fresh_rows = [(clean(f.allocator), clean(f.allocation.node), f.allocation.kind, format_bytes(f.allocation.bytes),
                  "?" if f.allocation.requested_bytes is None else format_bytes(f.allocation.requested_bytes),
                  _tensor(f.allocation)) for f in fresh[:top]]
-        text = table(rows, ("allocator", "node", "kind", "allocated", "requested", "tensor"),
+        text = table(fresh_rows, ("allocator", "node", "kind", "allocated", "requested", "tensor"),
                      ("left", "left", "left", "right", "right", "left"),
                      indent=2, drop=("tensor", "kind", "requested"), shrink=("node", "tensor", "allocator"))
         out.write("".join(f"  {line}\n" for line in text.splitlines()))
