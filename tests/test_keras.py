@@ -100,3 +100,16 @@ def test_requested_bytes_are_the_tensors_and_diff_splits_growth_into_tensors_and
     assert code == 0
     assert ("bfc_cpu_allocator_for_gpu at the peak: chunks +161 KiB = tensors +116 KiB (24.9 KiB -> 141 KiB) + "
             "rounding and unsplit chunks 45.2 KiB") in out.replace("\n    ", " ")
+
+
+def test_check_says_which_step_and_the_tensors_in_each_contributors_chunks(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(capsys, "check", str(CNN), "--step", "2", "--max-peak", "CPU:0=290KiB")
+    assert code == 1
+    assert out.splitlines()[0] == f"memtrace check {CNN} (step 2)"
+    # the pooling gradient's float32 [8,14,14,8] tensor (50,176 B = 49 KiB) in a 55.5 KiB chunk
+    assert ("    gradient_tape/sequential_1_1/max_pooling2d_1/MaxPool2d/MaxPoolGrad output: 55.5 KiB (18.9%), "
+            "tensors 49 KiB in the chunks") in out.replace("\n      ", " ")
+    code, out = run(capsys, "check", str(CNN), "--step", "2", "--max-peak", "CPU:0=290KiB", "--json")
+    document = json.loads(out)
+    assert document["step"] == 2
+    assert document["budgets"][0]["contributors"][0]["requested_bytes"] == 8 * 14 * 14 * 8 * 4

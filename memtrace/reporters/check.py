@@ -23,6 +23,7 @@ def to_json(result: CheckResult, oddities: Sequence[Oddity] = ()) -> dict[str, A
     return {
         "schema": SCHEMA,
         "trace": result.trace,
+        **({"step": result.step} if result.step is not None else {}),
         "passed": result.passed,
         "budgets": [
             with_oddities({
@@ -37,7 +38,9 @@ def to_json(result: CheckResult, oddities: Sequence[Oddity] = ()) -> dict[str, A
                 "passed": o.passed,
                 "source": o.budget.source,
                 "note": o.note,
-                "contributors": [{"name": c.name, "kinds": list(c.kinds), "bytes": c.bytes} for c in o.contributors],
+                "contributors": [{"name": c.name, "kinds": list(c.kinds), "bytes": c.bytes,
+                                  **({"requested_bytes": c.requested_bytes} if c.requested_bytes is not None else {})}
+                                 for c in o.contributors],
             }, oddities, o.budget.allocator)
             for o in result.outcomes
         ],
@@ -82,7 +85,8 @@ def render_text(result: CheckResult, out: IO[str], oddities: Sequence[Oddity] = 
         for o, kinds in zip(result.outcomes, bent_by)
     ]
     headers = ("allocator", "budget", "limit", "measured", "margin", "result")
-    out.write(f"memtrace check {clean(result.trace)}\n")
+    step = f" (step {result.step})" if result.step is not None else ""
+    out.write(f"memtrace check {clean(result.trace)}{step}\n")
     out.write(table(rows, headers, ("left", "left", "right", "right", "right", "left")) + "\n")
     starred = list(dict.fromkeys(k for kinds in bent_by for k in kinds))
     if starred:
@@ -109,7 +113,9 @@ def _bent_by(outcome: Outcome, oddities: Sequence[Oddity]) -> list[str]:
 def _contributor_line(c: Contributor, whole: int) -> str:
     share = f" ({100 * c.bytes / whole:.1f}%)" if whole > 0 else ""
     kinds = f" {'/'.join(c.kinds)}" if c.kinds else ""
-    return f"    {clean(c.name)}{kinds}: {format_bytes(c.bytes)}{share}"
+    tensors = (f", tensors {format_bytes(c.requested_bytes)} in the chunks"
+               if c.requested_bytes is not None and c.requested_bytes != c.bytes else "")
+    return f"    {clean(c.name)}{kinds}: {format_bytes(c.bytes)}{share}{tensors}"
 
 
 def verdict(result: CheckResult) -> str:
