@@ -36,6 +36,7 @@ import numpy.typing as npt
 
 from .buffers import owned_outputs
 from .errors import UsageError
+from .layers import LayerNames, layer_of
 from .model import IntArray, TraceData
 from .peak import compile_name_filter, peak, peaks_and_unknown, split_freed_before_step
 from .replay import Uncounted, split_counted
@@ -44,7 +45,7 @@ BYTE_COLUMNS = (
     "requested_bytes", "peak_bytes", "residual_bytes", "output_bytes",
     "temp_bytes", "persistent_bytes", "at_peak_bytes", "waste_bytes",
 )
-GROUPINGS = ("node", "type", "scope")
+GROUPINGS = ("node", "type", "scope", "layer")
 
 
 @dataclass(frozen=True)
@@ -190,8 +191,11 @@ def ops(
     device: str | None = None,
     name: str | None = None,
     min_bytes: int | None = None,
+    layer_names: LayerNames | None = None,
 ) -> OpsReport:
-    """Per-op rows grouped by node, op type or name scope (cut at ``depth`` levels), sorted.
+    """Per-op rows grouped by node, op type, name scope (cut at ``depth`` levels) or Keras layer
+    and phase (``layer``, the names of ``layer_names`` where given; each row's name is
+    ``LAYER (PHASE)``), sorted.
 
     ``device`` keeps the ops on devices whose name contains it (a UsageError when none does);
     ``name`` (a regular expression, searched) and ``min_bytes`` (of requested bytes) keep the
@@ -222,7 +226,7 @@ def ops(
     if by != "node":
         groups: dict[str, OpRow] = {}
         for row in rows:
-            key = _group_key(row, by, depth)
+            key = _group_key(row, by, depth, layer_names)
             named = replace(row, name=key)
             groups[key] = groups[key] + named if key in groups else named
         rows = list(groups.values())
@@ -237,9 +241,12 @@ def ops(
                      unknown=tuple(unknown), freed_before_step_bytes=freed)
 
 
-def _group_key(row: OpRow, by: str, depth: int | None) -> str:
+def _group_key(row: OpRow, by: str, depth: int | None, layer_names: LayerNames | None = None) -> str:
     if by == "type":
         return row.op_type or "(unknown)"
+    if by == "layer":  # the Keras layer as the user named it, and the phase of the step
+        where = layer_of(row.name, layer_names)
+        return f"{where.layer} ({where.phase})"
     return "/".join(row.name.split("/")[: depth or 1])
 
 

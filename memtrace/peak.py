@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import UsageError
+from .layers import LayerNames, LayerPhase, layer_of
 from .model import IntArray, TraceData
 from .replay import Reconciliation, Replay, Uncounted, reconcile, replay, split_counted
 
@@ -59,7 +60,7 @@ class AllocatorPeak:
         return sum(a.bytes for a in self.live_at_peak)
 
 
-GROUPINGS = ("node", "type", "scope")
+GROUPINGS = ("node", "type", "scope", "layer")
 
 FREED_BEFORE_STEP = "freed-from-before-step"  # the kind of a free of a chunk allocated before the step
 
@@ -84,6 +85,8 @@ class LiveGroup:
     bytes: int  # the allocator's chunks
     share: float  # of the peak's peak_delta_bytes (0 when the allocator never rose)
     requested_bytes: int = 0  # the tensors' own bytes (a chunk whose request is unknown counts whole)
+    layer: str | None = None  # grouped by layer: the Keras layer as the user named it (memtrace.layers)
+    phase: str | None = None  # grouped by layer: forward, backward, optimizer or other
 
 
 FREED_GROUP = "(freed before the step)"  # the group of the frees of chunks allocated before the step
@@ -166,7 +169,8 @@ def peaks_and_unknown(trace: TraceData, allocators: Iterable[str] | None = None)
 
 
 def group_live_set(
-    trace: TraceData, found: AllocatorPeak, by: str = "scope", depth: int = 1, live: Iterable[LiveAllocation] | None = None
+    trace: TraceData, found: AllocatorPeak, by: str = "scope", depth: int = 1, live: Iterable[LiveAllocation] | None = None,
+    layer_names: LayerNames | None = None,
 ) -> list[LiveGroup]:
     """The live set at the peak added up by ``node`` (op name), op ``type`` or name ``scope`` (``depth`` levels).
 
@@ -174,11 +178,14 @@ def group_live_set(
     the live set does; a name without a scope is its own scope; frees of chunks allocated before
     the step are one group of their own (:data:`FREED_GROUP`, negative bytes). ``live`` groups a selection of
     the live set instead (:func:`select_live`); shares stay shares of ``peak_delta_bytes``.
+    ``layer`` groups by Keras layer and phase of the step (:func:`memtrace.layers.layer_of`, with
+    the names of ``layer_names`` where given); each group says its ``layer`` and ``phase``.
     """
     if by not in GROUPINGS:
         raise UsageError(f"cannot group by {by!r}: choose one of {', '.join(GROUPINGS)}")
     op_type = _op_types(trace) if by == "type" else {}
     totals: dict[str, list[int]] = {}
+    layers: dict[str, LayerPhase] = {}
     for allocation in found.live_at_peak if live is None else live:
         name = allocation.node.split(":", 1)[0]
         if allocation.kind == FREED_BEFORE_STEP:
@@ -187,6 +194,10 @@ def group_live_set(
             key = name
         elif by == "type":
             key = op_type.get(allocation.node) or "(unknown)"
+        elif by == "layer":
+            where = layer_of(name, layer_names)
+            key = f"{where.layer} ({where.phase})"
+            layers[key] = where
         else:
             key = "/".join(name.split("/")[: max(depth, 1)])
         count_bytes = totals.setdefault(key, [0, 0, 0])
@@ -194,7 +205,10 @@ def group_live_set(
         count_bytes[1] += allocation.bytes
         count_bytes[2] += requested_or_chunk(allocation)
     whole = found.peak_delta_bytes
-    groups = [LiveGroup(key, count, size, size / whole if whole else 0.0, requested)
+    if by == "layer":
+        layers[FREED_GROUP] = LayerPhase(FREED_GROUP, "other")
+    groups = [LiveGroup(key, count, size, size / whole if whole else 0.0, requested,
+                        layers[key].layer if by == "layer" else None, layers[key].phase if by == "layer" else None)
               for key, (count, size, requested) in totals.items()]
     return sorted(groups, key=lambda g: (-g.bytes, g.key))
 
@@ -282,10 +296,10 @@ def allocation_kinds(trace: TraceData, replayed: Replay, allocations: IntArray) 
     return list(map(_KINDS.__getitem__, kind.tolist()))
 
 def parse_group_by(text: str) -> tuple[str, int]:
-    """``"node"``, ``"type"``, ``"scope"`` or ``"scope:DEPTH"`` -> (grouping, depth)."""
+    """``"node"``, ``"type"``, ``"scope"``, ``"scope:DEPTH"`` or ``"layer"`` -> (grouping, depth)."""
     by, _, depth_text = text.partition(":")
     if by not in GROUPINGS:
-        raise UsageError(f"cannot group by {by!r}: choose one of node, type, scope or scope:DEPTH")
+        raise UsageError(f"cannot group by {by!r}: choose one of node, type, scope, scope:DEPTH or layer")
     if not depth_text:
         return by, 1
     if by != "scope" or not depth_text.isdigit() or int(depth_text) < 1:

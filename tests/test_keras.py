@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -58,7 +59,7 @@ def test_frees_from_before_the_profile_are_a_line_not_negative_rows(capsys: pyte
     total = next(line for line in out.splitlines() if line.startswith("  total "))
     assert total.split()[1:3] == ["192", "KiB"] and 179_456 + 16_640 == 196_096
     code, out = run(capsys, "ops", str(CNN))
-    assert "'at peak' leaves out 16.2 KiB freed before the peak of chunks allocated before the step" in out
+    assert "'at peak' leaves out 16.2 KiB of chunks from before the step freed before the peak" in out
     # JSON keeps the frees, so that the live set still adds up to the peak's delta
     code, out = run(capsys, "peak", str(CNN), "--json")
     (entry,) = json.loads(out)["allocators"]
@@ -113,3 +114,95 @@ def test_check_says_which_step_and_the_tensors_in_each_contributors_chunks(capsy
     document = json.loads(out)
     assert document["step"] == 2
     assert document["budgets"][0]["contributors"][0]["requested_bytes"] == 8 * 14 * 14 * 8 * 4
+
+
+# -- layers and phases -------------------------------------------------------------------------
+
+# The models scripts/record_traces.py builds, with the names Keras gave them (printed by
+# keras_models() in TensorFlow 2.21: model.name, [layer.name], optimizer.name).
+KERAS_NAMES = {
+    MLP: ("sequential", ["dense", "dense_1"], "adam"),
+    CNN: ("sequential_1", ["conv2d", "max_pooling2d", "flatten", "dense_2"], "adam_1"),
+    LSTM: ("sequential_2", ["lstm", "dense_3"], "adam_2"),
+}
+
+
+def by_hand(node: str, model: str, layers: list[str], optimizer: str) -> tuple[str, str]:
+    """The test's own reading of a node name: the phase by its first scope, the layer by the
+    scope under the model's, which Keras spells with one more `_N` than the user's name."""
+    parts = node.split("/")
+    if node in ("(free)",):
+        return "(freed before the step)", "other"
+    if parts[0] == optimizer:
+        return optimizer, "optimizer"
+    phase = "forward"
+    if parts[0] == "gradient_tape":
+        phase, parts = "backward", parts[1:]
+    if len(parts) >= 3 and re.fullmatch(re.escape(model) + r"_[0-9]+", parts[0]):
+        (layer,) = [name for name in layers if re.fullmatch(re.escape(name) + r"_[0-9]+", parts[1])]
+        return layer, phase
+    return (parts[0] if len(parts) > 1 else "(no layer)"), "other"
+
+
+@pytest.mark.parametrize("path", [MLP, CNN, LSTM], ids=lambda p: p.name.split(".")[0])
+def test_peak_groups_by_layer_and_phase_as_worked_by_hand(capsys: pytest.CaptureFixture[str], path: Path) -> None:
+    model, layers, optimizer = KERAS_NAMES[path]
+    code, out = run(capsys, "peak", str(path), "--json")
+    (entry,) = json.loads(out)["allocators"]
+    expected: dict[tuple[str, str], list[int]] = {}
+    for a in entry["live_at_peak"]:
+        key = by_hand(a["node"], model, layers, optimizer)
+        sums = expected.setdefault(key, [0, 0, 0])
+        sums[0] += 1
+        sums[1] += a["bytes"]
+        sums[2] += a["bytes"] if a["requested_bytes"] is None or a["bytes"] < 0 else a["requested_bytes"]
+    code, out = run(capsys, "peak", str(path), "--json", "--group-by", "layer")
+    assert code == 0
+    (grouped,) = json.loads(out)["allocators"]
+    groups = {(g["layer"], g["phase"]): [g["count"], g["bytes"], g["requested_bytes"]] for g in grouped["groups"]}
+    assert groups == expected
+    assert sum(g["bytes"] for g in grouped["groups"]) == grouped["peak_delta_bytes"]
+    assert {g["phase"] for g in grouped["groups"]} <= {"forward", "backward", "optimizer", "other"}
+
+
+def test_layer_groups_of_the_cnn_in_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(capsys, "peak", str(CNN), "--group-by", "layer")
+    assert code == 0
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["layer", "phase"]) + 2
+    rows = [line.split() for line in lines[start:start + 2]]
+    # conv2d's ReLU output (float32 [8,14,14,8], 50,176 B in a 91,136 B chunk) is the forward pass's
+    # largest holding; the pooling gradient (50,176 B, a chunk of its size) the backward pass's
+    assert rows[0] == ["conv2d", "forward", "x1", "89", "KiB", "49", "KiB", "91,136", "46.5%"]
+    assert rows[1] == ["max_pooling2d", "backward", "x1", "49", "KiB", "49", "KiB", "50,176", "25.6%"]
+    code, out = run(capsys, "ops", str(CNN), "--group-by", "layer", "--json")
+    names = [r["name"] for r in json.loads(out)["rows"]]
+    assert names[:3] == ["conv2d (forward)", "adam_1 (optimizer)", "max_pooling2d (backward)"]
+    # the older spelling is the same question
+    assert run(capsys, "ops", str(CNN), "--by", "layer", "--json")[1] == out
+
+
+def test_a_layer_names_file_beside_the_profile_is_read(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # GIVEN the MLP's profile with the recorder's layers.json beside it, naming its second Dense
+    # layer "dense_1" (the scope "dense_1_2") and its first "dense" (the scope "dense_1")
+    profile = tmp_path / "run" / "keras_mlp.xplane.pb.gz"
+    profile.parent.mkdir()
+    profile.write_bytes(MLP.read_bytes())
+    (profile.parent / "layers.json").write_text(json.dumps({"model": "sequential", "layers": ["dense", "dense_1"],
+                                                            "optimizer": "adam"}))
+    code, out = run(capsys, "peak", str(profile), "--json", "--group-by", "layer")
+    assert code == 0
+    groups = {(g["layer"], g["phase"]): g["bytes"] for g in json.loads(out)["allocators"][0]["groups"]}
+    assert groups[("dense", "forward")] == 9_472 and groups[("dense_1", "backward")] == 8_192
+    # a file that names the layers otherwise is believed: with only "dense_1" known, the scope
+    # "dense_1" is that layer (not "dense" with a suffix), and so is "dense_1_2" (9,472 + 2,304 B forward)
+    (profile.parent / "layers.json").write_text(json.dumps({"layers": ["dense_1"]}))
+    code, out = run(capsys, "peak", str(profile), "--json", "--group-by", "layer")
+    groups = {(g["layer"], g["phase"]): g["bytes"] for g in json.loads(out)["allocators"][0]["groups"]}
+    assert groups[("dense_1", "forward")] == 9_472 + 2_304 and groups[("dense_1", "backward")] == 8_192
+    assert not any(layer == "dense" for layer, _ in groups)
+    # and a broken one is one line naming it, exit 2
+    (profile.parent / "layers.json").write_text("{not json")
+    code = main(["peak", str(profile), "--group-by", "layer"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "layers.json: not a layer-names file" in err

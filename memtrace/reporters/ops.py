@@ -61,8 +61,8 @@ def render_text(report: OpsReport, out: IO[str], top: int = 20, oddities: Sequen
         shares = "; a wider terminal (COLUMNS) also shows each size's (cumulative %, self %)"
     out.write("allocated: tfprof's requested_bytes, the chunks the op allocated (not the tensors' own bytes)\n")
     if report.freed_before_step_bytes:
-        out.write(f"'at peak' leaves out {format_bytes(report.freed_before_step_bytes)} freed before the peak of chunks "
-                  "allocated before the step (no op holds them)\n")
+        out.write(f"'at peak' leaves out {format_bytes(report.freed_before_step_bytes)} of chunks from before the step "
+                  "freed before the peak (no op holds them)\n")
     unknown = "".join(f"; {clean(u.allocator)}'s is unknown (beyond int64)" for u in report.unknown)
     out.write(f"sorted by {report.sort}; 'at peak' covers the peaks of: {', '.join(clean(a) for a in report.allocators) or 'none'}"
               f"{unknown}{shares}\n")
@@ -93,7 +93,7 @@ def _table(report: OpsReport, top: int, percentages: bool, star: bool = False) -
     total_cells.append(str(report.total.occurrences))
     total_cells.extend(_size(totals[c], star) for c in BYTE_COLUMNS)
     lines.append(total_cells)
-    headers = [{"node": "node", "type": "op type", "scope": "scope"}[report.by]]
+    headers = [{"node": "node", "type": "op type", "scope": "scope", "layer": "layer (phase)"}[report.by]]
     if report.by == "node":
         headers.append("op type")
     headers.append("count")

@@ -59,9 +59,17 @@ def to_json(
         entry["live_at_peak"] = [asdict(a) for a in live[:top]]
         if listing.groups is not None:
             entry["grouped_by"] = listing.grouped_by
-            entry["groups"] = [asdict(g) for g in listing.groups[:top]]
+            entry["groups"] = [_group_json(g) for g in listing.groups[:top]]
         allocators.append(with_oddities(entry, oddities, p.allocator))
     return {"schema": SCHEMA, "trace": path, "allocators": allocators}
+
+
+def _group_json(g: LiveGroup) -> dict[str, Any]:
+    """A group's entry; ``layer`` and ``phase`` only where it is grouped by layer."""
+    entry = asdict(g)
+    if g.layer is None:
+        del entry["layer"], entry["phase"]
+    return entry
 
 
 def _exact(value: int) -> str:
@@ -228,6 +236,12 @@ def _group_rows(listing: Listing, top: int, whole: int) -> tuple[list[tuple[str,
         rows.append((f"({plural(len(rest), 'more group')})", f"x{sum(g.count for g in rest)}", format_bytes(rest_bytes),
                      format_bytes(sum(g.requested_bytes for g in rest)), f"{rest_bytes:,}", _share(rest_bytes, whole)))
     by = (listing.grouped_by or "scope").split(":")[0]
+    if by == "layer":  # the layer, then its phase, in columns of their own
+        shown = groups[:top]
+        split = [(clean(g.layer or ""), g.phase or "", *row[1:]) for g, row in zip(shown, rows)] + [
+            (row[0], "", *row[1:]) for row in rows[len(shown):]]
+        return (split, ("layer", "phase", "count", "allocated", "requested", "bytes", "share"),
+                ("left", "left", "right", "right", "right", "right", "right"))
     header = {"node": "node", "type": "op type"}.get(by, by)
     return rows, (header, "count", "allocated", "requested", "bytes", "share"), ("left", "right", "right", "right", "right", "right")
 
