@@ -223,13 +223,7 @@ def ops(
         rows = [r for r in rows if pattern.search(r.name)]
     if min_bytes is not None:
         rows = [r for r in rows if r.requested_bytes >= min_bytes]
-    if by != "node":
-        groups: dict[str, OpRow] = {}
-        for row in rows:
-            key = _group_key(row, by, depth, layer_names)
-            named = replace(row, name=key)
-            groups[key] = groups[key] + named if key in groups else named
-        rows = list(groups.values())
+    rows = group_rows(rows, by, depth, layer_names)
     if sort in ("name", "op_type", "device"):
         rows.sort(key=lambda r: (getattr(r, sort) is None, getattr(r, sort) or "", r.name))
     else:
@@ -239,6 +233,20 @@ def ops(
     freed = sum(-a.bytes for allocator in chosen for a in split_freed_before_step(peak(trace, allocator).live_at_peak)[1])
     return OpsReport(by=by, sort=sort, allocators=chosen, rows=tuple(rows), total=replace(total, name="total"),
                      unknown=tuple(unknown), freed_before_step_bytes=freed)
+
+
+def group_rows(rows: Iterable[OpRow], by: str, depth: int | None = None, layer_names: LayerNames | None = None) -> list[OpRow]:
+    """Node rows added up by op type, name scope (``depth`` levels) or Keras layer and phase (the
+    row's name ``LAYER (PHASE)``); ``node`` keeps them as they are. In order of first appearance."""
+    rows = list(rows)
+    if by == "node":
+        return rows
+    groups: dict[str, OpRow] = {}
+    for row in rows:
+        key = _group_key(row, by, depth, layer_names)
+        named = replace(row, name=key)
+        groups[key] = groups[key] + named if key in groups else named
+    return list(groups.values())
 
 
 def _group_key(row: OpRow, by: str, depth: int | None, layer_names: LayerNames | None = None) -> str:

@@ -206,3 +206,42 @@ def test_a_layer_names_file_beside_the_profile_is_read(capsys: pytest.CaptureFix
     code = main(["peak", str(profile), "--group-by", "layer"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "layers.json: not a layer-names file" in err
+
+
+def test_diff_by_layer_compares_the_layer_rows_of_both(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = {}
+    for path in (MLP, CNN):
+        _, out = run(capsys, "ops", str(path), "--group-by", "layer", "--json")
+        rows[path] = {r["name"]: r for r in json.loads(out)["rows"]}
+    code, out = run(capsys, "diff", str(MLP), str(CNN), "--group-by", "layer", "--json")
+    assert code == 0
+    document = json.loads(out)
+    assert document["grouped_by"] == "layer"
+    for change in document["ops"]:
+        before, after = rows[MLP].get(change["name"]), rows[CNN].get(change["name"])
+        assert change["base_peak_bytes"] == (before["peak_bytes"] if before else 0)
+        assert change["new_at_peak_bytes"] == (after["at_peak_bytes"] if after else 0)
+    # every layer that differs in peak, residual or at-peak bytes, and only those
+    columns = ("peak_bytes", "residual_bytes", "at_peak_bytes")
+    differs = {n for n in {*rows[MLP], *rows[CNN]}
+               if any((rows[MLP].get(n) or {}).get(k, 0) != (rows[CNN].get(n) or {}).get(k, 0) for k in columns)}
+    assert {c["name"] for c in document["ops"]} == differs
+
+
+def test_report_icicle_by_phase_and_layer(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    _, out = run(capsys, "peak", str(CNN), "--json", "--group-by", "layer")
+    groups = json.loads(out)["allocators"][0]["groups"]
+    by_phase: dict[str, int] = {}
+    for g in groups:
+        if g["bytes"] > 0:
+            by_phase[g["phase"]] = by_phase.get(g["phase"], 0) + g["bytes"]
+    assert by_phase["forward"] == 91_136 + 21_248  # conv2d's ReLU, the two pooling outputs
+    page = tmp_path / "report.html"
+    assert main(["report", str(CNN), "--group-by", "layer", "-o", str(page)]) == 0
+    text = page.read_text()
+    assert 'aria-label="live set at the peak by phase and layer"' in text
+    for phase, size in by_phase.items():
+        assert f'title="{phase}' in text and f"({size:,} bytes," in text
+    # the default stays the name scopes
+    assert main(["report", str(CNN), "-o", str(page)]) == 0
+    assert 'aria-label="live set at the peak by name scope"' in page.read_text()

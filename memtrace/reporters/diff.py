@@ -29,6 +29,7 @@ def to_json(result: TraceDiff, top: int | None = None) -> dict[str, Any]:
         "base": result.base_path,
         "new": result.new_path,
         "compared": result.measure,
+        **({"grouped_by": result.grouped_by} if result.grouped_by != "node" else {}),  # ops' names are then groups
         "max_increase": result.max_increase,
         "passed": result.passed if result.max_increase is not None else None,
         "allocators": [
@@ -170,9 +171,10 @@ def render_text(result: TraceDiff, out: IO[str], top: int = 10) -> None:
         showing = f"all {len(result.ops)} that changed" if shown == len(result.ops) else f"showing {shown} of {len(result.ops)} that changed"
         out.write(f"ops that changed most ({showing}; "
                   "peak and residual as tfprof counts them, at-peak as held at the allocators' peaks)\n")
-        text = table([_op_row(o) for o in result.ops[:top]], ("op", "peak base -> new", "peak", "residual", "at peak"),
+        what = {"node": "op", "type": "op type", "layer": "layer (phase)"}.get(result.grouped_by.split(":")[0], "scope")
+        text = table([_op_row(o) for o in result.ops[:top]], (what, "peak base -> new", "peak", "residual", "at peak"),
                      ("left", "right", "right", "right", "right"), indent=2, drop=("residual", "peak base -> new"),
-                     shrink=("op",))
+                     shrink=(what,))
         out.write("".join(f"  {line}\n" for line in text.splitlines()))
     else:
         out.write("no op's peak, residual or at-peak bytes changed\n")

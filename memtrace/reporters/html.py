@@ -13,11 +13,12 @@ import html
 import itertools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from .. import __version__
 from ..frag import AllocatorFragmentation, Anomaly
+from ..layers import LayerNames, layer_of
 from ..ops import OpRow
 from ..peak import AllocatorPeak, RepeatedAllocation, repeated_allocations, split_freed_before_step
 from ..report import AllocatorView, ReportData, UnknownView
@@ -57,8 +58,9 @@ def render(report: ReportData, out: IO[str], top: int = 20) -> None:
     out.write("</header>\n<main>\n")
     for number, unknown in enumerate(report.unknown):
         out.write(_unknown_section(number, unknown))
+    path_of = _layer_path(report.layer_names) if report.by_layer else None
     for number, view in enumerate(report.allocators):
-        out.write(_allocator_section(number, view, charts[number], top))
+        out.write(_allocator_section(number, view, charts[number], top, path_of))
     out.write(_ops_section(report, top))
     out.write(_frag_section(report))
     out.write("</main>\n")
@@ -218,7 +220,18 @@ def _unknown_section(number: int, view: UnknownView) -> str:
     )
 
 
-def _allocator_section(number: int, view: AllocatorView, chart: dict[str, Any], top: int) -> str:
+def _layer_path(names: LayerNames | None) -> Callable[[str], list[str]]:
+    """The icicle's rows for a node: the phase of the step, the Keras layer, the op (memtrace.layers)."""
+
+    def path_of(node: str) -> list[str]:
+        where = layer_of(node, names)
+        return [where.phase, where.layer, node.split(":", 1)[0]]
+
+    return path_of
+
+
+def _allocator_section(number: int, view: AllocatorView, chart: dict[str, Any], top: int,
+                       path_of: Callable[[str], list[str]] | None = None) -> str:
     p = view.peak
     parts = [f'<section class="allocator" id="allocator-{number}">\n<h2>{esc(p.allocator)}</h2>\n']
     parts.append(f'<p class="lead">{_lead(view)}</p>\n')
@@ -227,7 +240,7 @@ def _allocator_section(number: int, view: AllocatorView, chart: dict[str, Any], 
     else:
         parts.append('<p class="note">No allocation records and no output buffers: nothing to draw.</p>\n')
     if p.peak_node is not None:
-        parts.append(_live_set(p, top, number))
+        parts.append(_live_set(p, top, number, path_of))
     parts.append("</section>\n")
     return "".join(parts)
 
@@ -435,7 +448,7 @@ def _chart_data(view: AllocatorView, duration_us: int, names: _Names) -> dict[st
 # -- live set -----------------------------------------------------------------------------------
 
 
-def _live_set(p: AllocatorPeak, top: int, number: int = 0) -> str:
+def _live_set(p: AllocatorPeak, top: int, number: int = 0, path_of: Callable[[str], list[str]] | None = None) -> str:
     live = p.live_at_peak
     whole = p.peak_bytes if p.baseline_bytes is not None else p.peak_delta_bytes
     by_kind: dict[str, int] = {}
@@ -477,7 +490,7 @@ def _live_set(p: AllocatorPeak, top: int, number: int = 0) -> str:
         f'<h3>Live at the peak: {_bytes(p.peak_delta_bytes)} in {plural(len(held), "allocation")}</h3>\n'
         f'<div class="bar" role="img" aria-label="peak bytes by kind">{bar}</div>\n'
         f'<p class="keys">{keys}</p>\n'
-        + icicle.render(live, number)
+        + icicle.render(live, number, path_of)
         + repeats
         + _table(headers, rows, [True, False, True, False, True, True, True, True, True, False], "live")
         + more
