@@ -245,3 +245,25 @@ def test_report_icicle_by_phase_and_layer(capsys: pytest.CaptureFixture[str], tm
     # the default stays the name scopes
     assert main(["report", str(CNN), "-o", str(page)]) == 0
     assert 'aria-label="live set at the peak by name scope"' in page.read_text()
+
+
+# -- reading it --------------------------------------------------------------------------------
+
+
+def test_long_names_lose_the_wrappers_then_their_left_keeping_layer_and_op() -> None:
+    from memtrace.reporters.tables import shorten_name
+
+    name = "StatefulPartitionedCall/gradient_tape/small_cnn_1/hidden_1/MatMul/MatMul_1"
+    assert shorten_name(name, 80) == name
+    assert shorten_name(name, 60) == "gradient_tape/small_cnn_1/hidden_1/MatMul/MatMul_1"
+    assert shorten_name(name, 45) == "gradient_tape/…/hidden_1/MatMul/MatMul_1"
+    assert shorten_name(name, 30) == "…/hidden_1/MatMul/MatMul_1"
+    assert shorten_name("StatefulPartitionedCall_3/sequential_1/pool_1/MaxPool2d/MaxPoolGrad", 40) == (
+        "sequential_1/pool_1/MaxPool2d/MaxPoolGrad")
+    assert shorten_name("CPU:0 (bfc_cpu_allocator_for_gpu)", 20) == "CPU:…ocator_for_gpu)"  # not a node name
+
+
+def test_peak_table_keeps_the_layer_of_a_gradient_at_100_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(capsys, "peak", str(CNN))  # not a terminal: 100 columns
+    assert code == 0 and max(len(line) for line in out.splitlines()) <= 100
+    assert "  …/max_pooling2d_1/MaxPool2d/MaxPoolGrad " in out

@@ -11,7 +11,7 @@ from ..peak import FREED_GROUP, AllocatorPeak, LiveAllocation, LiveGroup, repeat
 from ..replay import Uncounted
 from ..units import format_bytes, format_us, plural
 from .common import bent, clean, table, with_oddities
-from .tables import output_width, shorten_middle
+from .tables import output_width, shorten_name
 
 SCHEMA = "memtrace.peak/1"
 
@@ -127,7 +127,7 @@ def _render_one(p: AllocatorPeak, out: IO[str], top: int, listing: Listing, oddi
     bent_bytes = bent(oddities, "live bytes", *(("sizes",) if p.source == "outputs" else ()), allocator=p.allocator)
     out.write(f"{name}: peak {_exact(p.peak_bytes)}{bent_bytes} at {format_us(p.peak_time_us * 1000)}"
               f"{bent(oddities, 'peak times', allocator=p.allocator)} into the step (from {p.source})\n")
-    out.write(f"  reached by  {shorten_middle(clean(p.peak_node), output_width() - 14)}\n")
+    out.write(f"  reached by  {shorten_name(clean(p.peak_node), output_width() - 14)}\n")
     others = [clean(n) for n in p.running_at_peak if n != p.peak_node]
     if others:
         shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
