@@ -258,7 +258,7 @@ def test_long_names_lose_the_wrappers_then_their_left_keeping_layer_and_op() -> 
     assert shorten_name(name, 60) == "gradient_tape/small_cnn_1/hidden_1/MatMul/MatMul_1"
     assert shorten_name(name, 45) == "gradient_tape/…/hidden_1/MatMul/MatMul_1"
     assert shorten_name(name, 30) == "…/hidden_1/MatMul/MatMul_1"
-    assert shorten_name("StatefulPartitionedCall_3/sequential_1/pool_1/MaxPool2d/MaxPoolGrad", 40) == (
+    assert shorten_name("StatefulPartitionedCall_3/sequential_1/pool_1/MaxPool2d/MaxPoolGrad", 41) == (
         "sequential_1/pool_1/MaxPool2d/MaxPoolGrad")
     assert shorten_name("CPU:0 (bfc_cpu_allocator_for_gpu)", 20) == "CPU:…ocator_for_gpu)"  # not a node name
 
