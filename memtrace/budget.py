@@ -108,6 +108,7 @@ class CheckResult:
     trace: str
     outcomes: tuple[Outcome, ...]
     step: int | None = None  # the profile's step measured (``--step``), else None
+    span: str = "step"  # what peak times are into: "step", or "profile" for a profile of several steps
 
     @property
     def passed(self) -> bool:
@@ -234,7 +235,7 @@ def check(trace: TraceData, budgets: Iterable[Budget]) -> CheckResult:
             if b.allocator not in wastes:
                 wastes[b.allocator] = internal_waste(trace, b.allocator)
             outcomes.append(_waste_outcome(trace, b, *wastes[b.allocator]))
-    return CheckResult(trace.path, tuple(outcomes), trace.step)
+    return CheckResult(trace.path, tuple(outcomes), trace.step, trace.span_name)
 
 
 def _resolved(trace: TraceData, b: Budget) -> Budget:

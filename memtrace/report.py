@@ -61,6 +61,8 @@ class ReportData:
     unknown: tuple[UnknownView, ...] = ()  # shown first, in the order asked for (or the trace's)
     by_layer: bool = False  # the live set's icicle by phase and Keras layer rather than by name scope
     layer_names: LayerNames | None = None  # the names a layers.json gave, for by_layer
+    span: str = "step"  # what times are into: "step", or "profile" for a profile of several steps
+    step_marks: tuple[tuple[int, int], ...] = ()  # (step number, start in us) of each marked step, with span "profile"
 
 
 def gather(trace: TraceData, allocators: Iterable[str] | None = None, points: int = DEFAULT_POINTS,
@@ -88,6 +90,9 @@ def gather(trace: TraceData, allocators: Iterable[str] | None = None, points: in
         unknown=tuple(UnknownView(u, by_name[u.allocator]) for u in unknown),
         by_layer=by_layer,
         layer_names=layer_names,
+        span=trace.span_name,
+        step_marks=tuple((s.number, (s.start_ns - trace.step_start_ns) // 1000) for s in trace.steps)
+        if trace.span_name == "profile" else (),
     )
 
 

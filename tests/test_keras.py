@@ -267,3 +267,41 @@ def test_peak_table_keeps_the_layer_of_a_gradient_at_100_columns(capsys: pytest.
     code, out = run(capsys, "peak", str(CNN))  # not a terminal: 100 columns
     assert code == 0 and max(len(line) for line in out.splitlines()) <= 100
     assert "  …/max_pooling2d_1/MaxPool2d/MaxPoolGrad " in out
+
+
+def test_a_profile_of_three_steps_reads_as_a_profile_with_steps_from_zero(capsys: pytest.CaptureFixture[str],
+                                                                         tmp_path: Path) -> None:
+    trace = memtrace.load(CNN)
+    steps = trace.steps  # the profile's own step markers
+    assert [s.number for s in steps] == [0, 1, 2]
+    first = steps[0].start_ns
+    code, out = run(capsys, "summary", str(CNN))
+    lines = out.splitlines()
+    assert lines[1].startswith("profile of 3 steps: ")
+    table = lines[lines.index("Steps: peak per allocator, absolute") + 3:][:3]
+    # each step from the first step's start, in the units of everything else (counters: steps.json)
+    counters = json.loads((PROFILES / "keras_cnn.steps.json").read_text())["steps"]
+    from memtrace.units import format_bytes, format_us
+
+    for row, step, counted in zip(table, steps, counters):
+        start = format_us((step.start_ns - first) // 1000 * 1000)
+        assert row.split()[:3] == [str(step.number), *start.split()]
+        assert row.endswith(format_bytes(counted["peak_bytes"]))
+    assert table[0].split()[1:3] == ["0", "us"]
+    code, out = run(capsys, "peak", str(CNN))
+    assert "into the profile (from records)" in out.splitlines()[0]
+    # one step alone: its duration is the step's window, as the table says
+    code, out = run(capsys, "summary", str(CNN), "--step", "1")
+    window = format_us(steps[1].end_ns - steps[1].start_ns)
+    assert out.splitlines()[1].startswith(f"step: {window} ")
+    row = out.splitlines()[out.splitlines().index("Steps (this trace is step 1 alone): peak per allocator, absolute") + 3]
+    assert row.split()[3:5] == window.split()
+    code, out = run(capsys, "peak", str(CNN), "--step", "1")
+    assert code == 0 and "into the step (from records)" in out.splitlines()[0]
+    # the report marks where each step begins, and says "into the profile"
+    page = tmp_path / "report.html"
+    assert main(["report", str(CNN), "-o", str(page)]) == 0
+    text = page.read_text()
+    marks = re.findall(r'<g class="step-mark" data-t="(-?[0-9]+)"', text)
+    assert [int(t) for t in marks] == [(s.start_ns - first) // 1000 for s in steps]
+    assert "time into the profile" in text and ">step 2</text>" in text

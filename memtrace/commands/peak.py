@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
     def render_text(out: IO[str]) -> None:
         write_caution(oddities, out)
-        report.render_text(result, out, args.top or 10, listings, oddities, unknown)
+        report.render_text(result, out, args.top or 10, listings, oddities, unknown, trace.span_name)
 
     write_report(args, lambda: with_oddities(report.to_json(trace.path, result, args.top, listings, oddities, unknown),
                                              oddities), render_text)

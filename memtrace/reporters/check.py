@@ -94,7 +94,7 @@ def render_text(result: CheckResult, out: IO[str], oddities: Sequence[Oddity] = 
     for note in dict.fromkeys(o.budget.limit_note for o in result.outcomes if o.budget.limit_note):
         out.write(f"note: {note}\n")
     for o in result.failed:
-        out.write("\n" + explain(o) + "\n")
+        out.write("\n" + explain(o, result.span) + "\n")
     failed = len(result.failed)
     verdict = "PASS" if not failed else "FAIL"
     out.write(f"\n{verdict}: {len(result.outcomes) - failed} of {plural(len(result.outcomes), 'budget')} passed\n")
@@ -125,8 +125,9 @@ def verdict(result: CheckResult) -> str:
     return f"{'FAIL' if failed else 'PASS'}: {len(result.outcomes) - len(failed)} of {plural(len(result.outcomes), 'budget')} passed{names}"
 
 
-def explain(outcome: Outcome) -> str:
-    """Several lines: the value against the limit, what the value is, and its largest contributors."""
+def explain(outcome: Outcome, span: str = "step") -> str:
+    """Several lines: the value against the limit, what the value is, and its largest contributors
+    (the peak's time into the ``span``: the step, or a profile of several steps)."""
     b = outcome.budget
     over = "within" if outcome.passed else "over"
     lines = [
@@ -136,7 +137,7 @@ def explain(outcome: Outcome) -> str:
     ]
     p = outcome.peak
     if p is not None and p.peak_node is not None:
-        lines.append(f"  peak at {format_us(p.peak_time_us * 1000)} into the step, reached by {clean(p.peak_node)}")
+        lines.append(f"  peak at {format_us(p.peak_time_us * 1000)} into the {span}, reached by {clean(p.peak_node)}")
     if outcome.contributors:
         if p is not None:
             whole = p.peak_bytes if b.metric == "max_peak" else p.peak_delta_bytes

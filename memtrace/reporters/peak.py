@@ -105,10 +105,11 @@ def _render_outputs_model(p: AllocatorPeak, out: IO[str]) -> None:
 
 def render_text(
     peaks: list[AllocatorPeak], out: IO[str], top: int = 10, listings: dict[str, Listing] | None = None,
-    oddities: Sequence[Oddity] = (), unknown: Sequence[Uncounted] = (),
+    oddities: Sequence[Oddity] = (), unknown: Sequence[Uncounted] = (), span: str = "step",
 ) -> None:
     """Each peak with its live set; ``oddities`` that bend a peak's bytes or time (the whole trace's and
-    the allocator's own) are marked next to them. An ``unknown`` peak (bytes beyond int64) first."""
+    the allocator's own) are marked next to them. An ``unknown`` peak (bytes beyond int64) first.
+    Times are ``into the step``, or with ``span`` "profile" into a profile of several steps."""
     if not peaks and not unknown:
         out.write("no allocator in this trace: it holds no memory information\n")
     for u in unknown:
@@ -116,17 +117,18 @@ def render_text(
     for number, p in enumerate(peaks):
         if number or unknown:
             out.write("\n")
-        _render_one(p, out, top, (listings or {}).get(p.allocator, Listing()), oddities)
+        _render_one(p, out, top, (listings or {}).get(p.allocator, Listing()), oddities, span)
 
 
-def _render_one(p: AllocatorPeak, out: IO[str], top: int, listing: Listing, oddities: Sequence[Oddity]) -> None:
+def _render_one(p: AllocatorPeak, out: IO[str], top: int, listing: Listing, oddities: Sequence[Oddity],
+                span: str = "step") -> None:
     name = clean(p.allocator)
     if p.peak_node is None:
         out.write(f"{name}: never rises above its level at the step start (source: {p.source})\n")
         return
     bent_bytes = bent(oddities, "live bytes", *(("sizes",) if p.source == "outputs" else ()), allocator=p.allocator)
     out.write(f"{name}: peak {_exact(p.peak_bytes)}{bent_bytes} at {format_us(p.peak_time_us * 1000)}"
-              f"{bent(oddities, 'peak times', allocator=p.allocator)} into the step (from {p.source})\n")
+              f"{bent(oddities, 'peak times', allocator=p.allocator)} into the {span} (from {p.source})\n")
     out.write(f"  reached by  {shorten_name(clean(p.peak_node), output_width() - 14)}\n")
     others = [clean(n) for n in p.running_at_peak if n != p.peak_node]
     if others:

@@ -30,8 +30,10 @@ def to_json(summary: Summary) -> dict[str, Any]:
 
 def render_text(summary: Summary, out: IO[str]) -> None:
     out.write(f"{clean(summary.path)}: {summary.message} ({summary.source_format})\n")
+    several = summary.step is None and len(summary.steps) > 1
     out.write(
-        f"step: {format_us(summary.duration_ns)} ({round(summary.duration_ns / 1000):,} us)"
+        f"{f'profile of {len(summary.steps)} steps' if several else 'step'}: {format_us(summary.duration_ns)} "
+        f"({round(summary.duration_ns / 1000):,} us)"
         f"{bent(summary.oddities, 'durations')}, "
         f"{plural(summary.nodes, 'node')}, {plural(summary.outputs, 'output')}\n"
     )
@@ -66,7 +68,7 @@ def render_text(summary: Summary, out: IO[str]) -> None:
         out.write(f"\nSteps{chosen}: peak per allocator, absolute\n")
         names = list(summary.steps[0].peak_bytes)
         step_rows: list[tuple[object, ...]] = [
-            (s.step, f"{s.start_us:,} us", format_us(s.duration_us * 1000), *(_step_peak(p) for p in s.peak_bytes.values()))
+            (s.step, format_us(s.start_us * 1000), format_us(s.duration_us * 1000), *(_step_peak(p) for p in s.peak_bytes.values()))
             for s in summary.steps
         ]
         out.write(table(step_rows, ("step", "start", "duration", *map(clean, names)), ("right",) * (3 + len(names))) + "\n")
@@ -93,7 +95,7 @@ def _peak(peak_bytes: int | None, starred: bool) -> str:
 
 
 def _step_peak(peak_bytes: int | None) -> str:
-    return "unknown (beyond int64)" if peak_bytes is None else f"{peak_bytes:,}"
+    return "unknown (beyond int64)" if peak_bytes is None else format_bytes(peak_bytes)
 
 
 def _at(time_us: int | None) -> str:
