@@ -256,6 +256,14 @@ class TraceData:
         else ``"step"`` (a StepStats, a profile of one step, or one step of a profile)."""
         return "profile" if len(self._held_steps()) > 1 else "step"
 
+    def __repr__(self) -> str:
+        """A line a person can read (the columns are numpy arrays of thousands of rows)."""
+        step = f", step {self.step}" if self.step is not None else ""
+        steps = f", {len(self.steps)} steps" if self.steps and self.step is None else ""
+        return (f"<{type(self).__name__} {self.path!r}: {self.message} ({self.source_format}), "
+                f"{len(self.nodes)} nodes, {len(self.records)} records, {len(self.outputs)} outputs, "
+                f"allocators {', '.join(self.allocators) or 'none'}{steps}{step}>")
+
     def _held_steps(self) -> tuple[Step, ...]:
         """The marked steps this trace holds: all of them, or the one it was restricted to."""
         return self.steps if self.step is None else tuple(s for s in self.steps if s.number == self.step)

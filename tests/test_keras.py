@@ -305,3 +305,15 @@ def test_a_profile_of_three_steps_reads_as_a_profile_with_steps_from_zero(capsys
     marks = re.findall(r'<g class="step-mark" data-t="(-?[0-9]+)"', text)
     assert [int(t) for t in marks] == [(s.start_ns - first) // 1000 for s in steps]
     assert "time into the profile" in text and ">step 2</text>" in text
+
+
+def test_a_trace_prints_in_one_line_and_tensorflows_cpu_bfc_name_is_explained(capsys: pytest.CaptureFixture[str]) -> None:
+    trace = memtrace.load(CNN)
+    assert repr(trace) == str(trace) == (
+        f"<Trace {str(CNN)!r}: XSpace (xplane+gzip), 272 nodes, 272 records, 136 outputs, "
+        "allocators bfc_cpu_allocator_for_gpu, 3 steps>")
+    for command in ("summary", "peak"):
+        code, out = run(capsys, command, str(CNN))
+        assert code == 0
+        assert "TensorFlow's name for its CPU BFC allocator (TF_CPU_ALLOCATOR_USE_BFC=true): CPU memory, no GPU" in (
+            out.replace("\n    ", " ").replace("\n  ", " "))

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import IO, Any
 
+from ..devices import ALLOCATOR_NOTES
 from ..model import Oddity
 from ..peak import FREED_GROUP, AllocatorPeak, LiveAllocation, LiveGroup, repeated_allocations, split_freed_before_step
 from ..replay import Uncounted
@@ -129,6 +130,8 @@ def _render_one(p: AllocatorPeak, out: IO[str], top: int, listing: Listing, oddi
     bent_bytes = bent(oddities, "live bytes", *(("sizes",) if p.source == "outputs" else ()), allocator=p.allocator)
     out.write(f"{name}: peak {_exact(p.peak_bytes)}{bent_bytes} at {format_us(p.peak_time_us * 1000)}"
               f"{bent(oddities, 'peak times', allocator=p.allocator)} into the {span} (from {p.source})\n")
+    if p.allocator in ALLOCATOR_NOTES:
+        out.write(f"  {ALLOCATOR_NOTES[p.allocator]}\n")
     out.write(f"  reached by  {shorten_name(clean(p.peak_node), output_width() - 14)}\n")
     others = [clean(n) for n in p.running_at_peak if n != p.peak_node]
     if others:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import IO, Any
 
+from ..devices import ALLOCATOR_NOTES
 from ..summary import AllocatorSummary, Summary
 from ..units import format_bytes, format_us, plural
 from .common import BENT_NUMBERS, bent, clean, oddity_json, oddity_name, table
@@ -57,6 +58,8 @@ def render_text(summary: Summary, out: IO[str]) -> None:
                    "outputs", "buffers", "sizes tracked")
         drop = ("sizes tracked", "buffers", "outputs", "frees", "allocs", "records", "snapshots", "peak from")
         out.write(table(rows, headers, ("left", "right", "right", "left", "left") + ("right",) * 6 + ("left",), drop=drop) + "\n")
+        for name in dict.fromkeys(a.allocator for a in summary.allocators if a.allocator in ALLOCATOR_NOTES):
+            out.write(f"{name}: {ALLOCATOR_NOTES[name]}\n")
         starred = set().union(*marks.values())
         if starred:
             kinds = dict.fromkeys(o.kind for o in summary.oddities if o.kind in starred)
