@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from .buffers import owned_outputs
 from .errors import UsageError
-from .layers import LayerNames, layer_of
+from .layers import LayerNames, layer_of, strip_wrappers
 from .model import IntArray, TraceData
 from .peak import compile_name_filter, peak, peaks_and_unknown, split_freed_before_step
 from .replay import Uncounted, split_counted
@@ -255,7 +255,7 @@ def _group_key(row: OpRow, by: str, depth: int | None, layer_names: LayerNames |
     if by == "layer":  # the Keras layer as the user named it, and the phase of the step
         where = layer_of(row.name, layer_names)
         return f"{where.layer} ({where.phase})"
-    return "/".join(row.name.split("/")[: depth or 1])
+    return "/".join(strip_wrappers(row.name)[: depth or 1])  # StatefulPartitionedCall/ is no scope of the model's
 
 
 def _bytes_at_peak(trace: TraceData, allocators: Iterable[str] | None) -> dict[str, int]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import UsageError
-from .layers import LayerNames, LayerPhase, layer_of
+from .layers import LayerNames, LayerPhase, layer_of, strip_wrappers
 from .model import IntArray, TraceData
 from .replay import Reconciliation, Replay, Uncounted, reconcile, replay, split_counted
 
@@ -198,8 +198,8 @@ def group_live_set(
             where = layer_of(name, layer_names)
             key = f"{where.layer} ({where.phase})"
             layers[key] = where
-        else:
-            key = "/".join(name.split("/")[: max(depth, 1)])
+        else:  # the wrappers TensorFlow adds (StatefulPartitionedCall/) are no scope of the model's
+            key = "/".join(strip_wrappers(name)[: max(depth, 1)])
         count_bytes = totals.setdefault(key, [0, 0, 0])
         count_bytes[0] += 1
         count_bytes[1] += allocation.bytes

@@ -317,3 +317,23 @@ def test_a_trace_prints_in_one_line_and_tensorflows_cpu_bfc_name_is_explained(ca
         assert code == 0
         assert "TensorFlow's name for its CPU BFC allocator (TF_CPU_ALLOCATOR_USE_BFC=true): CPU memory, no GPU" in (
             out.replace("\n    ", " ").replace("\n  ", " "))
+
+
+def test_scopes_and_layers_of_fit_names_see_through_statefulpartitionedcall() -> None:
+    # GIVEN names as Model.fit writes them (the issue's: one row "StatefulPartitionedCall x18" before)
+    from dataclasses import replace
+
+    from memtrace.peak import group_live_set
+
+    trace = memtrace.load(CNN)
+    found = trace.peak(CPU_BFC)
+    template = found.live_at_peak[0]
+    names = {"StatefulPartitionedCall/small_cnn_1/conv_b_1/Relu": 3 << 20,
+             "StatefulPartitionedCall/gradient_tape/small_cnn_1/hidden_1/MatMul/MatMul_1": 2 << 20,
+             "StatefulPartitionedCall/adam/Sqrt_9": 1 << 20}
+    live = [replace(template, node=n, bytes=b, requested_bytes=b) for n, b in names.items()]
+    whole = replace(found, live_at_peak=tuple(live), peak_delta_bytes=sum(names.values()))
+    assert [(g.key, g.bytes) for g in group_live_set(trace, whole, "scope", 1)] == [
+        ("small_cnn_1", 3 << 20), ("gradient_tape", 2 << 20), ("adam", 1 << 20)]
+    assert [(g.layer, g.phase) for g in group_live_set(trace, whole, "layer")] == [
+        ("conv_b", "forward"), ("hidden", "backward"), ("adam", "optimizer")]
