@@ -73,8 +73,9 @@ def shorten_name(text: str, width: int) -> str:
             continue
         tail = plain[len(plain) - room:]
         boundary = tail.find("/")
-        if 0 <= boundary and len(tail) - boundary - 1 >= len(parts[-1]):
+        if 0 <= boundary and tail.count("/") >= 2:
             tail = tail[boundary:]  # whole scopes: "…/max_pooling2d_1/MaxPool2d", not "…ling2d_1/MaxPool2d"
+        # (where that would leave the op alone, the scope above it is cut instead: "…Logits_grad/ExpandDims")
         if head and tail.count("/") < 3:
             continue
         return head + ELLIPSIS + tail
