@@ -54,7 +54,7 @@ def test_frees_from_before_the_profile_are_a_line_not_negative_rows(capsys: pyte
     code, out = run(capsys, "peak", str(CNN))
     # the 4 frees (256 + 256 + 256 + 15,872 B, the events' sizes) are one line; the table's total is
     # what the step allocated and held, 16,640 B more than the peak's delta of 179,456 B
-    assert ("  live at the peak: 175 KiB (179,456 bytes): 192 KiB in 13 allocations made during the step, "
+    assert ("  live at the peak: 175 KiB (179,456 bytes): 192 KiB in 13 allocations made during the profile, "
             "less 16.2 KiB freed of 4 chunks allocated before it") in out.replace("\n    ", " ")
     total = next(line for line in out.splitlines() if line.startswith("  total "))
     assert total.split()[1:3] == ["192", "KiB"] and 179_456 + 16_640 == 196_096

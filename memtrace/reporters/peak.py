@@ -140,7 +140,7 @@ def _render_one(p: AllocatorPeak, out: IO[str], top: int, listing: Listing, oddi
     rec = p.reconciliation
     if p.baseline_bytes is not None:
         out.write(
-            f"  baseline  {_exact(p.baseline_bytes)} live before the step: {rec.matched} of {rec.snapshots} "
+            f"  baseline  {_exact(p.baseline_bytes)} live before the {span}: {rec.matched} of {rec.snapshots} "
             f"snapshots agree (largest disagreement {format_bytes(rec.max_abs_error_bytes)})\n"
         )
     elif rec.snapshots:
@@ -153,10 +153,10 @@ def _render_one(p: AllocatorPeak, out: IO[str], top: int, listing: Listing, oddi
     held = sum(a.bytes for a in live)
     if freed:
         out.write(f"  live at the peak: {_exact(p.peak_delta_bytes)}: {format_bytes(held)} in {plural(len(live), 'allocation')} "
-                  f"made during the step, less {format_bytes(-sum(a.bytes for a in freed))} freed of "
+                  f"made during the {span}, less {format_bytes(-sum(a.bytes for a in freed))} freed of "
                   f"{plural(len(freed), 'chunk')} allocated before it\n")
     else:
-        out.write(f"  live at the peak: {_exact(p.peak_delta_bytes)} in {plural(len(live), 'allocation')} made during the step\n")
+        out.write(f"  live at the peak: {_exact(p.peak_delta_bytes)} in {plural(len(live), 'allocation')} made during the {span}\n")
     if not live:
         return
     whole = held
@@ -181,7 +181,7 @@ def _render_one(p: AllocatorPeak, out: IO[str], top: int, listing: Listing, oddi
         headers = tuple("size" if h == "allocated" else h for h in headers)
     text = table(rows, headers, align, indent=2, drop=("bytes", "tensor", "kind", "requested"), shrink=(headers[0], "tensor"))
     out.write("".join(f"  {line}\n" for line in text.splitlines()))
-    made = "allocated during the step and live at the peak" + ("" if freed else " (peak_delta_bytes)")
+    made = f"allocated during the {span} and live at the peak" + ("" if freed else " (peak_delta_bytes)")
     out.write(f"  share: of the {format_bytes(whole)} {made}\n")
     if known:
         out.write("  allocated: the allocator's chunks; requested: the tensors' own bytes, what the ops asked for"
