@@ -163,7 +163,7 @@ def fit_line(line: str, width: int) -> list[str]:
     lead = len(line) - len(line.lstrip(" "))
     indent = " " * min(lead + 2, max(width // 2, 0))
     room = max(width - len(indent), 1)
-    body = re.sub(r"\S+", lambda m: shorten_middle(m.group(0), room), line[lead:])
+    body = re.sub(r"\S+", lambda m: shorten_name(m.group(0), room), line[lead:])
     wrapped = textwrap.wrap(
         body, width=width, initial_indent=" " * lead, subsequent_indent=indent,
         break_long_words=True, break_on_hyphens=False,
