@@ -71,6 +71,8 @@ def load_layer_names(trace_path: str) -> LayerNames | None:
     UsageError naming it.
     """
     base = os.fspath(trace_path)
+    if not os.path.exists(base):  # standard input, or a path no longer there: no directory to look in
+        return None
     if os.path.isdir(base):
         candidates = [os.path.join(base, LAYER_NAMES_FILE)]
     else:
