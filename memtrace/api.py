@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .timeline import Timeline
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)  # the model's short repr, not every column
 class Trace(TraceData):
     """One step's trace (see :class:`~memtrace.model.TraceData`) and the analyses on it.
 

@@ -78,7 +78,8 @@ class Contributor:
 
     name: str
     kinds: tuple[str, ...]  # how it holds them at the peak ("output", "temp", ...); empty for waste
-    bytes: int
+    bytes: int  # the allocator's chunks
+    requested_bytes: int | None = None  # at the peak: the tensors' own bytes in them, where the trace says each
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,8 @@ class Outcome:
 class CheckResult:
     trace: str
     outcomes: tuple[Outcome, ...]
+    step: int | None = None  # the profile's step measured (``--step``), else None
+    span: str = "step"  # what peak times are into: "step", or "profile" for a profile of several steps
 
     @property
     def passed(self) -> bool:
@@ -232,7 +235,7 @@ def check(trace: TraceData, budgets: Iterable[Budget]) -> CheckResult:
             if b.allocator not in wastes:
                 wastes[b.allocator] = internal_waste(trace, b.allocator)
             outcomes.append(_waste_outcome(trace, b, *wastes[b.allocator]))
-    return CheckResult(trace.path, tuple(outcomes))
+    return CheckResult(trace.path, tuple(outcomes), trace.step, trace.span_name)
 
 
 def _resolved(trace: TraceData, b: Budget) -> Budget:
@@ -244,13 +247,16 @@ def _resolved(trace: TraceData, b: Budget) -> Budget:
 def peak_contributors(p: AllocatorPeak, top: int = TOP_CONTRIBUTORS) -> tuple[Contributor, ...]:
     """The nodes holding the most bytes at the peak (their live allocations summed), largest first."""
     held: dict[str, int] = defaultdict(int)
+    requested: dict[str, int | None] = defaultdict(int)
     kinds: dict[str, dict[str, None]] = defaultdict(dict)
     for a in p.live_at_peak:
         if a.bytes > 0:
             held[a.node] += a.bytes
+            before = requested[a.node]
+            requested[a.node] = None if before is None or a.requested_bytes is None else before + a.requested_bytes
             kinds[a.node][a.kind] = None
     ranked = sorted(held, key=lambda node: (-held[node], node))[:top]
-    return tuple(Contributor(node, tuple(kinds[node]), held[node]) for node in ranked)
+    return tuple(Contributor(node, tuple(kinds[node]), held[node], requested[node]) for node in ranked)
 
 
 def peak_basis(p: AllocatorPeak) -> str:

@@ -16,6 +16,12 @@ import numpy as np
 from .errors import UsageError
 from .model import TraceData
 
+# Allocator names TensorFlow chose that say something else than they mean, and what they mean.
+ALLOCATOR_NOTES = {
+    "bfc_cpu_allocator_for_gpu": "TensorFlow's name for its CPU BFC allocator (TF_CPU_ALLOCATOR_USE_BFC=true): "
+    "CPU memory, no GPU involved",
+}
+
 _SPEC = re.compile(r"^(?:.*/)?(?:device:)?(cpu|gpu|tpu|sycl|xla_cpu|xla_gpu):(\d+)$", re.IGNORECASE)
 
 

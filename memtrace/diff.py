@@ -30,9 +30,10 @@ from dataclasses import dataclass
 
 from .devices import device_allocator
 from .errors import UsageError
+from .layers import LayerNames
 from .model import TraceData
-from .ops import OpRow, node_rows
-from .peak import AllocatorPeak, LiveAllocation, peak
+from .ops import OpRow, group_rows, node_rows
+from .peak import AllocatorPeak, LiveAllocation, parse_group_by, peak
 from .replay import Uncounted, uncounted
 
 MEASURES = ("peak_bytes", "peak_delta_bytes")
@@ -207,6 +208,7 @@ class TraceDiff:
     ops: tuple[OpChange, ...]  # changed ops only, biggest change first
     new_at_peak: tuple[NewAtPeak, ...]  # largest first
     max_increase: float | None  # the allowed growth, when one was given
+    grouped_by: str = "node"  # what the ops are added up by: node, type, scope[:DEPTH] or layer
 
     @property
     def exceeded(self) -> tuple[AllocatorChange, ...]:
@@ -227,6 +229,8 @@ def diff(
     allocators: Iterable[str] | None = None,
     max_increase: float | None = None,
     measure: str = "peak_bytes",
+    group_by: str = "node",
+    layer_names: tuple[LayerNames | None, LayerNames | None] = (None, None),
 ) -> TraceDiff:
     """Compare two traces of the same model: allocator peaks, per-op changes, new buffers at the peak.
 
@@ -234,7 +238,10 @@ def diff(
     ``peak_bytes`` or ``peak_delta_bytes``. An allocator whose peak is unknown in either trace (its
     bytes beyond int64) comes first with no change, is left out of the ops' at-peak bytes and of
     the new allocations, and cannot be held to ``max_increase``: a :class:`UsageError` then.
+    ``group_by`` adds the ops up (``type``, ``scope[:DEPTH]``, ``layer`` with each trace's
+    ``layer_names``) before they are compared.
     """
+    by, depth = parse_group_by(group_by)
     if measure not in MEASURES:
         raise UsageError(f"cannot compare {measure!r}: choose one of {', '.join(MEASURES)}")
     pairs = _allocator_pairs(base, new, allocators)
@@ -248,8 +255,8 @@ def diff(
     known = [(before, after) for (_, before, after), c in zip(pairs, changes) if not c.unknown]
     changes.sort(key=lambda c: (not c.unknown, -max(c.new_bytes or 0, c.base_bytes or 0), c.allocator))
     ops = _op_changes(
-        node_rows(base, [before for before, _ in known if before is not None]),
-        node_rows(new, [after for _, after in known if after is not None]),
+        group_rows(node_rows(base, [before for before, _ in known if before is not None]), by, depth, layer_names[0]),
+        group_rows(node_rows(new, [after for _, after in known if after is not None]), by, depth, layer_names[1]),
     )
     fresh = [
         NewAtPeak(c.allocator, a)
@@ -258,7 +265,7 @@ def diff(
         for a in unmatched_at_peak(c.base.live_at_peak if c.base is not None else (), c.new.live_at_peak)
     ]
     fresh.sort(key=lambda f: (-f.allocation.bytes, f.allocator, f.allocation.node))
-    return TraceDiff(base.path, new.path, measure, tuple(changes), tuple(ops), tuple(fresh), max_increase)
+    return TraceDiff(base.path, new.path, measure, tuple(changes), tuple(ops), tuple(fresh), max_increase, group_by)
 
 
 def _change(base: TraceData, new: TraceData, label: str, before: str | None, after: str | None,

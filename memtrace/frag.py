@@ -39,6 +39,17 @@ BFC_ALIGNMENT_BYTES = 256  # BFC's kMinAllocationSize: every chunk is a multiple
 EXAMPLES = 3  # detail strings kept per anomaly kind
 
 
+CPU_REGION_ALIGNMENT_BYTES = 64  # TF's Allocator::kAllocatorAlignment: how its CPU sub-allocator aligns a region
+
+
+def address_alignment(allocator: str) -> int:
+    """The alignment every chunk address of a BFC allocator has: 256 where the regions come from the
+    GPU (cudaMalloc aligns to 256 and chunks are multiples of 256), 64 for TensorFlow's CPU BFC
+    (``bfc_cpu_allocator_for_gpu``, or any allocator named ``cpu``), whose sub-allocator aligns
+    regions to 64 bytes only: its chunks sit at addresses ending in 0x40 as often as 0x00."""
+    return CPU_REGION_ALIGNMENT_BYTES if "cpu" in allocator.lower() else BFC_ALIGNMENT_BYTES
+
+
 def is_bfc(allocator: str) -> bool:
     """True for TensorFlow's best-fit-with-coalescing allocators (``GPU_0_bfc``, ``cuda_host_bfc``)."""
     return "bfc" in allocator.lower()
@@ -555,7 +566,8 @@ def _allocator_anomalies(trace: TraceData, allocator: str, index: int, unique: I
         for first in reused
     ))
     if is_bfc(allocator):
-        odd = unique[(outputs.ptr[unique] % BFC_ALIGNMENT_BYTES != 0) | (outputs.allocated_bytes[unique] % BFC_ALIGNMENT_BYTES != 0)]
+        aligned = address_alignment(allocator)
+        odd = unique[(outputs.ptr[unique] % aligned != 0) | (outputs.allocated_bytes[unique] % BFC_ALIGNMENT_BYTES != 0)]
         found.add_many("not-256-aligned", len(odd), (
             f"{_label(trace, r)} {int(outputs.allocated_bytes[r]):,} B at {int(outputs.ptr[r]):#x}" for r in odd.tolist()
         ))

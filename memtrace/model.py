@@ -234,14 +234,39 @@ class TraceData:
 
     @property
     def step_start_ns(self) -> int:
-        """Earliest stamped node start: the origin of every relative time memtrace reports."""
+        """The origin of every relative time memtrace reports: the earliest stamped node start, or
+        where a profile marks steps, the start of the first step it holds if that is earlier (a
+        step begins before its first allocation), so that no step starts at a negative time."""
         started = self.nodes.start_ns[self.nodes.start_ns > 0]
-        return int(started.min()) if len(started) else 0
+        first = int(started.min()) if len(started) else 0
+        marked = [s.start_ns for s in self._held_steps() if s.start_ns > 0]
+        return min([first, *marked]) if first and marked else first
 
     @property
     def step_end_ns(self) -> int:
+        """The latest stamped node end, or the end of the last step a profile holds if that is later."""
         started = self.nodes.start_ns > 0
-        return int(self.nodes.end_ns[started].max()) if started.any() else 0
+        last = int(self.nodes.end_ns[started].max()) if started.any() else 0
+        marked = [s.end_ns for s in self._held_steps()]
+        return max([last, *marked]) if last and marked else last
+
+    @property
+    def span_name(self) -> str:
+        """What a time is measured into: ``"profile"`` where the trace holds several marked steps,
+        else ``"step"`` (a StepStats, a profile of one step, or one step of a profile)."""
+        return "profile" if len(self._held_steps()) > 1 else "step"
+
+    def __repr__(self) -> str:
+        """A line a person can read (the columns are numpy arrays of thousands of rows)."""
+        step = f", step {self.step}" if self.step is not None else ""
+        steps = f", {len(self.steps)} steps" if self.steps and self.step is None else ""
+        return (f"<{type(self).__name__} {self.path!r}: {self.message} ({self.source_format}), "
+                f"{len(self.nodes)} nodes, {len(self.records)} records, {len(self.outputs)} outputs, "
+                f"allocators {', '.join(self.allocators) or 'none'}{steps}{step}>")
+
+    def _held_steps(self) -> tuple[Step, ...]:
+        """The marked steps this trace holds: all of them, or the one it was restricted to."""
+        return self.steps if self.step is None else tuple(s for s in self.steps if s.number == self.step)
 
     def output_shape(self, row: int) -> list[int] | None:
         """An output's shape, None where its rank is unknown."""

@@ -36,15 +36,16 @@ import numpy.typing as npt
 
 from .buffers import owned_outputs
 from .errors import UsageError
+from .layers import LayerNames, layer_of, strip_wrappers
 from .model import IntArray, TraceData
-from .peak import compile_name_filter, peak, peaks_and_unknown
+from .peak import compile_name_filter, peak, peaks_and_unknown, split_freed_before_step
 from .replay import Uncounted, split_counted
 
 BYTE_COLUMNS = (
     "requested_bytes", "peak_bytes", "residual_bytes", "output_bytes",
     "temp_bytes", "persistent_bytes", "at_peak_bytes", "waste_bytes",
 )
-GROUPINGS = ("node", "type", "scope")
+GROUPINGS = ("node", "type", "scope", "layer")
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,9 @@ class OpsReport:
     rows: tuple[OpRow, ...]
     total: OpRow
     unknown: tuple[Uncounted, ...] = ()  # allocators asked for whose peak is unknown (bytes beyond int64): not covered
+    # Bytes of chunks allocated before the step and freed before a covered peak: no op's holding,
+    # so at_peak_bytes leaves them out (its total exceeds the peaks' peak_delta_bytes by this much).
+    freed_before_step_bytes: int = 0
 
 
 SORT_NAMES = ("peak", "requested", "residual", "output", "temp", "persistent", "at_peak", "waste", "occurrences",
@@ -187,8 +191,11 @@ def ops(
     device: str | None = None,
     name: str | None = None,
     min_bytes: int | None = None,
+    layer_names: LayerNames | None = None,
 ) -> OpsReport:
-    """Per-op rows grouped by node, op type or name scope (cut at ``depth`` levels), sorted.
+    """Per-op rows grouped by node, op type, name scope (cut at ``depth`` levels) or Keras layer
+    and phase (``layer``, the names of ``layer_names`` where given; each row's name is
+    ``LAYER (PHASE)``), sorted.
 
     ``device`` keeps the ops on devices whose name contains it (a UsageError when none does);
     ``name`` (a regular expression, searched) and ``min_bytes`` (of requested bytes) keep the
@@ -216,33 +223,46 @@ def ops(
         rows = [r for r in rows if pattern.search(r.name)]
     if min_bytes is not None:
         rows = [r for r in rows if r.requested_bytes >= min_bytes]
-    if by != "node":
-        groups: dict[str, OpRow] = {}
-        for row in rows:
-            key = _group_key(row, by, depth)
-            named = replace(row, name=key)
-            groups[key] = groups[key] + named if key in groups else named
-        rows = list(groups.values())
+    rows = group_rows(rows, by, depth, layer_names)
     if sort in ("name", "op_type", "device"):
         rows.sort(key=lambda r: (getattr(r, sort) is None, getattr(r, sort) or "", r.name))
     else:
         rows.sort(key=lambda r: (-getattr(r, sort), r.name))
     empty = OpRow("total", None, None, 0, 0, 0, 0, 0, 0, 0, 0, 0)
     total = sum(rows, empty) if rows else empty
+    freed = sum(-a.bytes for allocator in chosen for a in split_freed_before_step(peak(trace, allocator).live_at_peak)[1])
     return OpsReport(by=by, sort=sort, allocators=chosen, rows=tuple(rows), total=replace(total, name="total"),
-                     unknown=tuple(unknown))
+                     unknown=tuple(unknown), freed_before_step_bytes=freed)
 
 
-def _group_key(row: OpRow, by: str, depth: int | None) -> str:
+def group_rows(rows: Iterable[OpRow], by: str, depth: int | None = None, layer_names: LayerNames | None = None) -> list[OpRow]:
+    """Node rows added up by op type, name scope (``depth`` levels) or Keras layer and phase (the
+    row's name ``LAYER (PHASE)``); ``node`` keeps them as they are. In order of first appearance."""
+    rows = list(rows)
+    if by == "node":
+        return rows
+    groups: dict[str, OpRow] = {}
+    for row in rows:
+        key = _group_key(row, by, depth, layer_names)
+        named = replace(row, name=key)
+        groups[key] = groups[key] + named if key in groups else named
+    return list(groups.values())
+
+
+def _group_key(row: OpRow, by: str, depth: int | None, layer_names: LayerNames | None = None) -> str:
     if by == "type":
         return row.op_type or "(unknown)"
-    return "/".join(row.name.split("/")[: depth or 1])
+    if by == "layer":  # the Keras layer as the user named it, and the phase of the step
+        where = layer_of(row.name, layer_names)
+        return f"{where.layer} ({where.phase})"
+    return "/".join(strip_wrappers(row.name)[: depth or 1])  # StatefulPartitionedCall/ is no scope of the model's
 
 
 def _bytes_at_peak(trace: TraceData, allocators: Iterable[str] | None) -> dict[str, int]:
     held: dict[str, int] = defaultdict(int)
     for allocator in allocators if allocators is not None else trace.allocators:
-        for allocation in peak(trace, allocator).live_at_peak:
+        # Frees of chunks allocated before the step are no op's holding (no negative rows).
+        for allocation in split_freed_before_step(peak(trace, allocator).live_at_peak)[0]:
             held[allocation.node.split(":", 1)[0]] += allocation.bytes
     return held
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import UsageError
+from .layers import LayerNames, LayerPhase, layer_of, strip_wrappers
 from .model import IntArray, TraceData
 from .replay import Reconciliation, Replay, Uncounted, reconcile, replay, split_counted
 
@@ -59,7 +60,20 @@ class AllocatorPeak:
         return sum(a.bytes for a in self.live_at_peak)
 
 
-GROUPINGS = ("node", "type", "scope")
+GROUPINGS = ("node", "type", "scope", "layer")
+
+FREED_BEFORE_STEP = "freed-from-before-step"  # the kind of a free of a chunk allocated before the step
+
+
+def split_freed_before_step(live: Iterable[LiveAllocation]) -> tuple[tuple[LiveAllocation, ...], tuple[LiveAllocation, ...]]:
+    """The live set's allocations, and apart from them the frees (negative bytes) of chunks allocated
+    before the step that came before the peak: they lower the peak without being anything anyone
+    holds, so tables count them apart, never as rows of negative bytes."""
+    held: list[LiveAllocation] = []
+    freed: list[LiveAllocation] = []
+    for allocation in live:
+        (freed if allocation.kind == FREED_BEFORE_STEP else held).append(allocation)
+    return tuple(held), tuple(freed)
 
 
 @dataclass(frozen=True)
@@ -68,8 +82,27 @@ class LiveGroup:
 
     key: str
     count: int  # allocations
-    bytes: int
+    bytes: int  # the allocator's chunks
     share: float  # of the peak's peak_delta_bytes (0 when the allocator never rose)
+    requested_bytes: int = 0  # the tensors' own bytes (a chunk whose request is unknown counts whole)
+    layer: str | None = None  # grouped by layer: the Keras layer as the user named it (memtrace.layers)
+    phase: str | None = None  # grouped by layer: forward, backward, optimizer or other
+
+
+FREED_GROUP = "(freed before the step)"  # the group of the frees of chunks allocated before the step
+
+
+def held_bytes(found: AllocatorPeak) -> tuple[int, int]:
+    """The live set's allocations made during the step (not the frees of earlier chunks): their
+    chunks' bytes and their tensors' bytes (:func:`requested_or_chunk`). The difference is what
+    the allocator's rounding and unsplit chunks add."""
+    held = split_freed_before_step(found.live_at_peak)[0]
+    return sum(a.bytes for a in held), sum(map(requested_or_chunk, held))
+
+
+def requested_or_chunk(allocation: LiveAllocation) -> int:
+    """What the op asked for (the tensor's bytes), or the chunk where the trace does not say."""
+    return allocation.requested_bytes if allocation.requested_bytes is not None and allocation.bytes > 0 else allocation.bytes
 
 
 _found: weakref.WeakKeyDictionary[TraceData, dict[str, AllocatorPeak]] = weakref.WeakKeyDictionary()
@@ -136,31 +169,47 @@ def peaks_and_unknown(trace: TraceData, allocators: Iterable[str] | None = None)
 
 
 def group_live_set(
-    trace: TraceData, found: AllocatorPeak, by: str = "scope", depth: int = 1, live: Iterable[LiveAllocation] | None = None
+    trace: TraceData, found: AllocatorPeak, by: str = "scope", depth: int = 1, live: Iterable[LiveAllocation] | None = None,
+    layer_names: LayerNames | None = None,
 ) -> list[LiveGroup]:
     """The live set at the peak added up by ``node`` (op name), op ``type`` or name ``scope`` (``depth`` levels).
 
     Largest first, ties by key. The groups' bytes add up to ``peak_delta_bytes`` exactly, as
-    the live set does; a name without a scope is its own scope. ``live`` groups a selection of
+    the live set does; a name without a scope is its own scope; frees of chunks allocated before
+    the step are one group of their own (:data:`FREED_GROUP`, negative bytes). ``live`` groups a selection of
     the live set instead (:func:`select_live`); shares stay shares of ``peak_delta_bytes``.
+    ``layer`` groups by Keras layer and phase of the step (:func:`memtrace.layers.layer_of`, with
+    the names of ``layer_names`` where given); each group says its ``layer`` and ``phase``.
     """
     if by not in GROUPINGS:
         raise UsageError(f"cannot group by {by!r}: choose one of {', '.join(GROUPINGS)}")
     op_type = _op_types(trace) if by == "type" else {}
     totals: dict[str, list[int]] = {}
+    layers: dict[str, LayerPhase] = {}
     for allocation in found.live_at_peak if live is None else live:
         name = allocation.node.split(":", 1)[0]
-        if by == "node":
+        if allocation.kind == FREED_BEFORE_STEP:
+            key = FREED_GROUP
+        elif by == "node":
             key = name
         elif by == "type":
             key = op_type.get(allocation.node) or "(unknown)"
-        else:
-            key = "/".join(name.split("/")[: max(depth, 1)])
-        count_bytes = totals.setdefault(key, [0, 0])
+        elif by == "layer":
+            where = layer_of(name, layer_names)
+            key = f"{where.layer} ({where.phase})"
+            layers[key] = where
+        else:  # the wrappers TensorFlow adds (StatefulPartitionedCall/) are no scope of the model's
+            key = "/".join(strip_wrappers(name)[: max(depth, 1)])
+        count_bytes = totals.setdefault(key, [0, 0, 0])
         count_bytes[0] += 1
         count_bytes[1] += allocation.bytes
+        count_bytes[2] += requested_or_chunk(allocation)
     whole = found.peak_delta_bytes
-    groups = [LiveGroup(key, count, size, size / whole if whole else 0.0) for key, (count, size) in totals.items()]
+    if by == "layer":
+        layers[FREED_GROUP] = LayerPhase(FREED_GROUP, "other")
+    groups = [LiveGroup(key, count, size, size / whole if whole else 0.0, requested,
+                        layers[key].layer if by == "layer" else None, layers[key].phase if by == "layer" else None)
+              for key, (count, size, requested) in totals.items()]
     return sorted(groups, key=lambda g: (-g.bytes, g.key))
 
 
@@ -216,7 +265,7 @@ def _live_set(trace: TraceData, replayed: Replay, at: int) -> list[LiveAllocatio
         live.append(
             LiveAllocation(
                 node=trace.node_name(int(replayed.event_node[event])),
-                kind="freed-from-before-step",
+                kind=FREED_BEFORE_STEP,
                 bytes=int(replayed.delta_bytes[event]),
                 alloc_time_us=relative_us(event),
                 free_time_us=relative_us(event),
@@ -247,10 +296,10 @@ def allocation_kinds(trace: TraceData, replayed: Replay, allocations: IntArray) 
     return list(map(_KINDS.__getitem__, kind.tolist()))
 
 def parse_group_by(text: str) -> tuple[str, int]:
-    """``"node"``, ``"type"``, ``"scope"`` or ``"scope:DEPTH"`` -> (grouping, depth)."""
+    """``"node"``, ``"type"``, ``"scope"``, ``"scope:DEPTH"`` or ``"layer"`` -> (grouping, depth)."""
     by, _, depth_text = text.partition(":")
     if by not in GROUPINGS:
-        raise UsageError(f"cannot group by {by!r}: choose one of node, type, scope or scope:DEPTH")
+        raise UsageError(f"cannot group by {by!r}: choose one of node, type, scope, scope:DEPTH or layer")
     if not depth_text:
         return by, 1
     if by != "scope" or not depth_text.isdigit() or int(depth_text) < 1:
@@ -270,6 +319,7 @@ class RepeatedAllocation:
     dtype: str | None
     shape: list[int] | None
     first: LiveAllocation  # the largest of them
+    requested_bytes: int = 0  # the tensors' own bytes (a chunk whose request is unknown counts whole)
 
 
 _NUMBER = re.compile(r"(?<=_)[0-9]+(?=/|_|$)")
@@ -291,7 +341,7 @@ def repeated_allocations(live: Iterable[LiveAllocation]) -> list[RepeatedAllocat
         RepeatedAllocation(
             node=pattern if len(members) > 1 and len({m.node for m in members}) > 1 else members[0].node,
             kind=kind, count=len(members), bytes=sum(m.bytes for m in members), dtype=dtype,
-            shape=members[0].shape, first=members[0],
+            shape=members[0].shape, first=members[0], requested_bytes=sum(map(requested_or_chunk, members)),
         )
         for (pattern, kind, dtype, _), members in rows.items()
     ]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .frag import AllocatorFragmentation, Anomaly, fragmentations
+from .layers import LayerNames
 from .model import TraceData
 from .ops import OpsReport, ops
 from .peak import AllocatorPeak, peak
@@ -58,9 +59,14 @@ class ReportData:
     ops: OpsReport  # by node, sorted by the bytes each holds at the peaks (at_peak_bytes)
     anomalies: tuple[Anomaly, ...]  # trace-wide ones (each allocator's are in its fragmentation)
     unknown: tuple[UnknownView, ...] = ()  # shown first, in the order asked for (or the trace's)
+    by_layer: bool = False  # the live set's icicle by phase and Keras layer rather than by name scope
+    layer_names: LayerNames | None = None  # the names a layers.json gave, for by_layer
+    span: str = "step"  # what times are into: "step", or "profile" for a profile of several steps
+    step_marks: tuple[tuple[int, int], ...] = ()  # (step number, start in us) of each marked step, with span "profile"
 
 
-def gather(trace: TraceData, allocators: Iterable[str] | None = None, points: int = DEFAULT_POINTS) -> ReportData:
+def gather(trace: TraceData, allocators: Iterable[str] | None = None, points: int = DEFAULT_POINTS,
+           by_layer: bool = False, layer_names: LayerNames | None = None) -> ReportData:
     """The report's results for the named allocators (default: all of them, largest peak first).
 
     An allocator whose bytes add up past int64 has no replay: it is set apart in ``unknown`` (with
@@ -82,6 +88,11 @@ def gather(trace: TraceData, allocators: Iterable[str] | None = None, points: in
         ops=ops(trace, by="node", sort="at_peak_bytes", allocators=names),
         anomalies=frag.anomalies,
         unknown=tuple(UnknownView(u, by_name[u.allocator]) for u in unknown),
+        by_layer=by_layer,
+        layer_names=layer_names,
+        span=trace.span_name,
+        step_marks=tuple((s.number, (s.start_ns - trace.step_start_ns) // 1000) for s in trace.steps)
+        if trace.span_name == "profile" else (),
     )
 
 

@@ -45,7 +45,7 @@ def _assert_budgets(trace: TraceData, budgets: list[Budget]) -> CheckResult:
     __tracebackhide__ = True  # pytest shows the assertion in the caller
     result = check(trace, budgets)
     if not result.passed:
-        raise AssertionError("\n".join(explain(o) for o in result.failed) + f"\n  trace: {clean(trace.path)}")
+        raise AssertionError("\n".join(explain(o, result.span) for o in result.failed) + f"\n  trace: {clean(trace.path)}")
     return result
 
 

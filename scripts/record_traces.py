@@ -55,6 +55,9 @@ case runs in a fresh Python process (the allocator is chosen when TensorFlow sta
 * ``cpu_session_report`` -- TF1 graph mode in a ``Session`` with
   ``RunOptions(report_tensor_allocations_upon_oom=True)``, so the error lists the live tensors.
 * ``cpu_keras_fit``     -- ``keras.Model.fit`` of a wide dense model at a batch too large.
+* ``cpu_unsplit_chunk`` -- a 16 MiB tensor in a 29 MiB chunk handed out whole; more lost inside
+  chunks than the failed request lacked.
+
 ``python scripts/record_traces.py --profiles [--out DIR]`` (default ``fixtures/profiles``)
 records TensorFlow 2 profiles instead: small Keras training steps (an MLP, a CNN and an LSTM,
 ``train_on_batch``, one warm-up step then 3 profiled steps) through
@@ -335,12 +338,28 @@ def oom_keras_fit() -> None:
         print(f"caught: {error.message.splitlines()[0]}", file=sys.stderr)
 
 
+def oom_unsplit_chunk() -> None:
+    """A 16 MiB tensor in a freed 29 MiB chunk that BFC hands out whole (29 < 2 x 16), then 5 MiB
+    blocks until the limit: the bytes lost inside chunks exceed the shortfall of the failed request."""
+    keep = [tf.fill([MIB // 4], 1.0)]  # 1 MiB: fills the first small region's remainder
+    hole = tf.fill([29 * MIB // 4], 2.0)  # 29 MiB in a new region ...
+    keep.append(tf.fill([MIB // 4], 3.0))  # ... bounded by a 1 MiB tensor, so that freeing it leaves a 29 MiB chunk
+    del hole
+    keep.append(tf.fill([16 * MIB // 4], 4.0))  # takes the 29 MiB chunk unsplit
+    try:
+        while True:
+            keep.append(tf.fill([5 * MIB // 4], 5.0))
+    except tf.errors.ResourceExhaustedError as error:
+        print(f"caught after {len(keep)} tensors: {error.message.splitlines()[0]}", file=sys.stderr)
+
+
 # name -> (recipe, limit in MiB)
 OOM_CASES: dict[str, tuple[Callable[[], None], int]] = {
     "cpu_exhausted": (oom_exhausted, 32),
     "cpu_fragmented": (oom_fragmented, 64),
     "cpu_session_report": (oom_session_report, 48),
     "cpu_keras_fit": (oom_keras_fit, 96),
+    "cpu_unsplit_chunk": (oom_unsplit_chunk, 64),
 }
 
 

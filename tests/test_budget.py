@@ -245,7 +245,9 @@ def test_check_json_lists_every_budget(capsys: pytest.CaptureFixture[str]) -> No
     assert set(document["budgets"][0]) == {
         "allocator", "metric", "unit", "limit", "measured", "margin", "passed", "source", "note", "contributors",
     }
-    assert document["budgets"][0]["contributors"][1] == {"name": "lrn1/LRN", "kinds": ["output"], "bytes": 154_830_336}
+    # a float32 [128,56,56,64] tensor (128 * 56 * 56 * 64 * 4 = 102,760,448 B) in an unsplit chunk
+    assert document["budgets"][0]["contributors"][1] == {"name": "lrn1/LRN", "kinds": ["output"], "bytes": 154_830_336,
+                                                         "requested_bytes": 128 * 56 * 56 * 64 * 4}
 
 
 @pytest.mark.parametrize(

@@ -264,8 +264,12 @@ def test_peak_json_groups_add_up_to_the_peak_delta(capsys: pytest.CaptureFixture
     assert code == 0
     for allocator in json.loads(out)["allocators"]:
         assert allocator["grouped_by"] == by
-        assert set(allocator["groups"][0]) == {"key", "count", "bytes", "share"}
+        assert set(allocator["groups"][0]) == {"key", "count", "bytes", "share", "requested_bytes"}
         assert sum(g["bytes"] for g in allocator["groups"]) == allocator["peak_delta_bytes"]
+        # requested: each live allocation's requested_bytes, or its chunk where the trace does not say
+        assert sum(g["requested_bytes"] for g in allocator["groups"]) == sum(
+            a["bytes"] if a["requested_bytes"] is None or a["bytes"] < 0 else a["requested_bytes"]
+            for a in allocator["live_at_peak"])
         assert sum(g["count"] for g in allocator["groups"]) == len(allocator["live_at_peak"])
 
 
@@ -276,9 +280,11 @@ def test_peak_text_folds_repeated_rows_with_a_count(capsys: pytest.CaptureFixtur
     lines = out.splitlines()
     assert "in 112 allocations made during the step" in lines[3]
     header = lines[4].split()
-    assert header == ["node", "count", "kind", "size", "bytes", "share", "tensor"]
+    assert header == ["node", "count", "kind", "allocated", "requested", "bytes", "share", "tensor"]
     first = lines[6].split()
-    assert first[1:] == ["x38", "output", "46.4", "MiB", "48,653,568", "73.3%", "float32", "[400,800]"]
+    assert first[1:] == ["x38", "output", "46.4", "MiB", "46.4", "MiB", "48,653,568", "73.3%", "float32", "[400,800]"]
+    # 18 float32 [20,20,200] tensors requested 18 x 320,000 B = 5.49 MiB in 7.51 MiB of chunks
+    assert lines[8].split()[1:7] == ["x18", "output", "7.51", "MiB", "5.49", "MiB"]
     assert first[0].endswith("LSTMBlockCell_*_grad/MatMul_*")
 
 

@@ -210,7 +210,8 @@ def test_diff_json_contract(capsys: pytest.CaptureFixture[str], grown: Path) -> 
         {"name": "extra", "base_peak_bytes": 0, "new_peak_bytes": 512, "delta_bytes": 512},
     ]
     assert document["new_at_peak"] == [
-        {"allocator": "bfc", "node": "extra", "slot": None, "kind": "persistent", "bytes": 512, "dtype": None, "shape": None},
+        {"allocator": "bfc", "node": "extra", "slot": None, "kind": "persistent", "bytes": 512,
+             "requested_bytes": None, "dtype": None, "shape": None},
     ]
 
 

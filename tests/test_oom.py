@@ -278,6 +278,7 @@ def cross_check_memory_dump(dump: OomDump) -> None:
                             (FRAGMENTATION, 2 * MIB, 64 * MIB, 34603008, 31 * MIB, MIB, 31, 0)]),
         ("cpu_session_report", [(EXHAUSTED, 64 * MIB, 48 * MIB, 16778240, 33553408, 4194304, 2, 33555456)]),
         ("cpu_keras_fit", [(FRAGMENTATION, 32 * MIB, 96 * MIB, 42128384, 58534912, 8 * MIB, 7, 0)]),
+        ("cpu_unsplit_chunk", [(EXHAUSTED, 5 * MIB, 64 * MIB, 64 * MIB, 0, 0, 0, 5 * MIB)]),
     ],
 )
 def test_recorded_cpu_oom(name: str, events: list[tuple[object, ...]]) -> None:
@@ -689,3 +690,48 @@ def test_what_consoles_leave_in_a_log_does_not_make_it_binary(capsys: pytest.Cap
     path = tmp_path / "console.log"
     path.write_bytes(make((OOM / name).read_bytes()))
     assert _events(capsys, path) == _shifted(_events(capsys, OOM / name), extra_lines)
+
+
+def test_more_lost_inside_chunks_than_missing_is_said_with_the_chunks_named(capsys: pytest.CaptureFixture[str],
+                                                                              tmp_path: Path) -> None:
+    # GIVEN a real OOM (scripts/record_traces.py oom, cpu_unsplit_chunk): a 16 MiB tensor (tf.fill of
+    # 4 Mi float32) in a freed 29 MiB chunk BFC handed out whole (29 < 2 x 16), then 5 MiB tensors
+    # until a 5 MiB one fails under the 64 MiB limit with nothing free
+    [event] = analyse_all(load_oom_dumps(OOM / "cpu_unsplit_chunk.log"))
+    # THEN the 64 MiB of chunks in use (the chunk map) hold what the bins say clients asked for,
+    # 2 + 30 + 16 MiB + 4 B: 16 MiB less 4 B lost, more than the 5 MiB missing
+    assert (event.verdict, event.missing_bytes) == (EXHAUSTED, 5 * MIB)
+    assert event.internal_waste_bytes == 64 * MIB - (48 * MIB + 4) and event.lost_exceeds_missing
+    # the 29 MiB chunk is the only one in use in the 16 MiB bin: the log names it ("InUse at
+    # 7f55062ff040 of size 30408704") and its bin says 16 MiB of it was asked for
+    first = event.lost_chunks[0]
+    assert (first.address, first.size_bytes, first.requested_bytes, first.chunks) == (0x7F55062FF040, 30408704, 16 * MIB, 1)
+    # the MemoryDump TensorFlow wrote at the same failure says each chunk's request exactly
+    [exact] = analyse_all(load_oom_dumps(OOM / "cpu_unsplit_chunk.memdump.pb"), 5 * MIB, 64 * MIB)
+    assert exact.internal_waste_bytes == 64 * MIB - (16 * MIB + 6 * 5 * MIB + 2 * MIB + 4)
+    assert [(c.address, c.size_bytes, c.requested_bytes) for c in exact.lost_chunks] == [
+        (0x7F55062FF040, 30408704, 16 * MIB), (0x7F55130FE040, 7340032, 5 * MIB), (0x556F2DDF7B00, 2096896, MIB)]
+    assert exact.lost_exceeds_missing
+    # WHEN it is read as text THEN the verdict says so and names the chunk; the advice works in eager mode
+    assert main(["oom", str(OOM / "cpu_unsplit_chunk.log")]) == 0
+    out = capsys.readouterr().out.replace("\n  ", " ")
+    assert "verdict: EXHAUSTED (yet 16 MiB lost inside chunks, more than the 5 MiB missing)" in out
+    assert "a 29 MiB chunk at 0x7f55062ff040 holds about 16 MiB (about 13 MiB lost)" in out
+    assert "in eager mode and under Keras, profile a step" in out
+    # and the memory map draws that chunk half filled: loss from 1 + 16 MiB into its 30 MiB region
+    page = tmp_path / "oom.html"
+    assert main(["oom", str(OOM / "cpu_unsplit_chunk.memdump.pb"), "--request", "5MiB", "--limit", "64MiB",
+                 "--html", "-o", str(page)]) == 0
+    lost = re.findall(r'<rect class="lost" x="([0-9.]+)" y="[0-9]+" width="([0-9.]+)"', page.read_text())
+    scale = 900 / (32 * MIB)  # the widest region, 32 MiB, is 900 units wide
+    drawn = [(round(float(x), 1), round(float(w), 1)) for x, w in lost]
+    assert len(drawn) == 3  # the three chunks named
+    assert (round(150 + (MIB + 16 * MIB) * scale, 1), round((30408704 - 16 * MIB) * scale, 1)) in drawn
+
+
+def test_fragmentation_and_plain_exhaustion_say_nothing_of_chunks_lost() -> None:
+    # cpu_keras_fit loses 10.4 KiB inside chunks and is fragmentation; cpu_exhausted loses 248 B of 44 MiB missing
+    for name in ("cpu_keras_fit", "cpu_exhausted"):
+        [event] = analyse_all(load_oom_dumps(OOM / f"{name}.log"))
+        assert not event.lost_exceeds_missing
+        assert not any("lost inside chunks" in s for s in event.explanation)

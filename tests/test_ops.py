@@ -261,7 +261,7 @@ def test_tfprofs_exceptions_are_not_ops(tmp_path: Path) -> None:
 def test_cli_ops_text_fits_100_columns_without_the_percentages(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ops", str(ALEXNET), "--top", "3"]) == 0  # not a terminal, no COLUMNS: 100 wide
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["op", "type", "count", "requested", "peak", "output", "at", "peak", "waste"]
+    assert lines[0].split() == ["op", "type", "count", "allocated", "peak", "output", "at", "peak", "waste"]
     assert lines[2].split()[:5] == ["Conv2DBackpropFilter", "5", "2.46", "GiB", "2.46"]
     assert max(len(line) for line in lines) <= 100
     assert lines[-2:] == [

@@ -12,6 +12,8 @@ log (``--enable-logging=stderr``) must show no uncaught error either.
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -134,3 +136,21 @@ def test_the_scripts_time_ticks_keep_growing_with_the_span(tmp_path: Path) -> No
     (body,) = Page(done.stdout).find("body")
     counts = [int(c) for c in body.attrs["data-counts"].split()]
     assert len(counts) == len(spans) and all(2 <= c <= 11 for c in counts), counts
+
+
+def test_step_marks_of_a_profile_follow_the_zoom(tmp_path: Path) -> None:
+    # GIVEN the report of a profile of three steps, zoomed by its URL to 1,000..5,000 us
+    from .test_keras import CNN
+
+    page = report(tmp_path, CNN)
+    steps = memtrace.load(CNN).steps
+    starts = [(s.start_ns - steps[0].start_ns) // 1000 for s in steps]
+    done = run_chromium(tmp_path, "--dump-dom", f"{page.as_uri()}#zoom=1000,5000")
+    marks = re.findall(r'<g class="step-mark" data-t="([0-9]+)" visibility="(\w+)"><line x1="(-?[0-9.]+)"', done.stdout)
+    assert [int(t) for t, _, _ in marks] == starts
+    # THEN each mark sits where the zoomed axis puts its time, hidden where outside the view
+    chart = json.loads(re.search(r'id="memtrace-data">(.*?)</script>', done.stdout, re.DOTALL).group(1))["charts"][0]  # type: ignore[union-attr]
+    left, right = chart["geometry"]["left"], chart["geometry"]["right"]
+    for (t, shown, x), start in zip(marks, starts):
+        assert float(x) == pytest.approx(left + (start - 1000) / 4000 * (right - left), abs=0.06)
+        assert shown == ("visible" if 1000 <= start <= 5000 else "hidden")

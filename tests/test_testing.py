@@ -44,7 +44,7 @@ def test_peak_over_the_limit_says_limit_value_and_top_three(alexnet: memtrace.Tr
     assert lines[3:7] == [
         "  top contributors at the peak (shares of the peak, baseline included, 1.23 GiB):",
         "    gradients/conv4/Conv2D_grad/Conv2DBackpropInput temp/output: 281 MiB (22.3%)",
-        "    lrn1/LRN output: 148 MiB (11.7%)",
+        "    lrn1/LRN output: 148 MiB (11.7%), tensors 98 MiB in the chunks",
         "    conv1-0-0-TransposeNCHWToNHWC-LayoutOptimizer output: 98 MiB (7.8%)",
     ]
     assert lines[-1] == f"  trace: {ALEXNET}"

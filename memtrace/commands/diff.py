@@ -38,6 +38,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--exclude-baseline", action="store_true",
                         help="compare peak_delta_bytes, the peaks of the bytes allocated during each step, instead of "
                         "peak_bytes: sounder where snapshots disagree on the baseline (oneDNN's mklcpu)")
+    parser.add_argument("--group-by", metavar="node|type|scope[:DEPTH]|layer", default="node",
+                        help="compare the ops added up by op type, name scope or Keras layer and phase, as peak "
+                        "groups them (default: node by node)")
     parser.add_argument("--top", type=positive_int, metavar="N",
                         help="show the N ops and new allocations that changed most (text default 10; JSON lists all unless given)")
     add_output_options(parser)
@@ -47,6 +50,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..diff import diff
     from ..errors import UsageError
+    from ..layers import load_layer_names
     from ..reporters import diff as report
     from ..units import parse_percent
 
@@ -55,7 +59,10 @@ def run(args: argparse.Namespace) -> int:
     except UsageError as error:
         raise UsageError(f"--max-increase: {error}") from None
     base, new = load_trace(args, args.base), load_trace(args, args.new)
-    result = diff(base, new, args.allocator, max_increase, "peak_delta_bytes" if args.exclude_baseline else "peak_bytes")
+    by_layer = args.group_by == "layer"
+    names = (load_layer_names(base.path), load_layer_names(new.path)) if by_layer else (None, None)
+    result = diff(base, new, args.allocator, max_increase, "peak_delta_bytes" if args.exclude_baseline else "peak_bytes",
+                  args.group_by, names)
     # As every command: an allocator whose peak is unknown (bytes beyond int64) is refused where it
     # was named, or where every allocator compared is one; otherwise it is listed as unknown.
     unknown = [(u, base.path if side == "base" else new.path) for c in result.allocators for side, u in c.unknown_sides]

@@ -46,6 +46,6 @@ def run(args: argparse.Namespace) -> int:
     result = fragmentations(trace, named, args.at)
     refuse_unknown(trace, named, [f.unknown for f in result.allocators if f.unknown is not None])
     write_report(
-        args, lambda: report.to_json(trace.path, result, args.top), lambda out: report.render_text(result, out, args.top or 10)
+        args, lambda: report.to_json(trace.path, result, args.top), lambda out: report.render_text(result, out, args.top or 10, trace.span_name)
     )
     return 0

@@ -31,8 +31,11 @@ def register(subparsers: Any) -> None:
         "bytes its buffers waste (allocated minus requested).",
     )
     add_trace_options(parser)
-    parser.add_argument("--by", choices=("type", "node", "scope"), default="type",
-                        help="one row per op type (default), per node, or per name scope")
+    parser.add_argument("--group-by", metavar="node|type|scope[:DEPTH]|layer",
+                        help="one row per op type (default), per node, per name scope (DEPTH levels, default 1), "
+                        "or per Keras layer and phase (forward, backward, optimizer, other), as peak groups")
+    parser.add_argument("--by", choices=("type", "node", "scope", "layer"),
+                        help="the same as --group-by (its older spelling; --depth K with --by scope)")
     parser.add_argument("--depth", type=positive_int, metavar="K", help="with --by scope: scope levels to keep (default 1)")
     parser.add_argument("--sort", default="peak_bytes", metavar="COLUMN",
                         help=f"sort by a column: {', '.join(SORT_NAMES)} (default peak)")
@@ -47,19 +50,28 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
+    from ..layers import load_layer_names
     from ..ops import ops
+    from ..peak import parse_group_by
     from ..reporters import ops as report
     from ..reporters.common import with_oddities, write_caution
+    from ..units import parse_size
 
+    if args.group_by is not None and (args.by is not None or args.depth is not None):
+        raise UsageError("--group-by says it all: give it, or --by (and --depth), not both")
+    if args.group_by is not None:
+        args.by, depth = parse_group_by(args.group_by)
+        args.depth = depth if ":" in args.group_by else None
+    args.by = args.by or "type"
     if args.depth is not None and args.by != "scope":
         raise UsageError("--depth goes with --by scope")
-    from ..units import parse_size
 
     min_bytes = parse_size(args.min_bytes) if args.min_bytes is not None else None
     trace = load_trace(args)
     named = resolve_allocators(trace, args.allocator)
     result = ops(trace, by=args.by, sort=args.sort, depth=args.depth, allocators=named,
-                 device=args.device, name=args.name, min_bytes=min_bytes)
+                 device=args.device, name=args.name, min_bytes=min_bytes,
+                 layer_names=load_layer_names(trace.path) if args.by == "layer" else None)
     refuse_unknown(trace, named, list(result.unknown))
 
     oddities = report.concerning(result, trace.oddities)

@@ -29,8 +29,10 @@ def register(subparsers: Any) -> None:
     )
     add_trace_options(parser)
     add_allocator_option(parser)
-    parser.add_argument("--group-by", metavar="node|type|scope[:DEPTH]",
-                        help="add the live set up by op, op type or name scope (DEPTH levels, default 1)")
+    parser.add_argument("--group-by", metavar="node|type|scope[:DEPTH]|layer",
+                        help="add the live set up by op, op type, name scope (DEPTH levels, default 1) or Keras "
+                        "layer and phase (forward, backward, optimizer, other; a layers.json beside the profile "
+                        "names the layers)")
     add_filter_options(parser, "only live allocations whose node name matches REGEX (a search, as in tfprof)",
                        "only live allocations of at least SIZE (e.g. 1MiB)")
     parser.add_argument("--top", type=positive_int, metavar="N",
@@ -40,6 +42,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..layers import load_layer_names
     from ..peak import group_live_set, parse_group_by, peaks_and_unknown, select_live
     from ..reporters import peak as report
     from ..reporters.common import concerning, with_oddities, write_caution
@@ -52,17 +55,18 @@ def run(args: argparse.Namespace) -> int:
     result, unknown = peaks_and_unknown(trace, named)
     refuse_unknown(trace, named, unknown)
     filtered = args.name is not None or min_bytes is not None
+    layer_names = load_layer_names(trace.path) if grouping and grouping[0] == "layer" else None
     listings = {}
     for p in result:
         live = select_live(p, args.name, min_bytes) if filtered else None
-        groups = group_live_set(trace, p, *grouping, live=live) if grouping else None
+        groups = group_live_set(trace, p, *grouping, live=live, layer_names=layer_names) if grouping else None
         listings[p.allocator] = report.Listing(live, groups, args.group_by)
 
     oddities = concerning(trace.oddities, [p.allocator for p in result] + [u.allocator for u in unknown])
 
     def render_text(out: IO[str]) -> None:
         write_caution(oddities, out)
-        report.render_text(result, out, args.top or 10, listings, oddities, unknown)
+        report.render_text(result, out, args.top or 10, listings, oddities, unknown, trace.span_name)
 
     write_report(args, lambda: with_oddities(report.to_json(trace.path, result, args.top, listings, oddities, unknown),
                                              oddities), render_text)

@@ -32,6 +32,9 @@ def register(subparsers: Any) -> None:
                         help="write the report's data as JSON (memtrace.report/1) instead of HTML, to stdout by default")
     parser.add_argument("--top", type=positive_int, default=20, metavar="N",
                         help="rows in the live-set and op tables (default 20)")
+    parser.add_argument("--group-by", choices=("scope", "layer"), default="scope",
+                        help="the live set's icicle by name scope (default) or by phase and Keras layer (a "
+                        "layers.json beside the profile names the layers)")
     parser.add_argument("--points", type=positive_int, metavar="N",
                         help="time buckets per chart; each keeps its maximum and minimum (default 1500)")
     parser.set_defaults(run=run)
@@ -39,6 +42,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import UsageError
+    from ..layers import load_layer_names
     from ..report import DEFAULT_POINTS, gather
     from ..reporters import html
     from ..reporters.common import open_output, write_json
@@ -47,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("report needs -o/--output FILE for the HTML page (or --json for its data)")
     trace = load_trace(args)
     named = resolve_allocators(trace, args.allocator)
-    data = gather(trace, named, args.points or DEFAULT_POINTS)
+    by_layer = args.group_by == "layer"
+    data = gather(trace, named, args.points or DEFAULT_POINTS, by_layer, load_layer_names(trace.path) if by_layer else None)
     refuse_unknown(trace, named, [u.unknown for u in data.unknown])
     with open_output(args.output, input_paths(args)) as out:
         if args.json:

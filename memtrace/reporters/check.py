@@ -23,6 +23,7 @@ def to_json(result: CheckResult, oddities: Sequence[Oddity] = ()) -> dict[str, A
     return {
         "schema": SCHEMA,
         "trace": result.trace,
+        **({"step": result.step} if result.step is not None else {}),
         "passed": result.passed,
         "budgets": [
             with_oddities({
@@ -37,7 +38,9 @@ def to_json(result: CheckResult, oddities: Sequence[Oddity] = ()) -> dict[str, A
                 "passed": o.passed,
                 "source": o.budget.source,
                 "note": o.note,
-                "contributors": [{"name": c.name, "kinds": list(c.kinds), "bytes": c.bytes} for c in o.contributors],
+                "contributors": [{"name": c.name, "kinds": list(c.kinds), "bytes": c.bytes,
+                                  **({"requested_bytes": c.requested_bytes} if c.requested_bytes is not None else {})}
+                                 for c in o.contributors],
             }, oddities, o.budget.allocator)
             for o in result.outcomes
         ],
@@ -82,7 +85,8 @@ def render_text(result: CheckResult, out: IO[str], oddities: Sequence[Oddity] = 
         for o, kinds in zip(result.outcomes, bent_by)
     ]
     headers = ("allocator", "budget", "limit", "measured", "margin", "result")
-    out.write(f"memtrace check {clean(result.trace)}\n")
+    step = f" (step {result.step})" if result.step is not None else ""
+    out.write(f"memtrace check {clean(result.trace)}{step}\n")
     out.write(table(rows, headers, ("left", "left", "right", "right", "right", "left")) + "\n")
     starred = list(dict.fromkeys(k for kinds in bent_by for k in kinds))
     if starred:
@@ -90,7 +94,7 @@ def render_text(result: CheckResult, out: IO[str], oddities: Sequence[Oddity] = 
     for note in dict.fromkeys(o.budget.limit_note for o in result.outcomes if o.budget.limit_note):
         out.write(f"note: {note}\n")
     for o in result.failed:
-        out.write("\n" + explain(o) + "\n")
+        out.write("\n" + explain(o, result.span) + "\n")
     failed = len(result.failed)
     verdict = "PASS" if not failed else "FAIL"
     out.write(f"\n{verdict}: {len(result.outcomes) - failed} of {plural(len(result.outcomes), 'budget')} passed\n")
@@ -109,7 +113,9 @@ def _bent_by(outcome: Outcome, oddities: Sequence[Oddity]) -> list[str]:
 def _contributor_line(c: Contributor, whole: int) -> str:
     share = f" ({100 * c.bytes / whole:.1f}%)" if whole > 0 else ""
     kinds = f" {'/'.join(c.kinds)}" if c.kinds else ""
-    return f"    {clean(c.name)}{kinds}: {format_bytes(c.bytes)}{share}"
+    tensors = (f", tensors {format_bytes(c.requested_bytes)} in the chunks"
+               if c.requested_bytes is not None and c.requested_bytes != c.bytes else "")
+    return f"    {clean(c.name)}{kinds}: {format_bytes(c.bytes)}{share}{tensors}"
 
 
 def verdict(result: CheckResult) -> str:
@@ -119,8 +125,9 @@ def verdict(result: CheckResult) -> str:
     return f"{'FAIL' if failed else 'PASS'}: {len(result.outcomes) - len(failed)} of {plural(len(result.outcomes), 'budget')} passed{names}"
 
 
-def explain(outcome: Outcome) -> str:
-    """Several lines: the value against the limit, what the value is, and its largest contributors."""
+def explain(outcome: Outcome, span: str = "step") -> str:
+    """Several lines: the value against the limit, what the value is, and its largest contributors
+    (the peak's time into the ``span``: the step, or a profile of several steps)."""
     b = outcome.budget
     over = "within" if outcome.passed else "over"
     lines = [
@@ -130,7 +137,7 @@ def explain(outcome: Outcome) -> str:
     ]
     p = outcome.peak
     if p is not None and p.peak_node is not None:
-        lines.append(f"  peak at {format_us(p.peak_time_us * 1000)} into the step, reached by {clean(p.peak_node)}")
+        lines.append(f"  peak at {format_us(p.peak_time_us * 1000)} into the {span}, reached by {clean(p.peak_node)}")
     if outcome.contributors:
         if p is not None:
             whole = p.peak_bytes if b.metric == "max_peak" else p.peak_delta_bytes

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import IO, Any
 
 from ..diff import AllocatorChange, OpChange, TraceDiff
-from ..peak import LiveAllocation
+from ..peak import LiveAllocation, held_bytes
 from ..units import format_bytes, format_percent, plural
 from .common import clean, table
 
@@ -29,6 +29,7 @@ def to_json(result: TraceDiff, top: int | None = None) -> dict[str, Any]:
         "base": result.base_path,
         "new": result.new_path,
         "compared": result.measure,
+        **({"grouped_by": result.grouped_by} if result.grouped_by != "node" else {}),  # ops' names are then groups
         "max_increase": result.max_increase,
         "passed": result.passed if result.max_increase is not None else None,
         "allocators": [
@@ -45,6 +46,10 @@ def to_json(result: TraceDiff, top: int | None = None) -> dict[str, Any]:
                 "base_baseline_bytes": c.base.baseline_bytes if c.base is not None else None,
                 "new_baseline_bytes": c.new.baseline_bytes if c.new is not None else None,
                 "exceeds_max_increase": c.allocator in exceeded,
+                # the live set's allocations at each peak: chunks and the tensors' own bytes in them
+                **{f"{side}_live_{what}_bytes": (held_bytes(found)[k] if found is not None else None)
+                   for side, found in (("base", c.base), ("new", c.new))
+                   for k, what in enumerate(("allocated", "requested"))},
                 **({"unknown": c.unknown_reason} if c.unknown else {}),
             }
             for c in result.allocators
@@ -72,6 +77,7 @@ def to_json(result: TraceDiff, top: int | None = None) -> dict[str, Any]:
                 "slot": f.allocation.slot,
                 "kind": f.allocation.kind,
                 "bytes": f.allocation.bytes,
+                "requested_bytes": f.allocation.requested_bytes,
                 "dtype": f.allocation.dtype,
                 "shape": f.allocation.shape,
             }
@@ -117,6 +123,18 @@ def _op_row(o: OpChange) -> tuple[str, ...]:
     )
 
 
+def _write_tensor_growth(allocator: str, base: tuple[int, int], new: tuple[int, int], out: IO[str]) -> None:
+    """What of the live set's growth at the peak is tensors, and what the allocator's chunks add
+    (rounding to 256 bytes, chunks handed out unsplit): ``base`` and ``new`` are (chunks, tensors)."""
+    (base_chunks, base_tensors), (new_chunks, new_tensors) = base, new
+    if (base_chunks, base_tensors) == (new_chunks, new_tensors):
+        return
+    tensors, rounding = new_tensors - base_tensors, (new_chunks - new_tensors) - (base_chunks - base_tensors)
+    out.write(f"  {clean(allocator)} at the peak: chunks {signed_bytes(new_chunks - base_chunks)} = tensors "
+              f"{signed_bytes(tensors)} ({format_bytes(base_tensors)} -> {format_bytes(new_tensors)}) "
+              f"{'+' if rounding >= 0 else '-'} rounding and unsplit chunks {format_bytes(abs(rounding))}\n")
+
+
 def render_text(result: TraceDiff, out: IO[str], top: int = 10) -> None:
     out.write(f"base  {clean(result.base_path)}\nnew   {clean(result.new_path)}\n\n")
     if not result.allocators:
@@ -144,15 +162,19 @@ def render_text(result: TraceDiff, out: IO[str], top: int = 10) -> None:
             out.write(f"  note: {clean(c.allocator)}'s baseline rests on fewer than half of its snapshots; without "
                       f"baselines (--exclude-baseline) the peaks are {format_bytes(base_delta)} -> "
                       f"{format_bytes(new_delta)} ({signed_bytes(new_delta - base_delta)})\n")
+    for c in result.allocators:
+        if c.base is not None and c.new is not None and not c.unknown:
+            _write_tensor_growth(c.allocator, held_bytes(c.base), held_bytes(c.new), out)
     out.write("\n")
     if result.ops:
         shown = min(top, len(result.ops))
         showing = f"all {len(result.ops)} that changed" if shown == len(result.ops) else f"showing {shown} of {len(result.ops)} that changed"
         out.write(f"ops that changed most ({showing}; "
                   "peak and residual as tfprof counts them, at-peak as held at the allocators' peaks)\n")
-        text = table([_op_row(o) for o in result.ops[:top]], ("op", "peak base -> new", "peak", "residual", "at peak"),
+        what = {"node": "op", "type": "op type", "layer": "layer (phase)"}.get(result.grouped_by.split(":")[0], "scope")
+        text = table([_op_row(o) for o in result.ops[:top]], (what, "peak base -> new", "peak", "residual", "at peak"),
                      ("left", "right", "right", "right", "right"), indent=2, drop=("residual", "peak base -> new"),
-                     shrink=("op",))
+                     shrink=(what,))
         out.write("".join(f"  {line}\n" for line in text.splitlines()))
     else:
         out.write("no op's peak, residual or at-peak bytes changed\n")
@@ -160,10 +182,12 @@ def render_text(result: TraceDiff, out: IO[str], top: int = 10) -> None:
     fresh = result.new_at_peak
     if fresh:
         out.write(f"new at the new peak: {plural(len(fresh), 'allocation')} whose producer and slot held nothing at the base peak\n")
-        rows = [(clean(f.allocator), clean(f.allocation.node), f.allocation.kind, format_bytes(f.allocation.bytes),
+        fresh_rows = [(clean(f.allocator), clean(f.allocation.node), f.allocation.kind, format_bytes(f.allocation.bytes),
+                 "?" if f.allocation.requested_bytes is None else format_bytes(f.allocation.requested_bytes),
                  _tensor(f.allocation)) for f in fresh[:top]]
-        text = table(rows, ("allocator", "node", "kind", "size", "tensor"), ("left", "left", "left", "right", "left"),
-                     indent=2, drop=("tensor", "kind"), shrink=("node", "tensor", "allocator"))
+        text = table(fresh_rows, ("allocator", "node", "kind", "allocated", "requested", "tensor"),
+                     ("left", "left", "left", "right", "right", "left"),
+                     indent=2, drop=("tensor", "kind", "requested"), shrink=("node", "tensor", "allocator"))
         out.write("".join(f"  {line}\n" for line in text.splitlines()))
         if len(fresh) > top:
             out.write(f"  ({plural(len(fresh) - top, 'more allocation')})\n")

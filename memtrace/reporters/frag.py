@@ -146,19 +146,20 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
-def render_text(results: TraceFragmentation, out: IO[str], top: int = 10) -> None:
+def render_text(results: TraceFragmentation, out: IO[str], top: int = 10, span: str = "step") -> None:
+    """Each allocator's waste; times are into the ``span``: the step, or a profile of several steps."""
     if not results.allocators:
         out.write("no allocator in this trace: it holds no memory information\n")
     for number, f in enumerate(results.allocators):
         if number:
             out.write("\n")
-        _render_one(f, out, top)
+        _render_one(f, out, top, span)
     if results.anomalies:
         out.write("\ntrace-wide anomalies\n")
         _render_anomalies(results.anomalies, out, "  ")
 
 
-def _render_one(f: AllocatorFragmentation, out: IO[str], top: int) -> None:
+def _render_one(f: AllocatorFragmentation, out: IO[str], top: int, span: str = "step") -> None:
     name = clean(f.allocator) + (" (BFC)" if f.bfc else "")
     t = f.total
     if not t.tensors:
@@ -185,9 +186,9 @@ def _render_one(f: AllocatorFragmentation, out: IO[str], top: int) -> None:
         unknown = f" (beyond int64): {f.unknown.detail}" if f.unknown is not None else ""
         out.write(f"  at the peak: unknown{unknown}\n")
     else:
-        _render_moment("at the peak", f.at_peak, out)
+        _render_moment("at the peak", f.at_peak, out, span)
     if f.at is not None:
-        _render_moment("at the time asked for", f.at, out)
+        _render_moment("at the time asked for", f.at, out, span)
     _render_external(f, out)
     if t.waste_bytes > 0:
         _render_histogram(f.histogram, t, out)
@@ -227,13 +228,13 @@ def _story(f: AllocatorFragmentation) -> str:
     return f"requests of <= {format_bytes(worst.max_bytes)} waste most ({share}); the largest, {example}"
 
 
-def _render_moment(label: str, m: Moment, out: IO[str]) -> None:
+def _render_moment(label: str, m: Moment, out: IO[str], span: str = "step") -> None:
     if m.time_us is None:
         out.write(f"  {label}: the allocator never rises above its level at the step start\n")
         return
     w = m.live
     out.write(
-        f"  {label} ({format_us(m.time_us * 1000)} into the step): {_count(w.tensors, 'live output buffer')}, requested "
+        f"  {label} ({format_us(m.time_us * 1000)} into the {span}): {_count(w.tensors, 'live output buffer')}, requested "
         f"{format_bytes(w.requested_bytes)}, allocated {format_bytes(w.allocated_bytes)}, waste "
         f"{format_bytes(w.waste_bytes)} ({_percent(w.waste_bytes, w.allocated_bytes)}), "
         f"of {format_bytes(m.replay_live_bytes)} live since the step start\n"

@@ -12,13 +12,14 @@ from __future__ import annotations
 import html
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from .. import __version__
 from ..frag import AllocatorFragmentation, Anomaly
+from ..layers import LayerNames, layer_of
 from ..ops import OpRow
-from ..peak import AllocatorPeak, RepeatedAllocation, repeated_allocations
+from ..peak import AllocatorPeak, RepeatedAllocation, repeated_allocations, split_freed_before_step
 from ..report import AllocatorView, ReportData, UnknownView
 from ..units import format_bytes, format_us, plural
 from . import icicle
@@ -56,8 +57,9 @@ def render(report: ReportData, out: IO[str], top: int = 20) -> None:
     out.write("</header>\n<main>\n")
     for number, unknown in enumerate(report.unknown):
         out.write(_unknown_section(number, unknown))
+    path_of = _layer_path(report.layer_names) if report.by_layer else None
     for number, view in enumerate(report.allocators):
-        out.write(_allocator_section(number, view, charts[number], top))
+        out.write(_allocator_section(number, view, charts[number], top, path_of, report))
     out.write(_ops_section(report, top))
     out.write(_frag_section(report))
     out.write("</main>\n")
@@ -67,7 +69,11 @@ def render(report: ReportData, out: IO[str], top: int = 20) -> None:
     )
     document = {"names": names.table, "charts": charts}
     out.write(f'<script type="application/json" id="memtrace-data">{embed_json(document)}</script>\n')
-    out.write(f"<script>{_SCRIPT}</script>\n</body>\n</html>\n")
+    script = _SCRIPT if report.span == "step" else _SCRIPT.replace("' into the step ('", f"' into the {report.span} ('")
+    out.write(f"<script>{script}</script>\n")
+    if report.step_marks:
+        out.write(f"<script>{_STEP_MARKS_SCRIPT}</script>\n")
+    out.write("</body>\n</html>\n")
 
 
 def to_json(report: ReportData, top: int = 20) -> dict[str, Any]:
@@ -167,7 +173,8 @@ def _facts(report: ReportData) -> str:
     canonical = sum(1 for d in s.devices if d.kind == "device")
     facts = [
         ("format", f"{esc(s.message)} ({esc(s.source_format)})"),
-        ("step", f"{esc(format_us(s.duration_ns))} ({round(s.duration_ns / 1000):,} us)"),
+        ("step" if report.span == "step" else f"profile of {len(report.step_marks)} steps",
+         f"{esc(format_us(s.duration_ns))} ({round(s.duration_ns / 1000):,} us)"),
         ("nodes", f"{s.nodes:,} executions, {s.outputs:,} outputs"),
         ("devices", f"{canonical} holding memory, {len(s.devices) - canonical} stream or memcpy pseudo-devices"),
         ("graph", esc(f"{s.graph_nodes:,} nodes from {s.graph_source}") if s.graph_source else "none in the trace"),
@@ -217,21 +224,33 @@ def _unknown_section(number: int, view: UnknownView) -> str:
     )
 
 
-def _allocator_section(number: int, view: AllocatorView, chart: dict[str, Any], top: int) -> str:
+def _layer_path(names: LayerNames | None) -> Callable[[str], list[str]]:
+    """The icicle's rows for a node: the phase of the step, the Keras layer, the op (memtrace.layers)."""
+
+    def path_of(node: str) -> list[str]:
+        where = layer_of(node, names)
+        return [where.phase, where.layer, node.split(":", 1)[0]]
+
+    return path_of
+
+
+def _allocator_section(number: int, view: AllocatorView, chart: dict[str, Any], top: int,
+                       path_of: Callable[[str], list[str]] | None = None, report: ReportData | None = None) -> str:
     p = view.peak
+    span, marks = (report.span, report.step_marks) if report is not None else ("step", ())
     parts = [f'<section class="allocator" id="allocator-{number}">\n<h2>{esc(p.allocator)}</h2>\n']
-    parts.append(f'<p class="lead">{_lead(view)}</p>\n')
+    parts.append(f'<p class="lead">{_lead(view, span)}</p>\n')
     if view.events:
-        parts.append(_chart(number, view, chart))
+        parts.append(_chart(number, view, chart, span, marks))
     else:
         parts.append('<p class="note">No allocation records and no output buffers: nothing to draw.</p>\n')
     if p.peak_node is not None:
-        parts.append(_live_set(p, top, number))
+        parts.append(_live_set(p, top, number, path_of))
     parts.append("</section>\n")
     return "".join(parts)
 
 
-def _lead(view: AllocatorView) -> str:
+def _lead(view: AllocatorView, span: str = "step") -> str:
     p = view.peak
     rec = p.reconciliation
     if not view.events:
@@ -244,7 +263,7 @@ def _lead(view: AllocatorView) -> str:
         text = f"Never rises above its level at the step start ({source})."
     else:
         text = (
-            f"Peak <strong>{_bytes(p.peak_bytes)}</strong> at {_us(p.peak_time_us)} into the step, "
+            f"Peak <strong>{_bytes(p.peak_bytes)}</strong> at {_us(p.peak_time_us)} into the {span}, "
             f"reached by <code>{esc(p.peak_node)}</code> ({source})."
         )
     if p.baseline_bytes is not None:
@@ -259,8 +278,10 @@ def _lead(view: AllocatorView) -> str:
     return text
 
 
-def _chart(number: int, view: AllocatorView, c: dict[str, Any]) -> str:
-    """The SVG: grid, axes, the step curve, baseline, snapshots, peak; the script redraws x on zoom."""
+def _chart(number: int, view: AllocatorView, c: dict[str, Any], span: str = "step",
+           marks: Sequence[tuple[int, int]] = ()) -> str:
+    """The SVG: grid, axes, the step curve, baseline, snapshots, peak, and in a profile of several
+    steps where each step begins (``marks``); the script redraws x on zoom."""
     p = view.peak
     x0, x1, y0, y1 = c["v0"], c["v1"], c["y0"], c["y1"]  # the opening view: where the bytes move
 
@@ -288,7 +309,7 @@ def _chart(number: int, view: AllocatorView, c: dict[str, Any]) -> str:
         svg.append(f'<line class="xtick" x1="{x(tick)}" x2="{x(tick)}" y1="{bottom}" y2="{bottom + 5}"/>')
         svg.append(f'<text class="tick" x="{x(tick)}" y="{bottom + 18}" text-anchor="middle">{esc(format_us(tick * 1000))}</text>')
     svg.append("</g>")
-    svg.append(f'<text class="axis" x="{right}" y="{HEIGHT - 4}" text-anchor="end">time into the step</text>')
+    svg.append(f'<text class="axis" x="{right}" y="{HEIGHT - 4}" text-anchor="end">time into the {span}</text>')
     svg.append(f'<line class="axisline" x1="{LEFT}" x2="{right}" y1="{bottom}" y2="{bottom}"/>')
 
     # The curve is a step function: flat from each point until the next one.
@@ -316,6 +337,12 @@ def _chart(number: int, view: AllocatorView, c: dict[str, Any]) -> str:
         )
         svg.append(f'<circle class="peak-dot" cx="{x(p.peak_time_us)}" cy="{y(p.peak_bytes)}" r="5"/>')
     svg.append("</g>")
+    for step, start_us in marks:  # where each step of a profile begins; moved on zoom by _STEP_MARKS_SCRIPT
+        shown = "visible" if x0 <= start_us <= x1 else "hidden"
+        svg.append(f'<g class="step-mark" data-t="{start_us}" visibility="{shown}">'
+                   f'<line x1="{x(start_us)}" x2="{x(start_us)}" y1="{TOP}" y2="{bottom}" stroke="#64748b" '
+                   'stroke-dasharray="2 4"/>'
+                   f'<text x="{float(x(start_us)) + 3:.1f}" y="{TOP + 10}" fill="#475569" font-size="11">step {step}</text></g>')
 
     level = p.baseline_bytes if p.baseline_bytes is not None else 0
     label = (
@@ -434,7 +461,7 @@ def _chart_data(view: AllocatorView, duration_us: int, names: _Names) -> dict[st
 # -- live set -----------------------------------------------------------------------------------
 
 
-def _live_set(p: AllocatorPeak, top: int, number: int = 0) -> str:
+def _live_set(p: AllocatorPeak, top: int, number: int = 0, path_of: Callable[[str], list[str]] | None = None) -> str:
     live = p.live_at_peak
     whole = p.peak_bytes if p.baseline_bytes is not None else p.peak_delta_bytes
     by_kind: dict[str, int] = {}
@@ -453,30 +480,32 @@ def _live_set(p: AllocatorPeak, top: int, number: int = 0) -> str:
         f"{esc(kind)} {_bytes(b)} ({_percent(b, whole)})</span>"
         for kind, b in segments if b > 0
     )
-    negative = sum(a.bytes for a in live if a.bytes < 0)
+    held, freed = split_freed_before_step(live)
+    negative = sum(a.bytes for a in freed)
     if negative:
         keys += f' <span class="legend-item">minus {_bytes(-negative)} freed from before the step</span>'
-    folded = repeated_allocations(live)
-    rows = [_live_row(i + 1, r, p.peak_delta_bytes) for i, r in enumerate(folded[:top])]
+    # Frees of chunks allocated before the step are said in the legend, never as rows.
+    folded = repeated_allocations(held)
+    rows = [_live_row(i + 1, r, sum(a.bytes for a in held)) for i, r in enumerate(folded[:top])]
     rest = folded[top:]
     more = (
         f'<p class="note">and {plural(sum(r.count for r in rest), "more allocation")} holding '
         f'{_bytes(sum(r.bytes for r in rest))}.</p>\n'
         if rest else ""
     )
-    headers = ["#", "node", "count", "kind", "bytes", "share of live", "allocated at", "freed at", "tensor"]
+    headers = ["#", "node", "count", "kind", "allocated", "requested", "share of live", "allocated at", "freed at", "tensor"]
     repeats = (
         '<p class="note">Allocations whose node names differ only in their numbers (an unrolled loop, a stack of '
         "layers) are one row, their numbers shown as <code>*</code>; <em>count</em> says how many.</p>\n"
         if any(r.count > 1 for r in folded) else ""
     )
     return (
-        f'<h3>Live at the peak: {_bytes(p.peak_delta_bytes)} in {plural(len(live), "allocation")}</h3>\n'
+        f'<h3>Live at the peak: {_bytes(p.peak_delta_bytes)} in {plural(len(held), "allocation")}</h3>\n'
         f'<div class="bar" role="img" aria-label="peak bytes by kind">{bar}</div>\n'
         f'<p class="keys">{keys}</p>\n'
-        + icicle.render(live, number)
+        + icicle.render(live, number, path_of)
         + repeats
-        + _table(headers, rows, [True, False, True, False, True, True, True, True, False], "live")
+        + _table(headers, rows, [True, False, True, False, True, True, True, True, True, False], "live")
         + more
     )
 
@@ -499,6 +528,7 @@ def _live_row(rank: int, r: RepeatedAllocation, live_total: int) -> list[str]:
         f"&times;{r.count}",
         f'<span class="kind" style="border-color:{KIND_COLOURS.get(a.kind, "#64748b")}">{esc(a.kind)}</span>',
         _bytes(r.bytes),
+        _bytes(r.requested_bytes),
         f'<span class="minibar"><span style="width:{share:.2f}%"></span></span>{_percent(r.bytes, live_total)}',
         first + _us(a.alloc_time_us),
         (first + _us(a.free_time_us)) if a.free_time_us is not None else '<span class="none">not in the step</span>',
@@ -523,7 +553,7 @@ def _ops_section(report: ReportData, top: int) -> str:
         ]
         for r in rows
     ]
-    headers = ["node", "op type", "count", "at peak", "requested", "peak (tfprof)", "residual", "output", "temp",
+    headers = ["node", "op type", "count", "at peak", "allocated (tfprof)", "peak (tfprof)", "residual", "output", "temp",
                "persistent", "waste"]
     left_out = "".join(
         f' <em>At peak</em> leaves out <code>{esc(u.allocator)}</code>, whose peak is unknown (beyond int64).'
@@ -533,7 +563,7 @@ def _ops_section(report: ReportData, top: int) -> str:
         '<section id="ops"><h2>Top ops by bytes held at the peak</h2>\n'
         f'<p class="lead">The {len(rows)} of {len(report.ops.rows):,} ops that hold the most in the live set at the '
         "allocators' peaks (<em>at peak</em>), as <code>memtrace ops --by node --sort at_peak</code> computes them; "
-        "requested, peak, residual and output are TensorFlow's profiler's numbers, whose <em>peak</em> is each "
+        "allocated (tfprof's requested bytes), peak, residual and output are TensorFlow's profiler's numbers, whose <em>peak</em> is each "
         f"op's own high-water mark, not what it holds at the allocator's peak.{left_out}</p>\n"
         + _table(headers, cells, [False, False] + [True] * 9, "ops")
         + "</section>\n"
@@ -688,6 +718,26 @@ footer{color:var(--muted);font-size:12px;padding:8px 24px 28px}
 # redraws everything that depends on x exactly as the Python side drew it. Names from the trace
 # go in with textContent, never as markup. With #selftest in the URL the page exercises itself and
 # writes what it saw into data- attributes, for the browser test.
+# Step boundaries of a profile of several steps follow the chart's view, which the main script
+# writes into each figure's data-view attribute whenever it draws.
+_STEP_MARKS_SCRIPT = r"""
+(function(){
+'use strict';
+var data=JSON.parse(document.getElementById('memtrace-data').textContent);
+Array.prototype.forEach.call(document.querySelectorAll('figure.chart'),function(fig){
+ var marks=fig.querySelectorAll('.step-mark');if(!marks.length)return;
+ var g=data.charts[Number(fig.getAttribute('data-chart'))].geometry;
+ function place(){var v=(fig.getAttribute('data-view')||'').split(',');if(v.length<2)return;
+  var a=Number(v[0]),b=Number(v[1]);
+  Array.prototype.forEach.call(marks,function(m){var t=Number(m.getAttribute('data-t'));
+   var x=g.left+(t-a)/(b-a)*(g.right-g.left);
+   m.setAttribute('visibility',t>=a&&t<=b?'visible':'hidden');
+   var l=m.querySelector('line'),s=m.querySelector('text');
+   l.setAttribute('x1',x.toFixed(1));l.setAttribute('x2',x.toFixed(1));s.setAttribute('x',(x+3).toFixed(1));});}
+ new MutationObserver(place).observe(fig,{attributes:true,attributeFilter:['data-view']});place();});
+})();
+"""
+
 _SCRIPT = r"""
 (function(){
 'use strict';

@@ -9,7 +9,7 @@ Built as plain HTML (one absolutely placed ``<div>`` a bar), so it needs no draw
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..peak import LiveAllocation
@@ -31,8 +31,15 @@ class ScopeNode:
     children: dict[str, ScopeNode] = field(default_factory=dict)
 
 
-def scope_tree(live: Iterable[LiveAllocation], root_name: str = "live set") -> ScopeNode:
-    """The allocations with positive bytes arranged by the ``/``-separated scopes of their node names."""
+def scope_path(node: str) -> list[str]:
+    """A node name's scopes and op: the icicle's rows by name scope."""
+    return node.split(":", 1)[0].split("/")
+
+
+def scope_tree(live: Iterable[LiveAllocation], root_name: str = "live set",
+               path_of: Callable[[str], list[str]] = scope_path) -> ScopeNode:
+    """The allocations with positive bytes arranged by the ``/``-separated scopes of their node names
+    (or by the rows ``path_of`` gives a node name: phase, layer, op)."""
     root = ScopeNode(root_name, "")
     for allocation in live:
         if allocation.bytes <= 0:
@@ -40,7 +47,7 @@ def scope_tree(live: Iterable[LiveAllocation], root_name: str = "live set") -> S
         node = root
         node.bytes += allocation.bytes
         node.count += 1
-        parts = allocation.node.split(":", 1)[0].split("/")
+        parts = path_of(allocation.node)
         for depth, part in enumerate(parts):
             path = "/".join(parts[: depth + 1])
             node = node.children.setdefault(part, ScopeNode(part, path))
@@ -49,20 +56,21 @@ def scope_tree(live: Iterable[LiveAllocation], root_name: str = "live set") -> S
     return root
 
 
-def render(live: Iterable[LiveAllocation], chart: int) -> str:
-    """The icicle's HTML for one allocator (``chart`` numbers it on the page)."""
-    root = scope_tree(live)
+def render(live: Iterable[LiveAllocation], chart: int, path_of: Callable[[str], list[str]] | None = None) -> str:
+    """The icicle's HTML for one allocator (``chart`` numbers it on the page); by name scope, or by the
+    rows ``path_of`` gives (the phase of the step, then the Keras layer, then the op)."""
+    root = scope_tree(live, path_of=path_of or scope_path)
     if root.bytes <= 0:
         return ""
     bars: list[str] = []
     deepest = _place(root, 0.0, 1.0, 0, root.bytes, bars)
     return (
         f'<div class="icicle" data-icicle="{chart}" style="height:{(deepest + 1) * ROW_HEIGHT}px" role="tree" '
-        'aria-label="live set at the peak by name scope">'
+        f'aria-label="live set at the peak by {"name scope" if path_of is None else "phase and layer"}">'
         + "".join(bars)
         + "</div>\n"
-        '<p class="hint">Each bar is a name scope, as wide as the bytes it holds at the peak; click a bar to open '
-        "it, click the top row to go back.</p>\n"
+        f'<p class="hint">Each bar is {"a name scope" if path_of is None else "a phase of the step (forward, backward, optimizer, other), then a Keras layer, then an op"}, '
+        "as wide as the bytes it holds at the peak; click a bar to open it, click the top row to go back.</p>\n"
     )
 
 

@@ -44,6 +44,10 @@ def _event_json(e: OomEvent) -> dict[str, Any]:
         "largest_free_bytes": e.largest_free_bytes,
         "free_chunks": e.free_chunks,
         "missing_bytes": e.missing_bytes,
+        "lost_exceeds_missing": e.lost_exceeds_missing,
+        "lost_chunks": [{"address": c.address, "size_bytes": c.size_bytes, "requested_bytes": c.requested_bytes,
+                         "lost_bytes": c.lost_bytes, "chunks": c.chunks, "op": c.op, "exact": c.exact}
+                        for c in e.lost_chunks],
         "regions": [_region_json(r) for r in d.regions],
         "regions_listed": d.regions_listed,
         "in_use_by_size": [{"size_bytes": s.size_bytes, "chunks": s.chunks, "total_bytes": s.total_bytes}
@@ -132,6 +136,9 @@ def _render_event(number: int, count: int, e: OomEvent, out: IO[str], top: int) 
     where = f"{clean(d.path)}:{d.line}" if d.line is not None else clean(d.path)
     out.write(f"OOM {number} of {count}  {where}  allocator {clean(d.allocator or '(unnamed)')}\n")
     verdict = (e.verdict or "unknown").upper()
+    if e.lost_exceeds_missing:
+        verdict += (f" (yet {format_bytes(e.internal_waste_bytes or 0)} lost inside chunks, more than the "
+                    f"{format_bytes(e.missing_bytes)} missing)")
     out.write(f"verdict: {verdict}\n\n")
     rows = [(key, clean(value)) for key, value in facts(e)]
     width = max(len(k) for k, _ in rows)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import IO
 
 from .. import __version__
-from ..oom import EXHAUSTED, FRAGMENTATION, OomEvent, largest_free_region
+from ..oom import EXHAUSTED, FRAGMENTATION, OomEvent, describe_lost, largest_free_region
 from ..oom_model import Region
 from ..units import format_bytes
 from .html import esc
@@ -22,7 +22,8 @@ from .oom import facts
 WIDTH = 900  # SVG user units for the widest bar
 LABEL = 150  # left margin for the region labels
 BAR, GAP = 22, 14
-COLOURS = {"in_use": "#2563eb", "free": "#d1d5db", "hole": "#16a34a", "request": "#dc2626", "mixed": "#93c5fd"}
+COLOURS = {"in_use": "#2563eb", "free": "#d1d5db", "hole": "#16a34a", "request": "#dc2626", "mixed": "#93c5fd",
+           "lost": "#fde68a"}
 
 
 def render(events: list[OomEvent], out: IO[str]) -> None:
@@ -102,6 +103,7 @@ def _memory_map(e: OomEvent) -> str:
                             f"{esc(format_bytes(size))}</title></rect>")
         else:
             rows.extend(_columns(region, y, scale))
+        rows.extend(_lost_inside(e, region, y, scale))
         if hole is not None and hole[0] == index:
             offset = sum(c.size_bytes for c in region.chunks[: hole[1]])
             size = region.chunks[hole[1]].size_bytes
@@ -133,9 +135,30 @@ def _memory_map(e: OomEvent) -> str:
               f'<span style="background:{COLOURS["free"]}"></span>free '
               f'<span style="background:{COLOURS["hole"]}"></span>largest free chunk '
               f'<span style="border:2px solid {COLOURS["request"]}"></span>the failed request '
-              f'<span style="background:{COLOURS["mixed"]}"></span>in use and free mixed at this scale</p>\n')
+              f'<span style="background:{COLOURS["mixed"]}"></span>in use and free mixed at this scale'
+              + (f' <span style="background:{COLOURS["lost"]}"></span>in use, beyond the tensor: lost inside the chunk'
+                 if any(c.address is not None for c in e.lost_chunks) else "")
+              + "</p>\n")
     return (f'<svg class="map" viewBox="0 0 {LABEL + WIDTH + 10} {y}" role="img" '
             f'aria-label="memory map, one bar per region">\n' + "\n".join(rows) + "\n</svg>\n" + legend)
+
+
+def _lost_inside(e: OomEvent, region: Region, y: int, scale: float) -> list[str]:
+    """The chunks that lose most inside them, drawn half filled: the tensor's bytes in the in-use
+    colour, the rest of the chunk (lost until the tensor is freed) in the colour of loss."""
+    start = region.address
+    if start is None:
+        return []
+    end = start + region.size_bytes
+    rects = []
+    for c in e.lost_chunks:
+        if c.address is None or not start <= c.address < end:
+            continue
+        x = LABEL + (c.address - start + c.requested_bytes) * scale
+        rects.append(f'<rect class="lost" x="{x:.2f}" y="{y}" width="{max(0.5, c.lost_bytes * scale):.2f}" '
+                     f'height="{BAR}" fill="{COLOURS["lost"]}" stroke="{COLOURS["in_use"]}" stroke-width="1">'
+                     f"<title>{esc(describe_lost(c))}</title></rect>")
+    return rects
 
 
 def _columns(region: Region, y: int, scale: float) -> list[str]:

@@ -14,7 +14,7 @@ from .tables import output_width
 
 SCHEMA = "memtrace.ops/1"
 _HEADERS = {
-    "requested_bytes": "requested", "peak_bytes": "peak", "residual_bytes": "residual", "output_bytes": "output",
+    "requested_bytes": "allocated", "peak_bytes": "peak", "residual_bytes": "residual", "output_bytes": "output",
     "temp_bytes": "temp", "persistent_bytes": "persistent", "at_peak_bytes": "at peak", "waste_bytes": "waste",
 }
 
@@ -59,6 +59,10 @@ def render_text(report: OpsReport, out: IO[str], top: int = 20, oddities: Sequen
     else:
         out.write(_table(report, top, percentages=False, star=star) + "\n")
         shares = "; a wider terminal (COLUMNS) also shows each size's (cumulative %, self %)"
+    out.write("allocated: tfprof's requested_bytes, the chunks the op allocated (not the tensors' own bytes)\n")
+    if report.freed_before_step_bytes:
+        out.write(f"'at peak' leaves out {format_bytes(report.freed_before_step_bytes)} of chunks from before the step "
+                  "freed before the peak (no op holds them)\n")
     unknown = "".join(f"; {clean(u.allocator)}'s is unknown (beyond int64)" for u in report.unknown)
     out.write(f"sorted by {report.sort}; 'at peak' covers the peaks of: {', '.join(clean(a) for a in report.allocators) or 'none'}"
               f"{unknown}{shares}\n")
@@ -89,7 +93,7 @@ def _table(report: OpsReport, top: int, percentages: bool, star: bool = False) -
     total_cells.append(str(report.total.occurrences))
     total_cells.extend(_size(totals[c], star) for c in BYTE_COLUMNS)
     lines.append(total_cells)
-    headers = [{"node": "node", "type": "op type", "scope": "scope"}[report.by]]
+    headers = [{"node": "node", "type": "op type", "scope": "scope", "layer": "layer (phase)"}[report.by]]
     if report.by == "node":
         headers.append("op type")
     headers.append("count")
@@ -97,7 +101,7 @@ def _table(report: OpsReport, top: int, percentages: bool, star: bool = False) -
     align = ["left"] * (2 if report.by == "node" else 1) + ["right"] * (1 + len(BYTE_COLUMNS))
     if not percentages:
         sorted_by = _HEADERS.get(report.sort, "")
-        drop = [h for h in ("persistent", "temp", "residual", "output", "requested", "op type", "waste", "count")
+        drop = [h for h in ("persistent", "temp", "residual", "output", "allocated", "op type", "waste", "count")
                 if h != sorted_by]
         return table(lines, headers, align, drop=drop, shrink=headers[:1])
     return table(lines, headers, align, width=10**6)

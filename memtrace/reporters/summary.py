@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import IO, Any
 
+from ..devices import ALLOCATOR_NOTES
 from ..summary import AllocatorSummary, Summary
 from ..units import format_bytes, format_us, plural
 from .common import BENT_NUMBERS, bent, clean, oddity_json, oddity_name, table
@@ -30,8 +31,10 @@ def to_json(summary: Summary) -> dict[str, Any]:
 
 def render_text(summary: Summary, out: IO[str]) -> None:
     out.write(f"{clean(summary.path)}: {summary.message} ({summary.source_format})\n")
+    several = summary.step is None and len(summary.steps) > 1
     out.write(
-        f"step: {format_us(summary.duration_ns)} ({round(summary.duration_ns / 1000):,} us)"
+        f"{f'profile of {len(summary.steps)} steps' if several else 'step'}: {format_us(summary.duration_ns)} "
+        f"({round(summary.duration_ns / 1000):,} us)"
         f"{bent(summary.oddities, 'durations')}, "
         f"{plural(summary.nodes, 'node')}, {plural(summary.outputs, 'output')}\n"
     )
@@ -55,6 +58,8 @@ def render_text(summary: Summary, out: IO[str]) -> None:
                    "outputs", "buffers", "sizes tracked")
         drop = ("sizes tracked", "buffers", "outputs", "frees", "allocs", "records", "snapshots", "peak from")
         out.write(table(rows, headers, ("left", "right", "right", "left", "left") + ("right",) * 6 + ("left",), drop=drop) + "\n")
+        for name in dict.fromkeys(a.allocator for a in summary.allocators if a.allocator in ALLOCATOR_NOTES):
+            out.write(f"{name}: {ALLOCATOR_NOTES[name]}\n")
         starred = set().union(*marks.values())
         if starred:
             kinds = dict.fromkeys(o.kind for o in summary.oddities if o.kind in starred)
@@ -66,7 +71,7 @@ def render_text(summary: Summary, out: IO[str]) -> None:
         out.write(f"\nSteps{chosen}: peak per allocator, absolute\n")
         names = list(summary.steps[0].peak_bytes)
         step_rows: list[tuple[object, ...]] = [
-            (s.step, f"{s.start_us:,} us", format_us(s.duration_us * 1000), *(_step_peak(p) for p in s.peak_bytes.values()))
+            (s.step, format_us(s.start_us * 1000), format_us(s.duration_us * 1000), *(_step_peak(p) for p in s.peak_bytes.values()))
             for s in summary.steps
         ]
         out.write(table(step_rows, ("step", "start", "duration", *map(clean, names)), ("right",) * (3 + len(names))) + "\n")
@@ -93,7 +98,7 @@ def _peak(peak_bytes: int | None, starred: bool) -> str:
 
 
 def _step_peak(peak_bytes: int | None) -> str:
-    return "unknown (beyond int64)" if peak_bytes is None else f"{peak_bytes:,}"
+    return "unknown (beyond int64)" if peak_bytes is None else format_bytes(peak_bytes)
 
 
 def _at(time_us: int | None) -> str:

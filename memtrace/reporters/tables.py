@@ -2,8 +2,9 @@
 
 The width is ``COLUMNS`` when set, else the terminal's when stdout is one, else 100 (a pipe or a
 file). A table too wide for it first drops the columns its reporter ranks least useful, then
-shortens its names in the middle, keeping their ends (the op at the end of a name scope says
-more than the scope it sits in); a line of prose is wrapped at spaces. JSON is never touched.
+shortens its names: TensorFlow's wrappers (``StatefulPartitionedCall/``) go first, then a node
+name is cut from the left, keeping the layer and the op at its end (they say more than the
+scopes they sit in); a line of prose is wrapped at spaces. JSON is never touched.
 """
 
 from __future__ import annotations
@@ -44,6 +45,41 @@ def shorten_middle(text: str, width: int) -> str:
     head = (width - 1) // 4
     tail = width - 1 - head
     return text[:head] + ELLIPSIS + text[len(text) - tail:]
+
+
+_WRAPPER = re.compile(r"^((Stateful)?PartitionedCall(_\d+)?|__inference_.*)$")
+_PHASE_SCOPES = ("gradient_tape", "gradients")
+
+
+def shorten_name(text: str, width: int) -> str:
+    """A node name (``a/b/c``) in at most ``width`` characters, keeping what says most: the
+    function-call wrappers TensorFlow adds (``StatefulPartitionedCall/``) go first, then the name
+    is cut from the left at a scope boundary, keeping the layer and the op at its end (and a
+    leading ``gradient_tape/``, which says the backward pass). Other text is shortened in the middle."""
+    if len(text) <= width:
+        return text
+    if "/" not in text:
+        return shorten_middle(text, width)
+    parts = text.split("/")
+    parts = [p for p in parts[:-1] if not _WRAPPER.match(p)] + parts[-1:]
+    plain = "/".join(parts)
+    if len(plain) <= width:
+        return plain
+    # With the phase scope kept where the layer (two scopes above the op) still fits after it.
+    heads = [parts[0] + "/", ""] if parts[0] in _PHASE_SCOPES else [""]
+    for head in heads:
+        room = width - len(head) - len(ELLIPSIS)
+        if room <= 0:
+            continue
+        tail = plain[len(plain) - room:]
+        boundary = tail.find("/")
+        if 0 <= boundary and tail.count("/") >= 2:
+            tail = tail[boundary:]  # whole scopes: "…/max_pooling2d_1/MaxPool2d", not "…ling2d_1/MaxPool2d"
+        # (where that would leave the op alone, the scope above it is cut instead: "…Logits_grad/ExpandDims")
+        if head and tail.count("/") < 3:
+            continue
+        return head + ELLIPSIS + tail
+    return shorten_middle(plain, width)
 
 
 def _render(rows: Sequence[Sequence[str]], headers: Sequence[str], align: Sequence[str]) -> str:
@@ -111,7 +147,7 @@ def _shrink(cells: list[list[str]], heads: list[str], aligns: list[str], names: 
         if target >= widths[column]:
             return text
         for row in cells:
-            row[column] = shorten_middle(row[column], target)
+            row[column] = shorten_name(row[column], target)
         text = _render(cells, heads, aligns)
 
 
@@ -127,7 +163,7 @@ def fit_line(line: str, width: int) -> list[str]:
     lead = len(line) - len(line.lstrip(" "))
     indent = " " * min(lead + 2, max(width // 2, 0))
     room = max(width - len(indent), 1)
-    body = re.sub(r"\S+", lambda m: shorten_middle(m.group(0), room), line[lead:])
+    body = re.sub(r"\S+", lambda m: shorten_name(m.group(0), room), line[lead:])
     wrapped = textwrap.wrap(
         body, width=width, initial_indent=" " * lead, subsequent_indent=indent,
         break_long_words=True, break_on_hyphens=False,
