@@ -324,7 +324,7 @@ class _Run:
         slot = vaddr >> _REGION_SHIFT
         return _REGION_SLOTS - slot if self.options.regions_descending else slot
 
-    def _replay(self) -> None:  # noqa: C901 - one loop, kept in one frame for speed
+    def _replay(self) -> None:  # one loop, kept in one frame for speed
         opts = self.options
         limit = opts.limit_bytes
         growth_size = opts.initial_region_bytes
@@ -373,7 +373,7 @@ class _Run:
                             while rounded > growth_size:
                                 growth_size *= 2
                                 grew = True
-                            size = growth_size if growth_size < available else available
+                            size = min(available, growth_size)
                             if not grew:
                                 growth_size *= 2
                             r = len(region_rows)
@@ -383,8 +383,7 @@ class _Run:
                             regions[r] = size
                             base = vbase(r)
                             pool += size
-                            if pool > max_pool:
-                                max_pool = pool
+                            max_pool = max(max_pool, pool)
                             free_size[base] = size
                             free_start[base + size] = base
                             insort(keys, (size << shift) | base)
@@ -424,7 +423,7 @@ class _Run:
                 used[addr] = size
                 addr_of[row] = addr
                 in_use += size
-                if in_use > peak:
+                if in_use > peak:  # noqa: PLR1730 - a call to max() costs more in this loop
                     peak = in_use
                 if record:
                     rec_addr.append(addr)
