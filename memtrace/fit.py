@@ -25,6 +25,7 @@ What a trace gives:
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 
@@ -438,7 +439,7 @@ def reproduce(found: TraceRequests, options: BFCOptions) -> Reproduction:
     assert found.bytes_in_use is not None and found.fragmentation is not None
     sim = bfc.simulate(found.requests, options)
     bases = [int(found.addresses[row]) for row in sim.region_rows]
-    descending = len(bases) > 1 and sum(b < a for a, b in zip(bases, bases[1:])) * 2 > len(bases) - 1
+    descending = len(bases) > 1 and sum(b < a for a, b in itertools.pairwise(bases)) * 2 > len(bases) - 1
     if descending != options.regions_descending:
         options = BFCOptions(options.limit_bytes, options.allow_growth, options.garbage_collection,
                              options.fragmentation_fraction, descending)
