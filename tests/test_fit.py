@@ -98,6 +98,9 @@ def test_tfs_defaults_by_allocator_name() -> None:
     gpu, cpu = defaults_for("GPU_0_bfc"), defaults_for("bfc_cpu_allocator_for_gpu")
     assert (gpu.allow_growth, gpu.garbage_collection, gpu.limit_bytes) == (False, True, None)
     assert (cpu.allow_growth, cpu.garbage_collection, cpu.limit_bytes) == (True, False, 65536 * MIB)
+    # the pinned host allocator (process_state.cc): growth on, TF_GPU_HOST_MEM_LIMIT_IN_MB default 2^17 MiB
+    host = defaults_for("cuda_host_bfc")
+    assert (host.allow_growth, host.garbage_collection, host.limit_bytes) == (True, False, 131072 * MIB)
 
 
 @pytest.mark.parametrize(("free", "major", "reserve_mib"), [
