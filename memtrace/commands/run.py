@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:  # the child got it too; let it write its profile and end
             continue
     if not os.path.isdir(os.path.join(logdir, "plugins", "profile")):
-        print(f"memtrace: the script ended (exit code {code}, after {time.monotonic() - started:.1f} s) "
-              f"before a profile was written to {logdir}", file=sys.stderr)
+        how = f"was killed by signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"ended (exit code {code})"
+        print(f"memtrace: the script {how} after {time.monotonic() - started:.1f} s, before a profile was written "
+              f"to {logdir}", file=sys.stderr)
     return 128 - code if code < 0 else code
