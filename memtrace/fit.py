@@ -184,10 +184,10 @@ def _from_profile(trace: TraceData, allocator: str, index: int) -> TraceRequests
     frees[f_sorted] = a_sorted
     dropped = int(np.count_nonzero(~is_alloc & (counts == 1)))
     if not from_birth:
-        what = "profile" if trace.step is None else f"step {trace.step}"
+        what = "the profile" if trace.step is None else f"step {trace.step}"
         assumptions.append(
-            f"the {what} starts after the allocator's birth ({bytes_before:,} bytes were in use before its first "
-            f"event): the model starts from an empty allocator with only the {what}'s requests"
+            f"{what} starts after the allocator's birth ({bytes_before:,} bytes were in use before its first "
+            f"event): the model starts from an empty allocator with only {what}'s requests"
             + (f", and drops {dropped:,} frees of chunks allocated before it" if dropped else ""))
     ops = _op_codes(trace, nodes, is_alloc)
     return TraceRequests(
