@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -364,7 +364,7 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
             descending = reproduced.regions_descending
     result = fit_requests(found.requests, _options(limit, growth, gc, fraction, descending), allocator=allocator,
                           alternatives=alternatives, defaults=defaults.source)
-    return FitResult(**{**result.__dict__, "reproduced": reproduced, "assumptions": tuple(notes)})
+    return replace(result, reproduced=reproduced, assumptions=tuple(notes))
 
 
 def _options(limit: int | None, growth: bool, gc: bool, fraction: float, descending: bool) -> BFCOptions:
