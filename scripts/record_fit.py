@@ -377,8 +377,24 @@ def record(name: str, out: Path, scratch: Path, centre: int | None, budget: int)
         "boundary": boundary,
         "ladder": ladder,
     }
-    (out / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_evidence(out / f"{name}.json", result)
     print(f"{name}: boundary: {low} MiB out of memory, {high} MiB fits ({len(runs)} runs)", flush=True)
+
+
+def write_evidence(path: Path, result: dict[str, Any]) -> None:
+    """Write a program's JSON, small: later failures keep their request and the dump's numbers, not its chunks.
+
+    (``python -c 'import record_fit; record_fit.rewrite(PATH)'`` applies the same to a file written before.)
+    """
+    for run in result["ladder"]:
+        for later in run.get("later_failures", []):
+            for key in ("chunks", "regions"):
+                later["dump"].pop(key, None)
+    path.write_text(json.dumps(result, separators=(",", ":")) + "\n")
+
+
+def rewrite(path: str | Path) -> None:
+    write_evidence(Path(path), json.loads(Path(path).read_text()))
 
 
 def main() -> None:
