@@ -91,6 +91,9 @@ class BFCOptions:
     garbage_collection: bool = False
     fragmentation_fraction: float = 0.0  # 0: TF's default, split when the remainder is >= 128 MiB
     regions_descending: bool = False  # address order of regions (ties between equal free chunks)
+    # The address order of the first regions, as a trace showed it: region_order[r] is the rank of region r's
+    # address among them (0: the lowest). Regions made after them follow regions_descending, beyond all of them.
+    region_order: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.limit_bytes < 0:
@@ -99,6 +102,8 @@ class BFCOptions:
             raise ValueError(f"the limit is above what the model holds ({MAX_LIMIT_BYTES} bytes)")
         if not (0.0 <= self.fragmentation_fraction <= 1.0) or math.isnan(self.fragmentation_fraction):
             raise ValueError(f"the fragmentation fraction must be in [0, 1] (got {self.fragmentation_fraction})")
+        if sorted(self.region_order) != list(range(len(self.region_order))):
+            raise ValueError(f"the region order must rank the regions 0, 1, ... (got {self.region_order})")
 
     @property
     def max_internal_fragmentation_bytes(self) -> int:
@@ -372,7 +377,7 @@ def min_limit(requests: Requests, options: BFCOptions, granularity: int = MIB) -
 
 def _with_limit(options: BFCOptions, limit: int) -> BFCOptions:
     return BFCOptions(limit, options.allow_growth, options.garbage_collection, options.fragmentation_fraction,
-                      options.regions_descending)
+                      options.regions_descending, options.region_order)
 
 
 @dataclass(frozen=True)
@@ -422,13 +427,22 @@ class _Run:
         self._checkpoints = checkpoints
         self._replay()
 
+    def _slot(self, region: int) -> int:
+        """Where region ``region`` lies among the virtual slots: the known order first, then the direction."""
+        order, descending = self.options.region_order, self.options.regions_descending
+        known = len(order)
+        if region < known:  # ascending: slots 0..known-1; descending: just above every later region
+            return order[region] + (_REGION_SLOTS - known + 1 if descending else 0)
+        return _REGION_SLOTS - region if descending else region
+
     def _vbase(self, region: int) -> int:
-        slot = _REGION_SLOTS - region if self.options.regions_descending else region
-        return slot << _REGION_SHIFT
+        return self._slot(region) << _REGION_SHIFT
 
     def _region_of(self, vaddr: int) -> int:
-        slot = vaddr >> _REGION_SHIFT
-        return _REGION_SLOTS - slot if self.options.regions_descending else slot
+        return self._regions_by_slot()[vaddr >> _REGION_SHIFT]
+
+    def _regions_by_slot(self) -> dict[int, int]:
+        return {self._slot(r): r for r in range(len(self.region_rows))}
 
     def _replay(self) -> None:  # one loop, kept in one frame for speed
         opts = self.options
@@ -577,8 +591,12 @@ class _Run:
         table = np.array(self.records, dtype=np.int64).reshape(-1, 5)
         vaddr, rec_size, rec_in_use, rec_pool, rec_largest = table.T
         touched = vaddr >= 0
+        by_slot = self._regions_by_slot()
+        slots = np.array(sorted(by_slot), dtype=np.int64)
+        regions_in_slot_order = np.array([by_slot[int(v)] for v in slots] or [0], dtype=np.int64)
         slot = np.where(touched, vaddr >> _REGION_SHIFT, 0)
-        region = np.where(touched, _REGION_SLOTS - slot if self.options.regions_descending else slot, -1)
+        region = np.where(touched, regions_in_slot_order[np.searchsorted(slots, slot).clip(0, max(len(slots) - 1, 0))],
+                          -1)
         offset = np.where(touched, vaddr & _OFFSET_MASK, 0)
         row_of = {addr: row for row, addr in self.addr_of.items()}
         names = self.requests.op_names

@@ -265,6 +265,7 @@ class Reproduction:
     bytes_in_use_equal: int
     fragmentation_equal: int  # NaN equals NaN
     regions_descending: bool
+    region_order: tuple[int, ...]  # each region's address rank where neither ascending nor descending; () otherwise
     limit_bytes: int  # the limit the replay ran under
     first_difference: str | None
 
@@ -352,7 +353,7 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
     gc = defaults.garbage_collection if garbage_collection is None else garbage_collection
     fraction = 0.0 if fragmentation_fraction is None else fragmentation_fraction
     reproduced = None
-    descending = False
+    descending, order = False, tuple[int, ...]()
     notes = list(found.assumptions)
     if found.from_birth and found.addresses is not None:
         check_limit = recorded_limit if recorded_limit is not None else defaults.limit_bytes
@@ -361,15 +362,16 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
                          "self-check; give it with --recorded-limit")
         else:
             reproduced = reproduce(found, BFCOptions(check_limit, growth, gc, fraction))
-            descending = reproduced.regions_descending
-    result = fit_requests(found.requests, _options(limit, growth, gc, fraction, descending), allocator=allocator,
+            descending, order = reproduced.regions_descending, reproduced.region_order
+    result = fit_requests(found.requests, _options(limit, growth, gc, fraction, descending, order), allocator=allocator,
                           alternatives=alternatives, defaults=defaults.source)
     return replace(result, reproduced=reproduced, assumptions=tuple(notes))
 
 
-def _options(limit: int | None, growth: bool, gc: bool, fraction: float, descending: bool) -> BFCOptions:
+def _options(limit: int | None, growth: bool, gc: bool, fraction: float, descending: bool,
+             order: tuple[int, ...]) -> BFCOptions:
     try:
-        return BFCOptions(0 if limit is None else limit, growth, gc, fraction, descending)
+        return BFCOptions(0 if limit is None else limit, growth, gc, fraction, descending, order)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -405,24 +407,18 @@ def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = ""
 
 
 def _replace(options: BFCOptions, limit: int) -> BFCOptions:
-    return BFCOptions(limit, options.allow_growth, options.garbage_collection, options.fragmentation_fraction,
-                      options.regions_descending)
+    return replace(options, limit_bytes=limit)
 
 
 def _alternatives(requests: Requests, options: BFCOptions, given: bool) -> tuple[Alternative, ...]:
     changes = [
         ("garbage_collection " + ("off" if options.garbage_collection else "on"),
-         BFCOptions(options.limit_bytes, options.allow_growth, not options.garbage_collection,
-                    options.fragmentation_fraction, options.regions_descending)),
-        ("allow_growth " + ("off" if options.allow_growth else "on"),
-         BFCOptions(options.limit_bytes, not options.allow_growth, options.garbage_collection,
-                    options.fragmentation_fraction, options.regions_descending)),
+         replace(options, garbage_collection=not options.garbage_collection)),
+        ("allow_growth " + ("off" if options.allow_growth else "on"), replace(options, allow_growth=not options.allow_growth)),
     ]
     for fraction in (0.0, 0.01, 0.1):
         if fraction != options.fragmentation_fraction:
-            changes.append((f"fragmentation_fraction {fraction:g}",
-                            BFCOptions(options.limit_bytes, options.allow_growth, options.garbage_collection, fraction,
-                                       options.regions_descending)))
+            changes.append((f"fragmentation_fraction {fraction:g}", replace(options, fragmentation_fraction=fraction)))
     found = []
     for change, alt in changes:
         try:
@@ -463,23 +459,42 @@ def _failure(requests: Requests, sim: Simulation) -> Failure:
 # -- the self-check -----------------------------------------------------------------------------
 
 
+def learned_order(options: BFCOptions, bases: list[int]) -> BFCOptions:
+    """``options`` with the regions' address order the trace shows (``bases``: each region's address, in creation order)."""
+    steps = list(itertools.pairwise(bases))
+    down = sum(b < a for a, b in steps)
+    descending = bool(steps) and down * 2 > len(steps)
+    if all(b < a for a, b in steps) or all(b > a for a, b in steps):
+        order: tuple[int, ...] = ()
+    else:
+        ranks = np.argsort(np.argsort(np.array(bases, dtype=np.int64), kind="stable"), kind="stable")
+        order = tuple(int(r) for r in ranks)
+    return replace(options, regions_descending=descending, region_order=order)
+
+
+
 def reproduce(found: TraceRequests, options: BFCOptions) -> Reproduction:
     """Replay a from-birth profile and count the events whose chunk, bytes in use and fragmentation the model matches.
 
     Region bases come from the trace (a region's first chunk is the allocation that made it);
-    their address order is learned from the trace too: when the regions the trace made lie
-    at descending addresses, the replay is done again with ``regions_descending``.
+    their address order is learned from the trace too (it decides ties between equal free chunks
+    of different regions): ascending, descending (on CPU, mmap tended to put later regions lower),
+    or, where the trace shows neither (a first region in the heap, the next ones mmap'ed lower),
+    each region's rank, with later regions in the direction most of the trace's steps go. The
+    replay is done again under the order learned until the regions it makes stay the same.
     """
     assert found.addresses is not None and found.chunk_bytes is not None
     assert found.bytes_in_use is not None and found.fragmentation is not None
     sim = bfc.simulate(found.requests, options)
-    bases = [int(found.addresses[row]) for row in sim.region_rows]
-    descending = len(bases) > 1 and sum(b < a for a, b in itertools.pairwise(bases)) * 2 > len(bases) - 1
-    if descending != options.regions_descending:
-        options = BFCOptions(options.limit_bytes, options.allow_growth, options.garbage_collection,
-                             options.fragmentation_fraction, descending)
-        sim = bfc.simulate(found.requests, options)
+    for _ in range(4):
         bases = [int(found.addresses[row]) for row in sim.region_rows]
+        learned = learned_order(options, bases)
+        if learned == options:
+            break
+        options = learned
+        sim = bfc.simulate(found.requests, options)
+    bases = [int(found.addresses[row]) for row in sim.region_rows]
+    descending = options.regions_descending
     n = len(found.requests)
     done = len(sim.bytes_in_use)
     is_alloc = found.requests.is_alloc
@@ -516,5 +531,6 @@ def reproduce(found: TraceRequests, options: BFCOptions) -> Reproduction:
         allocations=int(np.count_nonzero(is_alloc)), addresses_equal=int(np.count_nonzero(addr_ok & is_alloc)),
         chunks_equal=int(np.count_nonzero(chunk_ok & is_alloc)), events=n,
         bytes_in_use_equal=int(np.count_nonzero(in_use_ok)), fragmentation_equal=int(np.count_nonzero(frag_ok)),
-        regions_descending=descending, limit_bytes=options.limit_bytes, first_difference=first,
+        regions_descending=descending, region_order=options.region_order, limit_bytes=options.limit_bytes,
+        first_difference=first,
     )

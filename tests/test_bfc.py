@@ -105,6 +105,19 @@ def test_ties_across_regions_follow_their_address_order(descending: bool, region
     assert (int(sim.region[-1]), int(sim.offset[-1])) == (region, offset)
 
 
+@pytest.mark.parametrize(("order", "region", "offset"), [((0, 2, 1), 0, 0), ((2, 0, 1), 1, 2 * MIB),
+                                                       ((1, 2, 0), 0, 0), ((2, 1, 0), 1, 2 * MIB)])
+def test_ties_across_regions_follow_a_learned_address_order(order: tuple[int, ...], region: int, offset: int) -> None:
+    # GIVEN regions of 2, 4 and 8 MiB: 2 MiB fills region 0; 2 MiB splits region 1 (2 MiB stay free at
+    # 2 MiB); 6 MiB takes region 2 whole (8 < 12 MiB and 2 MiB would remain, < 128 MiB); then the first
+    # freed and 2 MiB asked: two free chunks of 2 MiB tie, region 0 at 0 and region 1 at 2 MiB
+    events = seq(("a", 2 * MIB), ("a", 2 * MIB), ("a", 6 * MIB), ("f", 0), ("a", 2 * MIB))
+    sim = simulate(events, BFCOptions(64 * MIB, region_order=order))
+    assert [size for _, size in sim.regions] == [2 * MIB, 4 * MIB, 8 * MIB]
+    # THEN the chunk in the region whose address ranks lower wins, whatever the third region's rank
+    assert (int(sim.region[-1]), int(sim.offset[-1])) == (region, offset)
+
+
 def test_a_freed_chunk_merges_with_both_neighbours() -> None:
     # GIVEN 4 x 1024 B filling a 4096 B region, the 1st and 3rd freed, then the 2nd
     sim = simulate(seq(("a", 1024), ("a", 1024), ("a", 1024), ("a", 1024), ("f", 0), ("f", 2), ("f", 1)),
@@ -174,6 +187,8 @@ def test_a_limit_below_the_first_request_does_not_fit() -> None:
 
 
 def test_bad_options_are_refused() -> None:
+    with pytest.raises(ValueError, match="rank"):
+        BFCOptions(MIB, region_order=(0, 2))
     with pytest.raises(ValueError, match="negative"):
         BFCOptions(-1)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):

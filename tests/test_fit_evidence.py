@@ -5,7 +5,9 @@ birth under TF's default limit, and a ladder of ``TF_CPU_BFC_MEM_LIMIT_IN_MB`` r
 its "ran out of memory" line and ``MemoryDump`` state for each OOM). ``tests/test_fit_recorded.py``
 holds ``memtrace.bfc`` to every recorded program; this file holds ``memtrace fit``, the command and
 the analysis, to them: the self-check, the smallest limit against TF's own boundary, every ladder
-run's outcome and failing request.
+run's outcome and failing request. ``fixtures/fit/eager.1000mib.*`` (``scripts/record_nonmonotone.py``):
+TF's run of the eager program under 1,000 MiB, above its boundary, where the model says it runs out
+of memory again.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pytest
 import memtrace
 from memtrace.cli import main
 from memtrace.fit import fit
+from memtrace.read.oom import load_oom_dumps
 
 from .conftest import FIXTURES
 
@@ -52,6 +55,21 @@ def test_the_self_check_reproduces_every_event(name: str) -> None:
     assert result.requested_peak_bytes <= e["birth"]["counters"]["peak"]
 
 
+RUNS = [(name, run) for name in PROGRAMS for run in [evidence(name)["birth"], *evidence(name)["ladder"]]
+        if run["profile"]]
+
+
+@pytest.mark.parametrize(("name", "run"), RUNS, ids=[run["profile"] for _, run in RUNS])
+def test_every_recorded_run_is_reproduced_under_its_own_limit(name: str, run: dict[str, Any]) -> None:
+    # Completed runs and out-of-memory ones (the failed request left no event and changed nothing),
+    # whatever order the system gave the regions' addresses (the transformer at 12 MiB: the first in
+    # the heap, the next two mmap'ed lower, neither ascending nor descending).
+    trace = memtrace.load(FIT / run["profile"])
+    p = fit(trace, BFC, recorded_limit=run["limit_bytes"] or 65536 * MIB, alternatives=False).reproduced
+    assert p is not None and p.exact, (name, run["limit_mib"], p)
+    assert p.events == run["events"] and p.allocations == len(trace.outputs)
+
+
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_the_smallest_limit_is_tfs_own_boundary_and_every_ladder_run_is_predicted(name: str) -> None:
     e = evidence(name)
@@ -68,6 +86,37 @@ def test_the_smallest_limit_is_tfs_own_boundary_and_every_ladder_run_is_predicte
         f = result.failure
         if f is not None and (name in REPEATING or run["limit_mib"] == boundary["oom_mib"]):
             assert (f.request_bytes, f.op) == (run["failure"]["request_bytes"], run["failure"]["op"]), run["limit_mib"]
+
+
+@pytest.mark.parametrize("name", sorted(REPEATING))
+def test_under_tfs_failing_limit_the_state_is_tfs(name: str) -> None:
+    e = evidence(name)
+    for run in e["ladder"]:
+        if run["outcome"] != "oom":
+            continue
+        f = fit(birth(name), BFC, limit=run["limit_bytes"], alternatives=False).failure
+        dump = run["dump"]
+        assert f is not None and (f.in_use_bytes, f.largest_free_bytes, f.pool_bytes) == (
+            dump["in_use_bytes"], dump["largest_free_bytes"], dump["pool_bytes"])
+        assert f.free_bytes == dump["free_chunk_bytes"] + run["limit_bytes"] - dump["pool_bytes"]
+
+
+def test_fitting_is_not_monotone_and_tf_agrees() -> None:
+    # GIVEN the model's answer that 1,000 MiB, above the eager program's boundary, runs out again
+    result = fit(birth("eager"), BFC, limit=1000 * MIB, alternatives=False)
+    assert not result.fits and not result.monotone and result.counterexample is not None
+    f = result.failure
+    assert f is not None
+    # THEN TF, run under 1,000 MiB, ran out at that request, in that state (its log line and MemoryDump)
+    (logged,) = [d for d in load_oom_dumps(str(FIT / "eager.1000mib.log")) if d.request_bytes == f.request_bytes]
+    (dumped,) = load_oom_dumps(str(FIT / "eager.1000mib.memdump.pb"))
+    assert (f.request_bytes, f.op) == (logged.request_bytes, logged.op) == (314_570_752, "Fill")
+    assert f.in_use_bytes == dumped.stats.in_use_bytes == sum(c.size_bytes for c in dumped.chunks if c.in_use)
+    assert f.largest_free_bytes == max(c.size_bytes for c in dumped.chunks if not c.in_use) == 314_561_024
+    assert f.pool_bytes == sum(r.size_bytes for r in dumped.regions) == 1000 * MIB
+    ours = sorted((c.size_bytes, c.in_use, c.requested_bytes if c.in_use else None) for c in f.chunks)
+    theirs = sorted((c.size_bytes, c.in_use, c.requested_bytes) for c in dumped.chunks)
+    assert ours == theirs and f.verdict == "fragmentation"
 
 
 @pytest.mark.parametrize("name", PROGRAMS)

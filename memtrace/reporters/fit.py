@@ -53,6 +53,7 @@ def _reproduced_json(p: Reproduction) -> dict[str, Any]:
     return {"allocations": p.allocations, "addresses_equal": p.addresses_equal, "chunks_equal": p.chunks_equal,
             "events": p.events, "bytes_in_use_equal": p.bytes_in_use_equal,
             "fragmentation_equal": p.fragmentation_equal, "regions_descending": p.regions_descending,
+            "region_order": list(p.region_order),
             "limit_bytes": p.limit_bytes, "first_difference": p.first_difference}
 
 
@@ -114,8 +115,9 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
         out.write(f"  options not given are {r.defaults}\n")
     if r.reproduced is not None:
         p = r.reproduced
-        out.write(f"  self-check: {reproduction_line(p)} (replayed under {mib(p.limit_bytes)}, regions at "
-                  f"{'descending' if p.regions_descending else 'ascending'} addresses)\n")
+        order = ("ascending" if not p.regions_descending else "descending") + " addresses" if not p.region_order else (
+            "addresses ranked " + ", ".join(str(rank) for rank in p.region_order) + " as the profile shows")
+        out.write(f"  self-check: {reproduction_line(p)} (replayed under {mib(p.limit_bytes)}, regions at {order})\n")
         if p.first_difference:
             out.write(f"  first difference: {clean(p.first_difference)}\n")
     out.write(f"  smallest limit: {mib(r.min_limit_bytes)}"
