@@ -1,0 +1,502 @@
+"""A model of TensorFlow's BFC allocator: given a request sequence and options, what would it do?
+
+The allocator (``xla/tsl/framework/bfc_allocator.cc``, formerly ``tensorflow/tsl`` and
+``tensorflow/core/common_runtime``) is deterministic given the order of its requests, so
+replaying a step's requests answers, to the byte, where each chunk lands, how many bytes are in
+use, TF's fragmentation metric after each event, and which request (if any) runs out of memory.
+This module is a *mechanism*, not a trace: it takes :class:`Requests` and :class:`BFCOptions`
+and knows nothing of memtrace's readers or analyses.
+
+The rules (TF 2.x; where older versions differ it is said):
+
+- A request is rounded up to a multiple of 256 bytes (``kMinAllocationSize``); a 0-byte request
+  gets no memory (TF returns null and writes no event).
+- Free chunks sit in 21 bins ordered by (size, address); the search starts at the request's bin
+  and walks up, taking the first chunk large enough: the smallest free chunk that fits, the lowest
+  address on ties, across all regions (region address order decides ties between regions).
+- The chunk is split when it is at least twice the rounded request, or when the remainder would
+  be at least ``max_internal_fragmentation`` (128 MiB, or ``fragmentation_fraction`` x limit when
+  that option is above 0; the option appeared in 2022, and the earliest versions split only at
+  twice). The low part is handed out; unsplit, the whole chunk is, and bytes in use count it all.
+- A freed chunk merges with the next chunk if free, then the previous one, within its region.
+- Regions (``Extend``): ``available = floor256(limit - pool)``; a rounded request above that fails;
+  while it is above the current region size, the size doubles; the region is
+  ``min(size, available)`` (so the last one is cut to what the limit leaves); if the size did not
+  double for this request it doubles now, for the next region. The first size is
+  ``RoundedBytes(min(limit, 2 MiB))`` with ``allow_growth``, else the whole limit (one region). The
+  model assumes the device gives every region asked for (TF backs off to 0.9x when it does not).
+- Order of attempts: find a chunk; else extend and find; else, with ``garbage_collection``, free
+  every wholly free region (when that could make room: ``rounded <= limit - pool + their bytes``),
+  extend and find; else out of memory.
+- Statistics after every event, as TF's profiler writes them: bytes in use (whole chunks), pool
+  bytes, the largest free chunk, and ``fragmentation = (F - largest) / F`` with ``F = pool - in
+  use`` (NaN when F = 0). A free's event names the freed chunk as it was before merging.
+
+Not modelled: timestamped chunks (``GPUOptions.experimental.timestamped_allocator``, off by
+default), the sub-allocator refusing memory, and CPU's retry for frees from other threads.
+
+Speed: free chunks are one sorted Python list of integer keys ``size << 64 | address`` (the
+bins' order is exactly this order), searched with ``bisect``; chunks are found by address in
+dicts, so merging needs no linked lists. Regions get virtual base addresses far apart (``2**44``
+bytes), ascending or descending in creation order, so chunks of different regions never touch.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, insort
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+KIB, MIB = 1 << 10, 1 << 20
+MIN_ALLOCATION_BYTES = 256
+BIN_COUNT = 21
+DEFAULT_MAX_INTERNAL_FRAGMENTATION_BYTES = 128 * MIB
+INITIAL_GROWTH_REGION_BYTES = 2 * MIB
+# Virtual region bases: region r of a model starts at r << _REGION_SHIFT (ascending) or
+# (_REGION_SLOTS - r) << _REGION_SHIFT (descending). A region must be smaller than the spacing.
+_REGION_SHIFT = 44
+_REGION_SLOTS = (1 << 18) - 1  # regions a replay may make (garbage collection makes new ones)
+_OFFSET_MASK = (1 << _REGION_SHIFT) - 1
+_KEY_SHIFT = 80  # a free chunk's key: size << 80 | virtual address (virtual addresses stay below 2**63)
+_ADDRESS_MASK = (1 << _KEY_SHIFT) - 1
+MAX_LIMIT_BYTES = 1 << (_REGION_SHIFT - 1)  # 8 TiB: larger limits are refused
+
+IntArray = npt.NDArray[np.int64]
+Int32Array = npt.NDArray[np.int32]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
+
+def rounded_bytes(n: int) -> int:
+    """A request's size as BFC hands it out: up to a multiple of 256 bytes (``RoundedBytes``)."""
+    return (n + MIN_ALLOCATION_BYTES - 1) // MIN_ALLOCATION_BYTES * MIN_ALLOCATION_BYTES
+
+
+def bin_for_size(size_bytes: int) -> int:
+    """The bin a free chunk of this size sits in (``BinNumForSize``): ``min(20, floor(log2(max(size, 256) / 256)))``."""
+    return min(BIN_COUNT - 1, (max(size_bytes, MIN_ALLOCATION_BYTES) // MIN_ALLOCATION_BYTES).bit_length() - 1)
+
+
+@dataclass(frozen=True)
+class BFCOptions:
+    """The options that decide BFC's behaviour (``limit_bytes`` is TF's ``memory_limit``)."""
+
+    limit_bytes: int
+    allow_growth: bool = True
+    garbage_collection: bool = False
+    fragmentation_fraction: float = 0.0  # 0: TF's default, split when the remainder is >= 128 MiB
+    regions_descending: bool = False  # address order of regions (ties between equal free chunks)
+
+    def __post_init__(self) -> None:
+        if self.limit_bytes < 0:
+            raise ValueError(f"the limit must not be negative (got {self.limit_bytes} bytes)")
+        if self.limit_bytes > MAX_LIMIT_BYTES:
+            raise ValueError(f"the limit is above what the model holds ({MAX_LIMIT_BYTES} bytes)")
+        if not (0.0 <= self.fragmentation_fraction <= 1.0) or math.isnan(self.fragmentation_fraction):
+            raise ValueError(f"the fragmentation fraction must be in [0, 1] (got {self.fragmentation_fraction})")
+
+    @property
+    def max_internal_fragmentation_bytes(self) -> int:
+        """Split a chunk whose remainder reaches this, twice the request or not (TF truncates to int64)."""
+        if self.fragmentation_fraction > 0.0:
+            return int(self.fragmentation_fraction * self.limit_bytes)
+        return DEFAULT_MAX_INTERNAL_FRAGMENTATION_BYTES
+
+    @property
+    def initial_region_bytes(self) -> int:
+        """``curr_region_allocation_bytes_`` when the allocator is made."""
+        if self.allow_growth:
+            return rounded_bytes(min(self.limit_bytes, INITIAL_GROWTH_REGION_BYTES))
+        return rounded_bytes(self.limit_bytes)
+
+
+@dataclass(frozen=True, eq=False)
+class Requests:
+    """One row per event, in the order the allocator saw them.
+
+    A free names the row of the allocation it frees; a free whose allocation is not in the
+    sequence (``frees == -1`` on a free row) is ignored by the model.
+    """
+
+    is_alloc: BoolArray
+    requested_bytes: IntArray  # what the caller asked (allocations); 0 for frees
+    frees: IntArray  # for a free, the row of the allocation it frees; -1 for allocations
+    op: Int32Array  # code into op_names, -1 when unknown
+    time_ns: IntArray
+    op_names: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.is_alloc)
+
+    @classmethod
+    def from_events(cls, events: list[tuple[str, int]] | list[tuple[str, int, str]]) -> Requests:
+        """A sequence written by hand: ``("a", bytes[, op])`` allocates, ``("f", row)`` frees the allocation at row.
+
+        Times are the row numbers. Used by tests and by people trying the model out.
+        """
+        is_alloc, requested, frees, ops = [], [], [], []
+        names: dict[str, int] = {}
+        for event in events:
+            kind, value = event[0], int(event[1])
+            if kind == "a":
+                is_alloc.append(True)
+                requested.append(value)
+                frees.append(-1)
+                op = event[2] if len(event) > 2 else None  # type: ignore[misc]
+                ops.append(-1 if op is None else names.setdefault(str(op), len(names)))
+            elif kind == "f":
+                is_alloc.append(False)
+                requested.append(0)
+                frees.append(value)
+                ops.append(-1)
+            else:
+                raise ValueError(f"unknown event kind {kind!r} (use 'a' or 'f')")
+        return cls(np.array(is_alloc, dtype=np.bool_), np.array(requested, dtype=np.int64),
+                   np.array(frees, dtype=np.int64), np.array(ops, dtype=np.int32),
+                   np.arange(len(is_alloc), dtype=np.int64), tuple(names))
+
+    def peak_rounded_live_bytes(self) -> int:
+        """The most rounded bytes alive at once: no limit below it can fit, whatever the allocator does."""
+        sizes = np.where(self.is_alloc, (self.requested_bytes + 255) // 256 * 256, 0)
+        freed = (~self.is_alloc) & (self.frees >= 0)
+        delta = sizes.copy()
+        delta[freed] = -sizes[self.frees[freed]]
+        return int(max(0, np.cumsum(delta).max(initial=0)))
+
+
+@dataclass(frozen=True)
+class ChunkState:
+    """One chunk of the allocator's map: a block handed out (``in_use``) or free."""
+
+    region: int
+    offset: int  # within its region
+    size_bytes: int
+    in_use: bool
+    requested_bytes: int  # 0 for a free chunk
+    op: str  # the op that allocated it; "" for a free chunk or an unknown op
+    row: int  # the allocation's row; -1 for a free chunk
+
+
+@dataclass(frozen=True, eq=False)
+class Simulation:
+    """What the allocator did with a request sequence.
+
+    Per-event columns cover the events the allocator completed (all of them when it fits, those
+    before ``failed_at`` when not). ``regions`` and ``chunks`` are its map at the failure (before
+    the failing request) or at the end. ``region_rows[r]`` is the row whose request made region r.
+    """
+
+    options: BFCOptions
+    fits: bool
+    failed_at: int | None
+    region: Int32Array  # -1 for an event that touched no chunk (a 0-byte request, an unknown free)
+    offset: IntArray
+    chunk_bytes: IntArray
+    bytes_in_use: IntArray
+    pool_bytes: IntArray
+    largest_free_bytes: IntArray
+    peak_in_use_bytes: int
+    regions: tuple[tuple[int, int], ...]  # (region, size_bytes), in creation order, the live ones
+    chunks: tuple[ChunkState, ...]  # by region (creation order), then offset
+    region_rows: tuple[int, ...] = field(default=())
+    max_pool_bytes: int = 0
+
+    @property
+    def fragmentation(self) -> FloatArray:
+        """TF's metric after each event: (free - largest free) / free, NaN when nothing is free."""
+        free = (self.pool_bytes - self.bytes_in_use).astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (free - self.largest_free_bytes.astype(np.float64)) / free
+
+    @property
+    def in_use_bytes(self) -> int:
+        """Bytes in use at the failure, or at the end."""
+        return sum(c.size_bytes for c in self.chunks if c.in_use)
+
+    @property
+    def pool_total_bytes(self) -> int:
+        return sum(size for _, size in self.regions)
+
+    @property
+    def largest_free_chunk_bytes(self) -> int:
+        return max((c.size_bytes for c in self.chunks if not c.in_use), default=0)
+
+    @property
+    def free_bytes(self) -> int:
+        """Free chunks plus the room the pool may still grow into (limit - pool), as ``memtrace oom`` counts."""
+        free_in_pool = sum(c.size_bytes for c in self.chunks if not c.in_use)
+        return free_in_pool + max(0, self.options.limit_bytes - self.pool_total_bytes)
+
+
+class _Failure(Exception):
+    pass
+
+
+def simulate(requests: Requests, options: BFCOptions) -> Simulation:
+    """Replay ``requests`` through a BFC allocator with ``options``; stops at the first request that fails."""
+    return _Run(requests, options, record=True).simulation()
+
+
+def fits(requests: Requests, options: BFCOptions) -> bool:
+    """Whether every request is served (a replay that records nothing, for searching limits)."""
+    return _Run(requests, options, record=False).failed_at is None
+
+
+@dataclass(frozen=True)
+class LimitSearch:
+    """The smallest limit found, and whether the limits tried say fitting is monotone in the limit."""
+
+    limit_bytes: int
+    monotone: bool
+    tried: tuple[tuple[int, bool], ...]  # (limit, fits) for every limit replayed, in order
+
+
+def search_min_limit(requests: Requests, options: BFCOptions, granularity: int = MIB,
+                     extra_probes: int = 8) -> LimitSearch:
+    """The smallest multiple of ``granularity`` under which every request is served, by bisection.
+
+    The lower bound is the most rounded bytes ever alive at once (no allocator fits below it); the
+    upper bound doubles until a limit fits. Bisection assumes fitting is monotone in the limit; it
+    need not be (a different last region or split threshold changes later choices), so
+    ``extra_probes`` more limits between the answer and the upper bound are replayed too, and any
+    limit tried that contradicts monotony is reported (``monotone`` False).
+    """
+    if granularity <= 0:
+        raise ValueError("the granularity must be positive")
+    tried: list[tuple[int, bool]] = []
+
+    def check(units: int) -> bool:
+        ok = fits(requests, _with_limit(options, units * granularity))
+        tried.append((units * granularity, ok))
+        return ok
+
+    lo = max(0, -(-requests.peak_rounded_live_bytes() // granularity) - 1)  # known (or assumed) not to fit
+    hi = max(lo + 1, 1)
+    while not check(hi):
+        lo = hi
+        if hi * granularity * 2 > MAX_LIMIT_BYTES:
+            raise ValueError("no limit the model holds fits these requests")
+        hi *= 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if check(mid):
+            hi = mid
+        else:
+            lo = mid
+    top = max(limit for limit, ok in tried if ok) // granularity
+    if extra_probes and top > hi + 1:
+        step = max(1, (top - hi) // (extra_probes + 1))
+        for units in range(hi + step, top, step)[:extra_probes]:
+            check(units)
+    answer = hi * granularity
+    monotone = all(ok == (limit >= answer) for limit, ok in tried if limit > 0)
+    return LimitSearch(answer, monotone, tuple(tried))
+
+
+def min_limit(requests: Requests, options: BFCOptions, granularity: int = MIB) -> int:
+    """The smallest limit, a multiple of ``granularity`` (TF's options take MiB), under which the sequence fits."""
+    return search_min_limit(requests, options, granularity).limit_bytes
+
+
+def _with_limit(options: BFCOptions, limit: int) -> BFCOptions:
+    return BFCOptions(limit, options.allow_growth, options.garbage_collection, options.fragmentation_fraction,
+                      options.regions_descending)
+
+
+class _Run:
+    """One replay. The state lives in locals of :meth:`_replay` for speed; what is left is kept here."""
+
+    def __init__(self, requests: Requests, options: BFCOptions, record: bool) -> None:
+        self.requests = requests
+        self.options = options
+        self.record = record
+        self.failed_at: int | None = None
+        self._replay()
+
+    def _vbase(self, region: int) -> int:
+        slot = _REGION_SLOTS - region if self.options.regions_descending else region
+        return slot << _REGION_SHIFT
+
+    def _region_of(self, vaddr: int) -> int:
+        slot = vaddr >> _REGION_SHIFT
+        return _REGION_SLOTS - slot if self.options.regions_descending else slot
+
+    def _replay(self) -> None:  # one loop, kept in one frame for speed
+        opts = self.options
+        limit = opts.limit_bytes
+        growth_size = opts.initial_region_bytes
+        max_frag = opts.max_internal_fragmentation_bytes
+        gc = opts.garbage_collection
+        is_alloc = self.requests.is_alloc.tolist()
+        requested = self.requests.requested_bytes.tolist()
+        frees = self.requests.frees.tolist()
+        shift, amask = _KEY_SHIFT, _ADDRESS_MASK
+        keys: list[int] = []  # free chunks, size << 80 | vaddr, sorted: the bins' order
+        free_size: dict[int, int] = {}  # vaddr -> size of a free chunk
+        free_start: dict[int, int] = {}  # end vaddr -> start vaddr of a free chunk
+        used: dict[int, int] = {}  # vaddr -> size of a chunk in use
+        addr_of: dict[int, int] = {}  # allocation row -> vaddr, while in use
+        regions: dict[int, int] = {}  # region -> size, the live ones
+        region_rows: list[int] = []
+        pool = in_use = peak = max_pool = 0
+        record = self.record
+        rec_addr: list[int] = []
+        rec_size: list[int] = []
+        rec_in_use: list[int] = []
+        rec_pool: list[int] = []
+        rec_largest: list[int] = []
+        vbase = self._vbase
+
+        for row in range(len(is_alloc)):
+            if is_alloc[row]:
+                req = requested[row]
+                if req <= 0:
+                    if record:
+                        rec_addr.append(-1)
+                        rec_size.append(0)
+                        rec_in_use.append(in_use)
+                        rec_pool.append(pool)
+                        rec_largest.append(keys[-1] >> shift if keys else 0)
+                    continue
+                rounded = (req + 255) & ~255
+                i = bisect_left(keys, rounded << shift)
+                if i == len(keys):
+                    # Extend: a new region, if the limit leaves room.
+                    made = False
+                    for attempt in (0, 1):
+                        available = (limit - pool) & ~255
+                        if rounded <= available:
+                            grew = False
+                            while rounded > growth_size:
+                                growth_size *= 2
+                                grew = True
+                            size = min(available, growth_size)
+                            if not grew:
+                                growth_size *= 2
+                            r = len(region_rows)
+                            if r >= _REGION_SLOTS:
+                                raise ValueError("the replay made more regions than the model holds")
+                            region_rows.append(row)
+                            regions[r] = size
+                            base = vbase(r)
+                            pool += size
+                            max_pool = max(max_pool, pool)
+                            free_size[base] = size
+                            free_start[base + size] = base
+                            insort(keys, (size << shift) | base)
+                            made = True
+                            break
+                        if attempt or not gc:
+                            break
+                        # Garbage collection: free every wholly free region, if that could make room.
+                        empty = [(r, s) for r, s in regions.items() if free_size.get(vbase(r)) == s]
+                        freed_total = sum(s for _, s in empty)
+                        if not freed_total or rounded > limit - pool + freed_total:
+                            break
+                        for r, s in empty:
+                            base = vbase(r)
+                            keys.pop(bisect_left(keys, (s << shift) | base))
+                            del free_size[base]
+                            del free_start[base + s]
+                            del regions[r]
+                            pool -= s
+                    if not made:
+                        self.failed_at = row
+                        break
+                    i = bisect_left(keys, rounded << shift)
+                key = keys.pop(i)
+                size = key >> shift
+                addr = key & amask
+                del free_size[addr]
+                end = addr + size
+                if size >= 2 * rounded or size - rounded >= max_frag:
+                    rest = addr + rounded
+                    free_size[rest] = size - rounded
+                    free_start[end] = rest
+                    insort(keys, ((size - rounded) << shift) | rest)
+                    size = rounded
+                else:
+                    del free_start[end]
+                used[addr] = size
+                addr_of[row] = addr
+                in_use += size
+                if in_use > peak:  # noqa: PLR1730 - a call to max() costs more in this loop
+                    peak = in_use
+                if record:
+                    rec_addr.append(addr)
+                    rec_size.append(size)
+                    rec_in_use.append(in_use)
+                    rec_pool.append(pool)
+                    rec_largest.append(keys[-1] >> shift if keys else 0)
+            else:
+                addr = addr_of.pop(frees[row], -1)
+                if addr < 0:  # an allocation before the sequence, or a 0-byte one
+                    if record:
+                        rec_addr.append(-1)
+                        rec_size.append(0)
+                        rec_in_use.append(in_use)
+                        rec_pool.append(pool)
+                        rec_largest.append(keys[-1] >> shift if keys else 0)
+                    continue
+                size = used.pop(addr)
+                in_use -= size
+                start, end = addr, addr + size
+                after = free_size.pop(end, 0)
+                if after:
+                    keys.pop(bisect_left(keys, (after << shift) | end))
+                    del free_start[end + after]
+                    end += after
+                before = free_start.pop(addr, -1)
+                if before >= 0:
+                    keys.pop(bisect_left(keys, (free_size.pop(before) << shift) | before))
+                    start = before
+                free_size[start] = end - start
+                free_start[end] = start
+                insort(keys, ((end - start) << shift) | start)
+                if record:
+                    rec_addr.append(addr)
+                    rec_size.append(size)
+                    rec_in_use.append(in_use)
+                    rec_pool.append(pool)
+                    rec_largest.append(keys[-1] >> shift if keys else 0)
+
+        self.peak = peak
+        self.max_pool = max_pool
+        self.region_rows = tuple(region_rows)
+        self.regions = dict(regions)
+        self.used = used
+        self.free_size = free_size
+        self.addr_of = addr_of
+        self.columns = (rec_addr, rec_size, rec_in_use, rec_pool, rec_largest)
+
+    def simulation(self) -> Simulation:
+        rec_addr, rec_size, rec_in_use, rec_pool, rec_largest = self.columns
+        vaddr = np.array(rec_addr, dtype=np.int64) if rec_addr else np.zeros(0, dtype=np.int64)
+        touched = vaddr >= 0
+        slot = np.where(touched, vaddr >> _REGION_SHIFT, 0)
+        region = np.where(touched, _REGION_SLOTS - slot if self.options.regions_descending else slot, -1)
+        offset = np.where(touched, vaddr & _OFFSET_MASK, 0)
+        row_of = {addr: row for row, addr in self.addr_of.items()}
+        names = self.requests.op_names
+        ops = self.requests.op
+        requested = self.requests.requested_bytes
+        chunks = []
+        for addr, size in self.used.items():
+            row = row_of[addr]
+            code = int(ops[row])
+            chunks.append(ChunkState(self._region_of(addr), addr & _OFFSET_MASK, size, True, int(requested[row]),
+                                     names[code] if 0 <= code < len(names) else "", row))
+        for addr, size in self.free_size.items():
+            chunks.append(ChunkState(self._region_of(addr), addr & _OFFSET_MASK, size, False, 0, "", -1))
+        chunks.sort(key=lambda c: (c.region, c.offset))
+        return Simulation(
+            options=self.options, fits=self.failed_at is None, failed_at=self.failed_at,
+            region=region.astype(np.int32), offset=offset.astype(np.int64),
+            chunk_bytes=np.array(rec_size, dtype=np.int64), bytes_in_use=np.array(rec_in_use, dtype=np.int64),
+            pool_bytes=np.array(rec_pool, dtype=np.int64), largest_free_bytes=np.array(rec_largest, dtype=np.int64),
+            peak_in_use_bytes=self.peak, regions=tuple(sorted(self.regions.items())), chunks=tuple(chunks),
+            region_rows=self.region_rows, max_pool_bytes=self.max_pool,
+        )
