@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import memtrace
+from memtrace import bfc
 from memtrace.cli import main
 from memtrace.read._proto import xplane_pb2 as pb
 
@@ -140,3 +141,61 @@ def test_a_tensorflow_profile_has_no_note(capsys: pytest.CaptureFixture[str]) ->
     assert "ops-unknown" not in capsys.readouterr().out
     assert not [o for o in memtrace.load(keras).oddities if o.kind == "ops-unknown"]
     assert np.all(memtrace.load(keras).outputs.node >= 0)
+
+
+# -- the allocator model (memtrace.bfc) against XLA's own allocator on a real GPU -----------------------
+
+
+def _requests(events: list[dict[str, object]]) -> bfc.Requests:
+    """The allocator's requests in the order it saw them; a free names the allocation at its address."""
+    is_alloc = np.array([bool(e["alloc"]) for e in events])
+    requested = np.array([int(e["requested_bytes"]) if e["alloc"] else 0 for e in events], dtype=np.int64)  # type: ignore[call-overload]
+    frees = np.full(len(events), -1, dtype=np.int64)
+    live: dict[int, int] = {}
+    for row, e in enumerate(events):
+        if e["alloc"]:
+            live[int(e["addr"])] = row  # type: ignore[call-overload]
+        else:
+            frees[row] = live.pop(int(e["addr"]))  # type: ignore[call-overload]
+    times = np.array([int(e["time_ps"]) // 1000 for e in events], dtype=np.int64)  # type: ignore[call-overload]
+    return bfc.Requests(is_alloc, requested, frees, np.full(len(events), -1, dtype=np.int32), times)
+
+
+def _six_digits(values: np.ndarray) -> np.ndarray:
+    # XLA's TraceMe writes a double stat as text with six significant digits (absl's StrCat), so
+    # the profile's fragmentation values are the allocator's rounded that way.
+    return np.array([float(f"{value:.6g}") for value in values])
+
+
+def test_the_model_reproduces_xlas_allocator_on_an_h100() -> None:
+    # GIVEN the GPU allocator's events from its birth (the first event's bytes in use are its own chunk)
+    events = _raw_events("GPU_0_bfc")
+    assert events[0]["bytes_allocated"] == events[0]["allocation_bytes"]
+    # AND XLA's defaults: preallocated, one region of the limit (bytes available + in use), no growth
+    limit = int(events[0]["bytes_available"]) + int(events[0]["bytes_allocated"])  # type: ignore[call-overload]
+    assert limit == 63_763_906_560
+    # WHEN the model replays the requests
+    sim = bfc.simulate(_requests(events), bfc.BFCOptions(limit_bytes=limit, allow_growth=False))
+    # THEN it fits in one region of the limit, every chunk at the address XLA gave it (the region
+    # starts at the first chunk: one preallocated region hands its start out first)
+    assert sim.fits and sim.regions == ((0, limit),)
+    is_alloc = np.array([bool(e["alloc"]) for e in events])
+    addresses = np.array([int(e["addr"]) for e in events]) - int(events[0]["addr"])  # type: ignore[call-overload]
+    assert int(is_alloc.sum()) == 80
+    assert (sim.offset[is_alloc] == addresses[is_alloc]).sum() == 80
+    assert (sim.offset == addresses).sum() == 157  # a free names the chunk it frees
+    # AND every chunk size, bytes in use and fragmentation value after each of the 157 events
+    assert sim.chunk_bytes.tolist() == [int(e["allocation_bytes"]) for e in events]  # type: ignore[call-overload]
+    assert sim.bytes_in_use.tolist() == [int(e["bytes_allocated"]) for e in events]  # type: ignore[call-overload]
+    theirs = np.array([float(e["fragmentation"]) for e in events])  # type: ignore[arg-type]
+    assert (_six_digits(sim.fragmentation) == theirs).sum() == 157
+    assert sim.peak_in_use_bytes == max(int(e["peak_bytes_in_use"]) for e in events) == 184_549_632  # type: ignore[call-overload]
+
+
+def test_with_growth_the_model_places_chunks_elsewhere() -> None:
+    # (the comparison above can fail: growth on makes regions of 2 MiB, 4 MiB, ... and other addresses)
+    events = _raw_events("GPU_0_bfc")
+    limit = int(events[0]["bytes_available"]) + int(events[0]["bytes_allocated"])  # type: ignore[call-overload]
+    sim = bfc.simulate(_requests(events), bfc.BFCOptions(limit_bytes=limit, allow_growth=True))
+    addresses = np.array([int(e["addr"]) for e in events]) - int(events[0]["addr"])  # type: ignore[call-overload]
+    assert len(sim.regions) > 1 and (sim.offset == addresses).sum() < 157
