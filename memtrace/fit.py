@@ -462,7 +462,8 @@ def reproduce(found: TraceRequests, options: BFCOptions) -> Reproduction:
     theirs = found.fragmentation[:done]
     ours = sim.fragmentation
     frag_ok = np.zeros(n, dtype=np.bool_)
-    frag_ok[:done] = (ours == theirs) | (np.isnan(ours) & np.isnan(theirs))
+    # The profiler writes a double stat as text with six significant digits (TraceMe), as compared here.
+    frag_ok[:done] = (np.array([float(f"{v:.6g}") for v in ours.tolist()]) == theirs) | (np.isnan(ours) & np.isnan(theirs))
     first = None
     wrong = np.flatnonzero(~((addr_ok & chunk_ok) | ~is_alloc) | ~in_use_ok | ~frag_ok)
     if len(wrong):

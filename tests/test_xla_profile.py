@@ -199,3 +199,20 @@ def test_with_growth_the_model_places_chunks_elsewhere() -> None:
     sim = bfc.simulate(_requests(events), bfc.BFCOptions(limit_bytes=limit, allow_growth=True))
     addresses = np.array([int(e["addr"]) for e in events]) - int(events[0]["addr"])  # type: ignore[call-overload]
     assert len(sim.regions) > 1 and (sim.offset == addresses).sum() < 157
+
+
+def test_fit_checks_itself_on_xlas_allocator(trace: memtrace.Trace) -> None:
+    # the same check through memtrace.fit: the trace's requests (requests_for) and its self-check
+    from memtrace.fit import fit, requests_for
+
+    events = _raw_events("GPU_0_bfc")
+    limit = int(events[0]["bytes_available"]) + int(events[0]["bytes_allocated"])  # type: ignore[call-overload]
+    found = requests_for(trace, "GPU_0_bfc")
+    assert found.from_birth and len(found.requests) == 157 and found.assumptions == ()
+    # XLA's GPU allocator: preallocated (no growth), no garbage collection
+    result = fit(trace, "GPU_0_bfc", recorded_limit=limit, allow_growth=False, garbage_collection=False)
+    r = result.reproduced
+    assert r is not None and r.first_difference is None
+    assert (r.allocations, r.addresses_equal, r.chunks_equal) == (80, 80, 80)
+    assert (r.events, r.bytes_in_use_equal, r.fragmentation_equal) == (157, 157, 157)
+    assert result.fits
