@@ -25,6 +25,7 @@ What a trace gives:
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 
@@ -63,6 +64,23 @@ def gpu_limit_bytes(free_bytes: int, compute_capability_major: int) -> int:
     """TF's GPU allocator limit on a card with ``free_bytes`` free: free minus the reserve (when the reserve is smaller)."""
     reserve = gpu_reserve_bytes(free_bytes, compute_capability_major)
     return free_bytes - reserve if reserve < free_bytes else free_bytes
+
+
+def parse_compute_capability(text: str) -> int:
+    """``"8.0"`` or ``"8"`` -> 8 (the major version is what TF's reserve depends on); a UsageError otherwise."""
+    match = re.fullmatch(r"\s*(\d{1,3})(?:\.\d{1,3})?\s*", text)
+    if match is None:
+        raise UsageError(f"not a compute capability: {text!r} (write e.g. 8.0 or 7.5)")
+    return int(match.group(1))
+
+
+def bfc_allocators(trace: TraceData) -> list[str]:
+    """The allocators ``fit`` looks at by default: every one of a profile (only BFC allocators write
+    its events), else those named like BFC (``GPU_0_bfc``, ``bfc_cpu_allocator_for_gpu``) that left records."""
+    if trace.message == "XSpace":
+        return list(trace.allocators)
+    have_records = set(np.unique(trace.records.allocator).tolist())
+    return [name for index, name in enumerate(trace.allocators) if "bfc" in name.lower() and index in have_records]
 
 
 @dataclass(frozen=True)
@@ -146,8 +164,8 @@ def _from_profile(trace: TraceData, allocator: str, index: int) -> TraceRequests
     frees = np.full(n, -1, dtype=np.int64)
     freed_allocs = np.flatnonzero(is_alloc & (counts == 2))
     paired_frees = np.flatnonzero(~is_alloc & (counts == 0))
-    free_time = trace.records.time_ns[offsets[rows[freed_allocs]] + 1]
-    time_ns = trace.nodes.start_ns[nodes].astype(np.int64)
+    free_time = trace.records.time_ns[offsets[rows[freed_allocs]] + 1] - trace.step_start_ns
+    time_ns = trace.nodes.start_ns[nodes].astype(np.int64) - trace.step_start_ns
     a_order = np.lexsort((freed_allocs, size[freed_allocs], free_time))
     f_order = np.lexsort((paired_frees, size[paired_frees], time_ns[paired_frees]))
     a_sorted, f_sorted = freed_allocs[a_order], paired_frees[f_order]
@@ -209,7 +227,7 @@ def _from_records(trace: TraceData, allocator: str) -> TraceRequests:
         notes.append(f"{guessed:,} of the allocations match no output, so their chunk size (from allocation_records) "
                      "stands for the request")
     return TraceRequests(allocator=allocator, requests=Requests(is_alloc, requested, frees, ops[0],
-                         allocations.time_ns.astype(np.int64), ops[1]),
+                         allocations.time_ns.astype(np.int64) - trace.step_start_ns, ops[1]),
                          source="records", from_birth=False, bytes_before=0, dropped_frees=dropped,
                          assumptions=tuple(notes))
 
@@ -295,7 +313,9 @@ class FitResult:
     defaults: str  # whose defaults filled in the options not given
     fits: bool
     min_limit_bytes: int
-    monotone: bool  # False when a limit tried above the smallest failed (or one below fitted)
+    monotone: bool  # False when a limit tried above the smallest failed
+    counterexample: tuple[int, int] | None  # (a limit that fails, a smaller one that fits), when not monotone
+    below_step_bytes: int  # the limits below the smallest were tried every this many bytes (1 MiB: all of them)
     peak_in_use_bytes: int  # under the limit given, else under the smallest limit
     pool_bytes: int  # the largest pool under that limit
     lost_bytes: int  # the smallest limit minus the peak in use at it: lost to fragmentation and rounding
@@ -315,7 +335,7 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
 
     Options left None take TF's defaults for the allocator (:func:`defaults_for`).
     ``recorded_limit`` is the limit the trace was recorded under, for the self-check (default:
-    ``limit``, else TF's default for the allocator; for a GPU without either, no self-check).
+    TF's default for the allocator; for a GPU, which has none, no self-check without it).
     """
     found = requests_for(trace, allocator)
     defaults = defaults_for(allocator)
@@ -326,7 +346,7 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
     descending = False
     notes = list(found.assumptions)
     if found.from_birth and found.addresses is not None:
-        check_limit = recorded_limit if recorded_limit is not None else limit if limit is not None else defaults.limit_bytes
+        check_limit = recorded_limit if recorded_limit is not None else defaults.limit_bytes
         if check_limit is None:
             notes.append("the limit this profile was recorded under is unknown (a GPU's depends on the card): no "
                          "self-check; give it with --recorded-limit")
@@ -364,6 +384,7 @@ def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = ""
         options=FitOptions(options.limit_bytes if given else None, options.allow_growth, options.garbage_collection,
                            options.fragmentation_fraction),
         defaults=defaults, fits=sim.fits, min_limit_bytes=search.limit_bytes, monotone=search.monotone,
+        counterexample=search.counterexample(), below_step_bytes=search.below_step * bfc.MIB,
         peak_in_use_bytes=sim.peak_in_use_bytes, pool_bytes=sim.max_pool_bytes,
         lost_bytes=search.limit_bytes - at_min.peak_in_use_bytes,
         requested_peak_bytes=requests.peak_rounded_live_bytes(), events=len(requests),
@@ -412,7 +433,7 @@ def _failure(requests: Requests, sim: Simulation) -> Failure:
             Chunk(c.offset, c.size_bytes, c.in_use, c.requested_bytes if c.in_use else None, None, c.op or None))
     dump = OomDump(path="", source="model", line=None, allocator=None, request_bytes=rounded, op=op or None,
                    regions=tuple(Region(size, tuple(by_region.get(r, ()))) for r, size in sim.regions),
-                   limit_bytes=sim.options.limit_bytes)
+                   limit_bytes=sim.options.limit_bytes, pool_bytes_reported=sim.pool_total_bytes, sum_in_use_bytes=sim.in_use_bytes)
     event = analyse(dump)
     return Failure(
         row=row, op=op, requested_bytes=requested, request_bytes=rounded, time_ns=int(requests.time_ns[row]),
@@ -438,7 +459,7 @@ def reproduce(found: TraceRequests, options: BFCOptions) -> Reproduction:
     assert found.bytes_in_use is not None and found.fragmentation is not None
     sim = bfc.simulate(found.requests, options)
     bases = [int(found.addresses[row]) for row in sim.region_rows]
-    descending = len(bases) > 1 and sum(b < a for a, b in zip(bases, bases[1:])) * 2 > len(bases) - 1
+    descending = len(bases) > 1 and sum(b < a for a, b in itertools.pairwise(bases)) * 2 > len(bases) - 1
     if descending != options.regions_descending:
         options = BFCOptions(options.limit_bytes, options.allow_growth, options.garbage_collection,
                              options.fragmentation_fraction, descending)
