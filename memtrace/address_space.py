@@ -18,7 +18,6 @@ import numpy as np
 from . import bfc
 from .model import TraceData
 
-
 LARGE_LIMIT_BYTES = 64 << 30  # TF's CPU default: a limit no step here comes near
 
 

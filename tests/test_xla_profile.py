@@ -108,7 +108,7 @@ def test_frag_holds_the_allocators_own_metric_and_the_live_chunks(trace: memtrac
     assert not moment.external.holes  # the six chunks sit side by side from the region's start
 
 
-@pytest.mark.parametrize("command", ["peak", "timeline", "frag", "ops"])
+@pytest.mark.parametrize("command", ["peak", "timeline", "frag", "ops", "fit"])
 def test_every_report_says_the_ops_are_unknown(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([command, str(JAX)]) == 0
     text = capsys.readouterr().out

@@ -5,12 +5,13 @@ own (the space between regions is not drawn: it is not the allocator's). Every c
 from its allocation to its free, coloured by layer (the op's name scope) where names have scopes,
 else by op; what no box covers is free (holes, light grey). The peak (the first event at the most
 bytes in use) is a dashed line; a failed request is a red line, with the request drawn at the
-same scale beside the regions. Every name from a trace goes through :func:`~.html.esc`; a picture
+same scale beside the regions. Every name from a trace goes through :func:`esc`; a picture
 of many chunks keeps the largest (by bytes times events) and says how many it left out.
 """
 
 from __future__ import annotations
 
+import html
 import zlib
 from collections import Counter
 from typing import IO
@@ -18,7 +19,7 @@ from typing import IO
 from .. import __version__
 from ..address_space import AddressSpace, Box
 from ..units import format_bytes
-from .html import esc
+from .common import clean
 
 WIDTH, HEIGHT = 900, 420  # the plot, in SVG user units
 LEFT, RIGHT, TOP, BOTTOM = 110, 60, 40, 40
@@ -26,6 +27,12 @@ BAND_GAP = 10  # between two regions' bands
 MAX_BOXES = 20_000
 LEGEND = 12
 OTHER = "#9ca3af"
+
+
+def esc(text: str) -> str:
+    """A name from a trace, safe in HTML text and attribute values (as :func:`.html.esc`; the page
+    that embeds this picture imports this module, so it cannot import that one)."""
+    return html.escape(clean(text), quote=True)
 
 
 def group_of(op: str, by_layer: bool) -> str:
@@ -82,7 +89,7 @@ def svg(space: AddressSpace) -> str:
     scale_h = room / sum(heights) if sum(heights) else 1.0
     heights = [h * scale_h for h in heights]
     band: dict[int, tuple[float, float, int]] = {}  # region -> (bottom y, height, size)
-    y = TOP + HEIGHT
+    y: float = TOP + HEIGHT
     for (region, size), h in zip(regions, heights):
         band[region] = (y, h, size)
         y -= h + BAND_GAP
@@ -90,9 +97,9 @@ def svg(space: AddressSpace) -> str:
     def x(event: float) -> float:
         return LEFT + WIDTH * event / last
 
-    parts = [f'<svg class="address-space" viewBox="0 0 {LEFT + WIDTH + RIGHT} {TOP + HEIGHT + BOTTOM}" '
-             f'role="img" aria-label="address space of {esc(space.allocator)} over time" '
-             'xmlns="http://www.w3.org/2000/svg">\n']
+    parts = [(f'<svg class="address-space" viewBox="0 0 {LEFT + WIDTH + RIGHT} {TOP + HEIGHT + BOTTOM}" '
+              f'role="img" aria-label="address space of {esc(space.allocator)} over time" '
+              'xmlns="http://www.w3.org/2000/svg">\n')]
     for region, size in regions:
         bottom, h, _ = band[region]
         parts.append(f'<rect class="free" x="{LEFT}" y="{bottom - h:.2f}" width="{WIDTH}" height="{h:.2f}" '
