@@ -93,7 +93,7 @@ def test_fit_html_draws_every_chunk_the_peak_and_the_failure(tmp_path: Path) -> 
     # the 50 MiB run under 49 MiB: TensorFlow ran out there (fixtures/oom/cpu_regions_49mib.log)
     assert main(["fit", str(OOM50), "--limit", "49MiB", "--html", "-o", str(page)]) == 1
     dom = Page(page.read_text())
-    [svg] = dom.find("svg", "address-space")
+    assert len(dom.find("svg", "address-space")) == 1
     titles = [t.text for t in dom.find("title")]
     chunks = [t for t in titles if " at offset " in t]
     space = address_space(memtrace.load(OOM50), CPU, limit=49 * MIB)
