@@ -12,7 +12,6 @@ of many chunks keeps the largest (by bytes times events) and says how many it le
 from __future__ import annotations
 
 import html
-import zlib
 from collections import Counter
 from typing import IO
 
@@ -47,9 +46,9 @@ def size_class(size_bytes: int) -> str:
     return "<= " + format_bytes(1 << max(size_bytes - 1, 1).bit_length())
 
 
-def _colour(name: str) -> str:
-    hue = zlib.crc32(name.encode("utf-8")) % 360
-    return f"hsl({hue},62%,52%)"
+# Distinct colours for the legend's groups, largest first (no red: red marks the failure).
+PALETTE = ("#2563eb", "#16a34a", "#f59e0b", "#7c3aed", "#0891b2", "#db2777", "#65a30d", "#ea580c", "#4f46e5",
+           "#0d9488", "#a16207", "#9333ea")
 
 
 def svg(space: AddressSpace) -> str:
@@ -72,16 +71,16 @@ def svg(space: AddressSpace) -> str:
     for b in boxes:
         weight[key(b)] += b.size_bytes
     shown = [name for name, _ in weight.most_common(LEGEND)]
-    colours = {name: _colour(name) for name in shown}
+    colours = dict(zip(shown, PALETTE))
 
     # Bands: each region its share of the height (at least 12 units), low addresses at the bottom.
-    # A region far larger than its chunks ever reach (one region of a GPU's whole limit) is drawn
-    # up to its highest chunk.
+    # Without growth, one region of the whole limit (a GPU's) can be far larger than its chunks ever
+    # reach: it is drawn up to its highest chunk. (With growth, a region's free tail is a real hole.)
     reach: dict[int, int] = {}
     for b in boxes:
         reach[b.region] = max(reach.get(b.region, 0), b.offset + b.size_bytes)
-    regions = [(region, size if reach.get(region, 0) * 2 > size else max(reach.get(region, 0) * 21 // 20, 1))
-               for region, size in space.regions]
+    regions = [(region, size if space.options.allow_growth or reach.get(region, 0) * 2 > size
+                else max(reach.get(region, 0) * 21 // 20, 1)) for region, size in space.regions]
     cropped = {region for (region, size), (_, drawn) in zip(space.regions, regions) if drawn != size}
     room = HEIGHT - BAND_GAP * max(len(regions) - 1, 0)
     total = max(space.pool_bytes, 1)
