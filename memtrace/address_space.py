@@ -93,9 +93,9 @@ def address_space(trace: TraceData, allocator: str, limit: int | None = None, al
                   garbage_collection: bool | None = None, fragmentation_fraction: float = 0.0) -> AddressSpace:
     """``allocator``'s address space in ``trace`` under TF's options for it (or the ones given).
 
-    Without ``limit``: the limit TF would use where it does not depend on the device (CPU), else the
-    smallest limit under which the requests fit (a GPU's limit depends on its card), so that the
-    picture shows one region no larger than needed.
+    Without ``limit``: the limit TF would use where it does not depend on the device (CPU), else (a
+    GPU's depends on its card) one region of a limit far above what the requests need, which lays
+    the chunks out as any sufficient limit would.
     """
     from .fit import defaults_for, reproduce, requests_for
 
@@ -104,14 +104,12 @@ def address_space(trace: TraceData, allocator: str, limit: int | None = None, al
     growth = defaults.allow_growth if allow_growth is None else allow_growth
     gc = defaults.garbage_collection if garbage_collection is None else garbage_collection
     chosen = limit if limit is not None else defaults.limit_bytes if growth else None
-    if chosen is None and found.from_birth:
+    if chosen is None:
         # One region of a limit the trace does not say (a GPU's): any limit well above what the
-        # requests need lays the chunks out as the allocator did; the picture stops at the highest.
+        # requests need lays the chunks out as the allocator did (one replay, where searching for
+        # the smallest limit would take many); the picture stops at the highest chunk.
         chosen = max(LARGE_LIMIT_BYTES, 2 * found.requests.peak_rounded_live_bytes())
         how = f"in one region of a limit larger than the trace needs ({chosen:,} bytes)"
-    elif chosen is None:
-        chosen = bfc.min_limit(found.requests, bfc.BFCOptions(1 << 20, growth, gc, fragmentation_fraction))
-        how = f"under the smallest limit that fits ({chosen:,} bytes)"
     else:
         how = f"under a limit of {chosen:,} bytes"
     options = bfc.BFCOptions(chosen, growth, gc, fragmentation_fraction)

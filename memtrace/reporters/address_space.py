@@ -23,7 +23,7 @@ from .common import clean
 WIDTH, HEIGHT = 900, 420  # the plot, in SVG user units
 LEFT, RIGHT, TOP, BOTTOM = 110, 60, 40, 40
 BAND_GAP = 10  # between two regions' bands
-MAX_BOXES = 20_000
+MAX_BOXES = 4_000  # about 1.5 MB of SVG
 LEGEND = 12
 OTHER = "#9ca3af"
 
