@@ -50,8 +50,12 @@ def test_the_run_that_completed_replays_under_its_limit_and_not_below() -> None:
 
     trace = memtrace.load(OOM / "cpu_regions_50mib.xplane.pb.gz")
     assert "ran out of memory" not in (OOM / "cpu_regions_50mib.log").read_text()
-    at_50 = fit(trace, ALLOCATOR, limit=50 * MIB)
+    at_50 = fit(trace, ALLOCATOR, limit=50 * MIB, recorded_limit=50 * MIB)
+    # exact, the last region included: TF cut it to what the limit left (20 MiB, not 32), so the
+    # 20 MiB Fill got a 20 MiB chunk; under TF's default limit the model would hand out 32 MiB
     assert at_50.fits and at_50.reproduced is not None and at_50.reproduced.exact
+    unlimited = fit(trace, ALLOCATOR, limit=50 * MIB)
+    assert unlimited.reproduced is not None and unlimited.reproduced.chunks_equal == 20
     at_49 = fit(trace, ALLOCATOR, limit=49 * MIB)
     assert not at_49.fits and at_49.failure is not None
     assert (at_49.failure.op, at_49.failure.request_bytes) == ("Fill", 20 * MIB)
@@ -82,3 +86,16 @@ def test_oom_trace_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_p
     missing = tmp_path / "none.xplane.pb"
     assert main(["oom", str(log), "--trace", str(missing)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_oom_html_with_trace_has_the_replay(tmp_path: Path) -> None:
+    from .test_report import Page
+
+    page = tmp_path / "oom.html"
+    log, profile = OOM / "cpu_regions_40mib.log", OOM / "cpu_regions_40mib.xplane.pb.gz"
+    assert main(["oom", str(log), "--trace", str(profile), "--html", "-o", str(page)]) == 0
+    dom = Page(page.read_text())
+    assert [h.text for h in dom.find("h3")].count("Replayed through the BFC model") == 1
+    items = [li.text for li in dom.find("li")]
+    assert "a limit of at least 50 MiB (52,428,800 bytes) (same options)" in items
+    assert not dom.find("script")

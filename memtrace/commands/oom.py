@@ -60,7 +60,12 @@ def run(args: argparse.Namespace) -> int:
         elif args.html:
             from ..reporters.oom_html import render as render_html
 
-            render_html(events, out)
+            extra = []
+            if avoided is not None:
+                from ..reporters.oom_fit import html_section
+
+                extra = [html_section(a) for a in avoided]
+            render_html(events, out, extra)
         else:
             with fitted(out) as text:
                 after = []
