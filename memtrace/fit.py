@@ -41,6 +41,9 @@ from .oom_model import Chunk, OomDump, Region
 MIB = 1 << 20
 CPU_DEFAULT_LIMIT_BYTES = 65536 * MIB  # TF_CPU_BFC_MEM_LIMIT_IN_MB's default (process_state.cc)
 _GPU_ALLOCATOR = re.compile(r"(?:.*:)?gpu_(\d+)_bfc", re.IGNORECASE)
+_HOST_ALLOCATOR = re.compile(r"(?:.*:)?(?:cuda|gpu|pluggable_device)_host_bfc", re.IGNORECASE)
+# TF_GPU_HOST_MEM_LIMIT_IN_MB's default (process_state.cc, GetGpuHostAllocator); older versions: 65,536 MiB.
+HOST_DEFAULT_LIMIT_BYTES = 131072 * MIB
 
 # TF's reserve on a GPU (gpu_device.cc, MinSystemMemory): 225 MiB under 2 GiB of free memory,
 # else by compute capability major version: <= 6, 7, 8, and above (before about 2023: 1,536 MiB
@@ -94,10 +97,15 @@ class Defaults:
 
 
 def defaults_for(allocator: str) -> Defaults:
-    """TF's options for an allocator by its name: GPU (``GPU_n_bfc``) or TF's CPU BFC (anything else)."""
+    """TF's options for an allocator by its name: GPU (``GPU_n_bfc``), pinned host memory (``gpu_host_bfc``,
+    ``cuda_host_bfc``) or TF's CPU BFC (anything else)."""
     if _GPU_ALLOCATOR.fullmatch(allocator):
         return Defaults(False, True, None, "TF's GPU allocator: allow_growth off (TF_FORCE_GPU_ALLOW_GROWTH), "
                         "garbage collection on (TF_ENABLE_GPU_GARBAGE_COLLECTION)")
+    if _HOST_ALLOCATOR.fullmatch(allocator):
+        return Defaults(True, False, HOST_DEFAULT_LIMIT_BYTES, "TF's pinned host allocator for GPUs: allow_growth on, "
+                        "garbage collection off, limit TF_GPU_HOST_MEM_LIMIT_IN_MB (default 131,072 MiB; older "
+                        "versions: 65,536)")
     return Defaults(True, False, CPU_DEFAULT_LIMIT_BYTES, "TF's CPU BFC allocator (TF_CPU_ALLOCATOR_USE_BFC): "
                     "allow_growth on, garbage collection off, limit TF_CPU_BFC_MEM_LIMIT_IN_MB (default 65,536 MiB)")
 
