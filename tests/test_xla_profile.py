@@ -216,3 +216,10 @@ def test_fit_checks_itself_on_xlas_allocator(trace: memtrace.Trace) -> None:
     assert (r.allocations, r.addresses_equal, r.chunks_equal) == (80, 80, 80)
     assert (r.events, r.bytes_in_use_equal, r.fragmentation_equal) == (157, 157, 157)
     assert result.fits
+
+
+def test_fit_cli_reports_the_self_check_on_xla(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fit", str(JAX), "--allocator", "GPU_0_bfc", "--recorded-limit", "63763906560",
+                 "--no-garbage-collection"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the model reproduces 80 of 80 addresses and 157 of 157 fragmentation values" in text
