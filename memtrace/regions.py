@@ -18,6 +18,8 @@ from . import bfc
 from .errors import MemtraceError
 from .model import TraceData
 
+LARGE_LIMIT_BYTES = 64 << 30  # for a GPU, whose limit depends on its card: growth never reaches it in a test
+
 
 @dataclass(frozen=True)
 class Region:
@@ -51,26 +53,27 @@ def regions_of(trace: TraceData, allocator: str) -> Regions | None:
     """``allocator``'s regions where the model reproduces the trace's addresses; None where it cannot tell.
 
     Only an allocator that grows (TF's CPU BFC; a GPU's with ``allow_growth``) makes more than one
-    region; the model runs under TF's defaults for the allocator (:func:`memtrace.fit.defaults_for`)
-    and its regions count only when every address of the profile is reproduced.
+    region; the model replays with growth under TF's limit for the allocator
+    (:func:`memtrace.fit.defaults_for`; a GPU's, which depends on the card, a large one), and its
+    regions count only when every address of the profile is reproduced.
     """
     from .fit import defaults_for, reproduce, requests_for
 
     if trace.message != "XSpace" or allocator not in trace.allocators:
         return None
     defaults = defaults_for(allocator)
-    if not defaults.allow_growth or defaults.limit_bytes is None:
-        return None  # one region of the whole limit: no space between regions to mistake for a hole
     try:
         found = requests_for(trace, allocator)
     except MemtraceError:
         return None
     if not found.from_birth or found.addresses is None:
         return None
-    options = bfc.BFCOptions(defaults.limit_bytes, defaults.allow_growth, defaults.garbage_collection)
+    # Only growth makes several regions: a GPU allocator grows where the program asked for it
+    # (allow_growth), so growth is tried whatever TF's default; the addresses decide.
+    options = bfc.BFCOptions(defaults.limit_bytes or LARGE_LIMIT_BYTES, True, defaults.garbage_collection)
     check = reproduce(found, options)
     if check.addresses_equal != check.allocations:
-        return None
+        return None  # not grown this way (one region of the whole limit: nothing to mistake for a hole)
     sim = bfc.simulate(found.requests, bfc.BFCOptions(
         options.limit_bytes, options.allow_growth, options.garbage_collection, regions_descending=check.regions_descending))
     sizes = dict(sim.regions)
