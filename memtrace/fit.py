@@ -381,7 +381,10 @@ def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = ""
     none was: then the smallest limit is searched for and the rest is reported under it.
     """
     given = options.limit_bytes > 0 if limit_given is None else limit_given
-    search = bfc.search_min_limit(requests, options)
+    try:
+        search = bfc.search_min_limit(requests, options)
+    except ValueError as exc:  # requests beyond any limit the model holds (8 TiB)
+        raise UsageError(f"{allocator or 'the requests'}: {exc}") from None
     under = options if given else _replace(options, search.limit_bytes)
     sim = bfc.simulate(requests, under)
     failure = _failure(requests, sim) if not sim.fits else None
@@ -421,7 +424,10 @@ def _alternatives(requests: Requests, options: BFCOptions, given: bool) -> tuple
                                        options.regions_descending)))
     found = []
     for change, alt in changes:
-        needed = bfc.min_limit(requests, alt)
+        try:
+            needed = bfc.min_limit(requests, alt)
+        except ValueError:  # no limit the model holds fits with this change
+            continue
         ok = bfc.fits(requests, alt) if given else None
         found.append(Alternative(change, FitOptions(options.limit_bytes if given else None, alt.allow_growth,
                                                     alt.garbage_collection, alt.fragmentation_fraction), ok, needed))

@@ -91,6 +91,11 @@ def test_without_a_limit_the_smallest_is_searched_and_what_is_lost_said() -> Non
     assert result.requested_peak_bytes == 3 * MIB // 2 + MIB // 2 + 768 * KIB
 
 
+def test_requests_beyond_what_the_model_holds_are_refused_not_crashed() -> None:
+    with pytest.raises(UsageError, match="no limit the model holds"):
+        fit_requests(Requests.from_events([("a", 9 << 40)]), BFCOptions(0))
+
+
 # -- TF's defaults and GPU limits -----------------------------------------------------------------
 
 
