@@ -13,7 +13,10 @@ to twice the rounded size; so a buffer's waste splits into **rounding** waste
 **External** fragmentation is reconstructed at one moment (the allocator's peak, or a given
 time) from the pointers and sizes of the output buffers alive then: their address ranges, the
 span from the lowest to the highest byte, and the holes between them. Temporaries and memory
-from before the step have no pointer in the trace, so a "hole" may well be occupied.
+from before the step have no pointer in the trace, so a "hole" may well be occupied. Where the
+allocator's regions are known (a profile from the allocator's birth that the BFC model
+reproduces: :mod:`memtrace.regions`), holes are measured inside each region and the span is the
+sum of the spans in each: the space between two regions is not the allocator's.
 
 **Anomalies** are reported, never fatal: requested > allocated, sizes not tracked for some
 outputs, an id reused with another size, outputs without an allocator name, BFC allocations
@@ -33,6 +36,7 @@ import numpy as np
 from .buffers import buffers, output_sizes, owned_outputs
 from .model import IntArray, TraceData
 from .peak import peaks_and_unknown
+from .regions import Region, Regions, regions_of
 from .replay import Replay, Uncounted, allocator_index, replay, uncounted
 
 BFC_ALIGNMENT_BYTES = 256  # BFC's kMinAllocationSize: every chunk is a multiple of this, 256-aligned
@@ -167,6 +171,11 @@ class External:
     ranges: tuple[AddressRange, ...]  # by address
     holes: tuple[Hole, ...]  # by address
     overlaps: tuple[tuple[AddressRange, AddressRange], ...]  # (a range, one it overlaps): a finding, normally none
+    # Where the allocator's regions are known (memtrace.regions): the regions the live buffers lie
+    # in, by address, and the holes are only the gaps inside one region; () where they are unknown.
+    regions: tuple[Region, ...] = ()
+    # the extent (first start, last end) of the live buffers in each of those regions
+    region_spans: tuple[tuple[int, int], ...] = ()
 
     @property
     def overlap_bytes(self) -> int:
@@ -182,6 +191,10 @@ class External:
 
     @property
     def span_bytes(self) -> int:
+        """From the first live buffer to the end of the last; where the regions are known, the sum of that over each
+        region (the space between regions is not the allocator's)."""
+        if self.region_spans:
+            return sum(end - start for start, end in self.region_spans)
         return self.end - self.start
 
     @property
@@ -292,8 +305,9 @@ def fragmentation(trace: TraceData, allocator: str, at_us: int | None = None) ->
     histogram = zip(class_values.tolist(), _waste_sums(measures, class_codes, len(class_values)))
     unknown = uncounted(trace, allocator)
     replayed = replay(trace, allocator) if unknown is None else None
-    at_peak = _at_peak(trace, replayed) if replayed is not None else None
-    at = _at_time(trace, replayed, at_us) if at_us is not None and replayed is not None else None
+    regions = regions_of(trace, allocator) if replayed is not None and is_bfc(allocator) else None
+    at_peak = _at_peak(trace, replayed, regions) if replayed is not None else None
+    at = _at_time(trace, replayed, at_us, regions) if at_us is not None and replayed is not None else None
     moments = [m for m in (at_peak, at) if m is not None]
     total, ops = internal_waste(trace, allocator)
     return AllocatorFragmentation(
@@ -442,23 +456,23 @@ def _waste_sums(measures: _Measures, group: IntArray | None = None, groups: int 
     return [Waste(*values) for values in zip(*sums.tolist())]
 
 
-def _at_peak(trace: TraceData, replayed: Replay) -> Moment:
+def _at_peak(trace: TraceData, replayed: Replay, regions: Regions | None = None) -> Moment:
     """The first event reaching the replay's maximum: the peak as ``memtrace.peak`` defines it."""
     event = replayed.peak_event()
     if event is None:
         return Moment(None, 0, Waste(), None)
-    return _moment(trace, replayed, event, (int(replayed.time_ns[event]) - trace.step_start_ns) // 1000)
+    return _moment(trace, replayed, event, (int(replayed.time_ns[event]) - trace.step_start_ns) // 1000, regions)
 
 
-def _at_time(trace: TraceData, replayed: Replay, time_us: int) -> Moment:
+def _at_time(trace: TraceData, replayed: Replay, time_us: int, regions: Regions | None = None) -> Moment:
     """After every event at or before ``time_us`` (relative to the step start)."""
     event = int(np.searchsorted(replayed.time_ns, trace.step_start_ns + time_us * 1000, side="right")) - 1
     if event < 0:
         return Moment(time_us, 0, Waste(), None)
-    return _moment(trace, replayed, event, time_us)
+    return _moment(trace, replayed, event, time_us, regions)
 
 
-def _moment(trace: TraceData, replayed: Replay, event: int, time_us: int) -> Moment:
+def _moment(trace: TraceData, replayed: Replay, event: int, time_us: int, regions: Regions | None = None) -> Moment:
     """The output buffers alive after ``event``, in replay order."""
     rows = replayed.output_row[replayed.alive_after(event)]
     rows = rows[rows >= 0]
@@ -472,18 +486,30 @@ def _moment(trace: TraceData, replayed: Replay, event: int, time_us: int) -> Mom
         for ptr, size, node, allocation_id in zip(outputs.ptr[rows[placed]].tolist(), sizes[placed].tolist(),
                                                   outputs.node[rows[placed]].tolist(), outputs.allocation_id[rows[placed]].tolist())
     ]
-    return Moment(time_us, int(replayed.live_bytes[event]), live, _external(ranges))
+    return Moment(time_us, int(replayed.live_bytes[event]), live, _external(ranges, regions))
 
 
-def _external(ranges: list[AddressRange]) -> External | None:
-    """Sort the ranges by address and walk them, collecting gaps and bytes claimed twice."""
+def _external(ranges: list[AddressRange], regions: Regions | None = None) -> External | None:
+    """Sort the ranges by address and walk them, collecting gaps and bytes claimed twice.
+
+    With the allocator's ``regions``, a gap between buffers of two regions is no hole: it holds
+    the end of one region, the space between regions, and the start of the next.
+    """
     if not ranges:
         return None
     ordered = sorted(ranges, key=lambda r: (r.start, r.end))
+    region_of = [regions.index_of(r.start) for r in ordered] if regions is not None else [0] * len(ordered)
     holes: list[Hole] = []
     overlaps: list[tuple[AddressRange, AddressRange]] = []
+    spans: list[tuple[int, int]] = [(ordered[0].start, ordered[0].end)]
     top = ordered[0]  # the range that reaches highest so far
-    for r in ordered[1:]:
+    for previous_region, region, r in zip(region_of, region_of[1:], ordered[1:]):
+        if region != previous_region or region < 0:  # a region of its own (or a buffer outside every region)
+            if r.start < top.end:
+                overlaps.append((r, top))
+            spans.append((r.start, r.end))
+            top = r
+            continue
         if r.start >= top.end:
             if r.start > top.end:
                 holes.append(Hole(top.end, r.start - top.end, top.node, r.node))
@@ -491,7 +517,11 @@ def _external(ranges: list[AddressRange]) -> External | None:
             overlaps.append((r, top))
         if r.end > top.end:
             top = r
-    return External(tuple(ordered), tuple(holes), tuple(overlaps))
+        spans[-1] = (spans[-1][0], max(spans[-1][1], r.end))
+    if regions is None:
+        return External(tuple(ordered), tuple(holes), tuple(overlaps))
+    used = tuple(regions.regions[i] for i in dict.fromkeys(region_of) if i >= 0)
+    return External(tuple(ordered), tuple(holes), tuple(overlaps), used, tuple(spans))
 
 
 # -- anomalies ----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .address_space import AddressSpace
 from .frag import AllocatorFragmentation, Anomaly, fragmentations
 from .layers import LayerNames
 from .model import TraceData
@@ -40,6 +41,8 @@ class AllocatorView:
     snapshot_nodes: tuple[str, ...]  # per drawn snapshot: the node that carried it
     fragmentation: AllocatorFragmentation
     focus_us: tuple[int, int] | None = None  # where the chart opens: where the bytes move; None: the whole step
+    # a profile's allocator: its address space over time as the BFC model lays it out (memtrace.address_space)
+    address_space: AddressSpace | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,8 +118,24 @@ def _view(trace: TraceData, name: str, points: int, fragmentation: AllocatorFrag
     duration_us = (trace.step_end_ns - trace.step_start_ns) // 1000
     focus = focus_window(full.time_us, full.live_bytes, found.baseline_bytes or 0, found.peak_time_us, duration_us)
     return AllocatorView(
-        found, drawn, len(full.time_us), event_nodes, snaps, count, snapshot_nodes, fragmentation, focus
+        found, drawn, len(full.time_us), event_nodes, snaps, count, snapshot_nodes, fragmentation, focus,
+        _address_space(trace, name),
     )
+
+
+def _address_space(trace: TraceData, name: str) -> AddressSpace | None:
+    """A profile's allocator laid out by the BFC model (its own layout where the profile starts at its
+    birth); None for a StepStats trace, whose requests from the step alone say little of the layout,
+    or where the requests cannot be read."""
+    from .address_space import address_space
+    from .errors import MemtraceError
+
+    if trace.message != "XSpace":
+        return None
+    try:
+        return address_space(trace, name)
+    except MemtraceError:
+        return None
 
 
 FOCUS_SHARE = 0.98  # of the bytes moved (allocated plus freed) that the opening view holds

@@ -42,6 +42,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--no-alternatives", dest="alternatives", action="store_false",
                         help="do not replay the other options (faster on large traces)")
     add_output_options(parser)
+    parser.add_argument("--html", action="store_true", help="write a self-contained HTML page instead: the allocator's "
+                        "address space over time, every chunk a box from its allocation to its free (needs -o FILE)")
     parser.set_defaults(run=run)
 
 
@@ -77,10 +79,35 @@ def run(args: argparse.Namespace) -> int:
                    fragmentation_fraction=fraction, recorded_limit=recorded, alternatives=args.alternatives)
                for name in allocators]
 
+    if args.html:
+        return _write_html(args, trace, allocators, limit, fraction, results)
+
+    from ..reporters.common import with_notes, write_notes
+
     def render_text(out: IO[str]) -> None:
+        write_notes(trace.oddities, out)  # a profile XLA recorded: the ops are unknown
         report.render_text(results, out)
 
-    write_report(args, lambda: report.to_json(trace.path, results), render_text)
+    write_report(args, lambda: with_notes(report.to_json(trace.path, results), trace.oddities), render_text)
+    return 0 if all(r.fits for r in results) else 1
+
+
+def _write_html(args: argparse.Namespace, trace: Any, allocators: list[str], limit: int | None, fraction: float | None,
+                results: list[Any]) -> int:
+    """``--html``: the address space of each allocator (memtrace.address_space), under the options asked for."""
+    from ..address_space import address_space
+    from ..errors import UsageError
+    from ..reporters.address_space import render
+    from ..reporters.common import open_output
+    from . import input_paths
+
+    if args.output is None or args.json:
+        raise UsageError("fit --html needs -o/--output FILE (and no --json)")
+    spaces = [address_space(trace, name, limit=limit, allow_growth=args.allow_growth,
+                            garbage_collection=args.garbage_collection, fragmentation_fraction=fraction or 0.0)
+              for name in allocators]
+    with open_output(args.output, input_paths(args)) as out:
+        render(spaces, out, f"memtrace fit: {trace.path}")
     return 0 if all(r.fits for r in results) else 1
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import IO, Any
 
 from . import (
     add_allocator_option,
@@ -40,12 +40,16 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..frag import fragmentations
     from ..reporters import frag as report
+    from ..reporters.common import with_notes, write_notes
 
     trace = load_trace(args)
     named = resolve_allocators(trace, args.allocator)
     result = fragmentations(trace, named, args.at)
     refuse_unknown(trace, named, [f.unknown for f in result.allocators if f.unknown is not None])
-    write_report(
-        args, lambda: report.to_json(trace.path, result, args.top), lambda out: report.render_text(result, out, args.top or 10, trace.span_name)
-    )
+
+    def render_text(out: IO[str]) -> None:
+        write_notes(trace.oddities, out)
+        report.render_text(result, out, args.top or 10, trace.span_name)
+
+    write_report(args, lambda: with_notes(report.to_json(trace.path, result, args.top), trace.oddities), render_text)
     return 0

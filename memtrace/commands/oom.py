@@ -27,6 +27,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--limit", metavar="SIZE", help="the allocator's memory limit, where the dump does not say")
     parser.add_argument("--top", type=positive_int, default=10, metavar="N",
                         help="rows in the text tables (default 10)")
+    parser.add_argument("--trace", metavar="TRACE", help="the trace (a profile from the allocator's birth, best) of the "
+                        "same run: replay it through the BFC model and say what limit or option would have avoided "
+                        "each failure")
+    parser.add_argument("--allocator", metavar="NAME", help="with --trace: the allocator of the trace that ran out "
+                        "(default: the one the dump names)")
     parser.set_defaults(run=run)
 
 
@@ -42,18 +47,52 @@ def run(args: argparse.Namespace) -> int:
     request = parse_size(args.request) if args.request else None
     limit = parse_size(args.limit) if args.limit else None
     events = [e for path in args.files for e in analyse_all(load_oom_dumps(path), request, limit)]
-    with open_output(args.output, args.files) as out:
+    avoided = _avoidances(args, events)
+    with open_output(args.output, [*args.files, args.trace]) as out:
         if args.json:
-            write_json(report.to_json(events), out)
+            document = report.to_json(events)
+            if avoided is not None:
+                from ..reporters import oom_fit
+
+                for entry, a in zip(document["events"], avoided):
+                    entry["avoided_by"] = oom_fit.to_json(a)
+            write_json(document, out)
         elif args.html:
             from ..reporters.oom_html import render as render_html
 
-            render_html(events, out)
+            extra = []
+            if avoided is not None:
+                from ..reporters.oom_fit import html_section
+
+                extra = [html_section(a) for a in avoided]
+            render_html(events, out, extra)
         else:
             with fitted(out) as text:
-                report.render_text(events, text, args.top)
+                after = []
+                if avoided is not None:
+                    from functools import partial
+
+                    from ..reporters import oom_fit
+
+                    after = [partial(oom_fit.render_text, a) for a in avoided]
+                report.render_text(events, text, args.top, after)
     cut = next((e.dump for e in events if e.dump.missing), None)
     if cut is not None:  # the report stands, but the input was not whole: say so, and exit 2
         raise TraceFormatError(cut.path, "the dump is cut off, missing " + ", ".join(cut.missing)
                                + "; reported what is there", line=cut.line)
     return 0
+
+
+def _avoidances(args: argparse.Namespace, events: list[Any]) -> list[Any] | None:
+    """With ``--trace``: each event replayed against the run's trace (memtrace.oom_fit), else None."""
+    if args.trace is None:
+        if args.allocator is not None:
+            from ..errors import UsageError
+
+            raise UsageError("--allocator needs --trace")
+        return None
+    from .. import load
+    from ..oom_fit import avoidance
+
+    trace = load(args.trace)
+    return [avoidance(e, trace, args.allocator) for e in events]

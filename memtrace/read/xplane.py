@@ -32,6 +32,11 @@ with a ``step_num`` stat (``tf.profiler.experimental.Trace("train", step_num=i)`
 
 With ``step`` given, only events inside that step's window are kept, so the baseline is what
 was in use when the step began.
+
+XLA's runtimes (JAX on GPU) write the same events from their own copy of the BFC allocator
+(``GPU_0_bfc``, ``xla_gpu_host_bfc``) but name no op in them (no ``tf_op``; the planes' stat names
+show XLA, see ``XLA_SIGNS``): they are read the same way, every allocation a ``(no op)`` node, and
+the trace carries the oddity ``ops-unknown`` so that every report says the ops are unknown.
 """
 
 from __future__ import annotations
@@ -53,6 +58,13 @@ NO_EVENTS_HINT = (
     "On CPU, TensorFlow's default allocator writes none: set TF_CPU_ALLOCATOR_USE_BFC=true before "
     "TensorFlow starts (memtrace.tensorflow.profile does), then record again"
 )
+NO_XLA_EVENTS_HINT = (
+    "XLA writes them only from its BFC allocator (GPU memory and pinned host memory, the default "
+    "XLA_PYTHON_CLIENT_ALLOCATOR); its CPU client writes none"
+)
+# Said (as the oddity "ops-unknown", with how many allocations it concerns) of a profile XLA recorded.
+OPS_UNKNOWN = ("recorded by XLA (JAX or another PjRt runtime), whose allocator events name no op: bytes, times "
+               "and addresses are the allocator's own, the ops that asked for them unknown")
 # region_type -> index into model.OUTPUT_KINDS. TensorFlow names the region of an allocation by
 # the OpKernelContext call that made it: allocate_output ("output"), allocate_temp ("temp"),
 # allocate_persistent ("persist"); "dynamic" memory is a tensor allocated outside those calls,
@@ -295,13 +307,15 @@ def read(files: Sequence[tuple[str, str]], content: Callable[[str], bytearray], 
     ``read_gzip`` whether the file was gzip); where it cannot, ``content(path)`` gives the file's
     content followed by ``binary._PAD`` zero bytes, dropped once its events are read.
     ``fast=False`` reads with upb alone (the reference). ``jobs``: processes that decode the events.
-    Raises a TraceFormatError for a profile that holds no memory events or is not TensorFlow's.
+    Raises a TraceFormatError for a profile that holds no memory events. A profile XLA recorded (JAX:
+    its events name no op) is read all the same, with the oddity ``ops-unknown`` saying so.
     """
     from .binary import _PAD
 
     events = Events()
     read_gzip = [] if read_gzip is None else read_gzip
     several = len(files) > 1
+    xla_allocations = 0
     for path, host in files:
         mine = Events()
         streamed = read_file_events(path, mine, jobs) if fast else None
@@ -318,15 +332,20 @@ def read(files: Sequence[tuple[str, str]], content: Callable[[str], bytearray], 
             release_memory()
         if several:
             mine.texts["allocator"] = [mine.text("allocator").map(f"{host}:".__add__)]
-        # XLA's runtimes write the same allocator events, but no TensorFlow op is ever named in them.
-        if mine.xla_signs and not any(mine.text("tf_op").distinct()):
-            raise TraceFormatError(
-                path, "this profile was recorded by JAX or another XLA runtime (PjRt), not TensorFlow: memtrace reads "
-                "TensorFlow 2 profiles (tf.profiler.experimental, TensorBoard's profile_batch)")
+        # XLA's runtimes (JAX) write the same allocator events from their own copy of the BFC
+        # allocator, but never name an op in them: read them, and say that the ops are unknown.
+        xla = mine.xla_signs and not any(mine.text("tf_op").distinct())
+        if xla and not len(mine):
+            raise TraceFormatError(path, f"this profile was recorded by JAX or another XLA runtime (PjRt) and holds no memory "
+                                   f"events (MemoryAllocation, MemoryDeallocation). {NO_XLA_EVENTS_HINT}")
+        if xla:
+            xla_allocations += int(mine.column("is_alloc").sum())
         if not len(mine):
             raise TraceFormatError(path, f"the profile holds no memory events (MemoryAllocation, MemoryDeallocation). {NO_EVENTS_HINT}")
         events.extend(mine)
         del mine
+    if xla_allocations:
+        builder.note("ops-unknown", f"{OPS_UNKNOWN} (every allocation is shown as {NO_OP})", xla_allocations)
     steps = [Step(number, start // 1000, end // 1000) for number, (start, end) in sorted(events.steps.items())]
     window = None
     if step is not None:

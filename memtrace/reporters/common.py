@@ -40,6 +40,12 @@ BENDING_ODDITIES = {
     "node-lasts-over-a-day": "durations",
 }
 
+# Oddities that leave the numbers right but leave something unknown: every report of the trace
+# says so in a note ahead of it, and its JSON lists them under ``oddities`` (see read/xplane.py).
+NOTED_ODDITIES = {
+    "ops-unknown": "the ops are unknown",
+}
+
 # The numbers a report marks where they stand, and the oddities that bend each. Where an
 # allocator's bytes add up past int64 its numbers are not bent but unknown (memtrace.replay.Uncounted).
 BENT_NUMBERS = {
@@ -59,6 +65,7 @@ def concerning(oddities: Sequence[Oddity], allocators: Collection[str] | None = 
 def write_caution(oddities: Sequence[Oddity], out: IO[str]) -> None:
     """One line ahead of a report whose numbers the ``oddities`` bend, naming the allocators they are
     found on (``free-exceeds-allocation on cpu (live bytes)``); nothing for a sound trace."""
+    write_notes(oddities, out)
     on: dict[str, list[str | None]] = {}
     for o in oddities:
         if o.kind in BENDING_ODDITIES:
@@ -67,6 +74,14 @@ def write_caution(oddities: Sequence[Oddity], out: IO[str]) -> None:
         bent = [f"{kind}{_on(allocators)} ({BENDING_ODDITIES[kind]})" for kind, allocators in on.items()]
         out.write(f"caution: oddities in this trace bend the numbers below: {', '.join(bent)}; "
                   "see 'memtrace summary'\n\n")
+
+
+def write_notes(oddities: Sequence[Oddity], out: IO[str]) -> None:
+    """A line ahead of a report for each oddity that leaves something unknown (``note: ops-unknown: recorded
+    by XLA ...``)."""
+    for o in oddities:
+        if o.kind in NOTED_ODDITIES:
+            out.write(f"note: {oddity_name(o)}: {clean(o.example)}\n\n")
 
 
 def _on(allocators: Sequence[str | None]) -> str:
@@ -95,13 +110,22 @@ def oddity_json(oddity: Oddity) -> dict[str, Any]:
 
 
 def with_oddities(document: dict[str, Any], oddities: Sequence[Oddity], allocator: str | None = None) -> dict[str, Any]:
-    """A JSON report (or one allocator's part of it) with the oddities that bend its numbers under
-    ``oddities``: every one given, or with ``allocator`` those found on it; unchanged for a sound
+    """A JSON report (or one allocator's part of it) with the oddities that bend its numbers (or leave
+    something unknown) under ``oddities``: every one given, or with ``allocator`` those found on it; unchanged for a sound
     trace, so that its JSON stays as it always was."""
     bending = [oddity_json(o) for o in oddities
-               if o.kind in BENDING_ODDITIES and (allocator is None or o.allocator == allocator)]
+               if (o.kind in BENDING_ODDITIES or o.kind in NOTED_ODDITIES) and (allocator is None or o.allocator == allocator)]
     if bending:
         document["oddities"] = bending
+    return document
+
+
+def with_notes(document: dict[str, Any], oddities: Sequence[Oddity]) -> dict[str, Any]:
+    """A JSON report with the oddities that leave something unknown (:data:`NOTED_ODDITIES`) under
+    ``oddities``; unchanged where there are none."""
+    noted = [oddity_json(o) for o in oddities if o.kind in NOTED_ODDITIES]
+    if noted:
+        document["oddities"] = noted
     return document
 
 

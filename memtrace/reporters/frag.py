@@ -24,6 +24,10 @@ from ..units import format_bytes, format_us
 from .common import clean, table
 
 SCHEMA = "memtrace.frag/1"
+REGIONS_FROM_MODEL = (
+    "holes are measured inside each region of the allocator (placed by the BFC model's replay, which "
+    "reproduces every address of the profile): the space between regions is not the allocator's"
+)
 SEES_ONLY = (
     "only output buffers the trace describes have addresses: temporaries and memory from before "
     "the step are invisible, so a hole may be in use"
@@ -75,6 +79,8 @@ def _external_json(e: External | None, time_us: int | None, top: int | None) -> 
             for h in sorted(e.holes, key=lambda h: (-h.bytes, h.start))[:top]
         ],
         "ranges": [{"start": r.start, "bytes": r.bytes, "node": r.node, "allocation_id": r.allocation_id} for r in e.ranges],
+        # only where the allocator's regions are known, so that other JSON stays as it was
+        **({"regions": [{"start": r.start, "bytes": r.bytes} for r in e.regions]} if e.regions else {}),
     }
 
 
@@ -249,9 +255,10 @@ def _render_external(f: AllocatorFragmentation, out: IO[str]) -> None:
         if m is not None and m.time_us is not None:
             out.write(f"  address space {where}: no live buffer has a pointer\n")
         return
+    inside = f" in {_count(len(e.regions), 'region')} of the allocator" if e.regions else ""
     out.write(
-        f"  address space {where}: {_count(len(e.ranges), 'buffer')} from {e.start:#x} to {e.end:#x}, "
-        f"span {_exact(e.span_bytes)}, live {format_bytes(e.live_bytes)}"
+        f"  address space {where}: {_count(len(e.ranges), 'buffer')}{inside} from {e.start:#x} to {e.end:#x}, "
+        f"span{' inside the regions' if e.regions else ''} {_exact(e.span_bytes)}, live {format_bytes(e.live_bytes)}"
     )
     largest = max(e.holes, key=lambda h: (h.bytes, -h.start), default=None)
     if largest is None:
@@ -265,6 +272,8 @@ def _render_external(f: AllocatorFragmentation, out: IO[str]) -> None:
         )
     if e.overlaps:
         out.write(f"    {_count(len(e.overlaps), 'overlap')} between live buffers, {format_bytes(e.overlap_bytes)}: see the anomalies\n")
+    if e.regions:
+        out.write(f"    {REGIONS_FROM_MODEL}\n")
     out.write(f"    {SEES_ONLY}\n")
     if not f.bfc:
         out.write("    not a BFC allocator: its memory may come from the system heap, so the span can cross unrelated memory\n")

@@ -49,7 +49,12 @@ def render(report: ReportData, out: IO[str], top: int = 20) -> None:
     names = _Names()
     charts = [_chart_data(v, report.step_duration_us, names) for v in report.allocators]
     s = report.summary
-    out.write(_HEAD.format(title=esc(f"memtrace report: {s.path}"), style=_STYLE, guard=_ERROR_GUARD))
+    style = _STYLE
+    if any(v.address_space is not None for v in report.allocators):
+        from .address_space import STYLE
+
+        style += STYLE
+    out.write(_HEAD.format(title=esc(f"memtrace report: {s.path}"), style=style, guard=_ERROR_GUARD))
     out.write('<header>\n<h1>memtrace report</h1>\n')
     out.write(f'<p class="trace"><code>{esc(s.path)}</code></p>\n')
     out.write(_facts(report))
@@ -244,6 +249,10 @@ def _allocator_section(number: int, view: AllocatorView, chart: dict[str, Any], 
         parts.append(_chart(number, view, chart, span, marks))
     else:
         parts.append('<p class="note">No allocation records and no output buffers: nothing to draw.</p>\n')
+    if view.address_space is not None:
+        from .address_space import svg
+
+        parts.append("<h3>Address space over time</h3>\n" + svg(view.address_space))
     if p.peak_node is not None:
         parts.append(_live_set(p, top, number, path_of))
     parts.append("</section>\n")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from ..oom import OomEvent
@@ -87,12 +88,16 @@ def _bin_json(b: BinSummary) -> dict[str, Any]:
 # -- text ---------------------------------------------------------------------------------------
 
 
-def render_text(events: list[OomEvent], out: IO[str], top: int = 10) -> None:
-    """Each event: the facts, the verdict, the words, then in-use chunks by size and bin, live tensors."""
+def render_text(events: list[OomEvent], out: IO[str], top: int = 10,
+                after: Sequence[Callable[[IO[str]], None]] = ()) -> None:
+    """Each event: the facts, the verdict, the words, then in-use chunks by size and bin, live tensors
+    (then what ``after`` has for the event: ``memtrace oom --trace``'s replay)."""
     for number, e in enumerate(events, 1):
         if number > 1:
             out.write("\n")
         _render_event(number, len(events), e, out, top)
+        if number <= len(after):
+            after[number - 1](out)
 
 
 def _size(value: int | None, exact: bool = True) -> str:

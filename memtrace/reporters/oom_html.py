@@ -10,6 +10,7 @@ pixels is drawn column by column.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import IO
 
 from .. import __version__
@@ -26,18 +27,19 @@ COLOURS = {"in_use": "#2563eb", "free": "#d1d5db", "hole": "#16a34a", "request":
            "lost": "#fde68a"}
 
 
-def render(events: list[OomEvent], out: IO[str]) -> None:
-    """Write the whole page: one section per OOM event, in file order."""
+def render(events: list[OomEvent], out: IO[str], extra: Sequence[str] = ()) -> None:
+    """Write the whole page: one section per OOM event, in file order (each ending with its ``extra``
+    HTML, where given: ``memtrace oom --trace``'s replay)."""
     title = "memtrace oom: " + ", ".join(sorted({e.dump.path for e in events}))
     out.write(f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{esc(title)}</title>\n"
               f"<style>{_STYLE}</style>\n</head>\n<body>\n<h1>Why did it run out of memory?</h1>\n")
     for number, event in enumerate(events, 1):
-        out.write(_section(number, len(events), event))
+        out.write(_section(number, len(events), event, extra[number - 1] if number <= len(extra) else ""))
     out.write(f"<footer>Made by memtrace {esc(__version__)} from the BFC allocator's own dump.</footer>\n"
               "</body>\n</html>\n")
 
 
-def _section(number: int, count: int, e: OomEvent) -> str:
+def _section(number: int, count: int, e: OomEvent, extra: str = "") -> str:
     d = e.dump
     where = f"{d.path}:{d.line}" if d.line is not None else d.path
     verdict = e.verdict or "unknown"
@@ -63,7 +65,7 @@ def _section(number: int, count: int, e: OomEvent) -> str:
                          f"<tr><td class=\"num\">{esc(format_bytes(s.size_bytes))}</td><td class=\"num\">{s.chunks}"
                          f"</td><td class=\"num\">{esc(format_bytes(s.total_bytes))}</td></tr>\n"
                          for s in e.by_size[:50]) + "</table>\n")
-    parts.append("</section>\n")
+    parts.append(extra + "</section>\n")
     return "".join(parts)
 
 

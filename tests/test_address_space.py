@@ -1,0 +1,153 @@
+"""The address space over time (``memtrace fit --html``, and ``memtrace report`` for a profile).
+
+Evidence: a hand-worked sequence; the JAX H100 profile, whose every chunk address, size and
+free the picture's boxes must equal (walked from the profile with protobuf alone); a headless
+Chromium that opens the pages without a script error and draws them (as tests/test_report_browser.py).
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import memtrace
+from memtrace import bfc
+from memtrace.address_space import Box, address_space, lay_out
+from memtrace.cli import main
+from memtrace.read._proto import xplane_pb2 as pb
+
+from .pngimage import read_png
+from .test_report import Page
+from .test_report_browser import console_errors, run_chromium
+from .test_xplane import _event, _space, _write
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+JAX = FIXTURES / "profiles" / "jax_gpu.xplane.pb.gz"
+OOM50 = FIXTURES / "oom" / "cpu_regions_50mib.xplane.pb.gz"
+CPU = "bfc_cpu_allocator_for_gpu"
+MIB = 1 << 20
+
+
+def test_hand_worked_boxes_peak_and_failure() -> None:
+    # GIVEN one region of 4 KiB (no growth): 256 at 0, 512 at 256, the first freed, 200 (-> 256) takes
+    # the freed chunk at 0 (the smallest free chunk that fits), then 4,000 (-> 4,096) cannot fit
+    requests = bfc.Requests.from_events([("a", 256, "x/a"), ("a", 512, "x/b"), ("f", 0), ("a", 200, "y/c"),
+                                         ("a", 4000, "y/d")])
+    space = lay_out(requests, bfc.BFCOptions(4096, allow_growth=False), "hand")
+    assert space.regions == ((0, 4096),)
+    assert space.boxes == (Box(0, 0, 256, 256, 0, 2, "x/a"), Box(0, 256, 512, 512, 1, None, "x/b"),
+                           Box(0, 0, 256, 200, 3, None, "y/c"))
+    # bytes in use after each event: 256, 768, 512, 768: the first highest is event 1
+    assert (space.peak_event, space.peak_in_use_bytes) == (1, 768)
+    assert (space.failed_event, space.failed_request_bytes, space.failed_op) == (4, 4096, "y/d")
+    assert space.events == 4
+
+
+def _raw(allocator: str) -> list[dict[str, object]]:
+    space = pb.XSpace()
+    space.ParseFromString(gzip.decompress(JAX.read_bytes()))
+    events = []
+    for plane in space.planes:
+        names = {key: meta.name for key, meta in plane.stat_metadata.items()}
+        kinds = {key: meta.name for key, meta in plane.event_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                kind = kinds.get(event.metadata_id)
+                if kind in ("MemoryAllocation", "MemoryDeallocation"):
+                    stats: dict[str, object] = {"alloc": kind == "MemoryAllocation",
+                                                "time_ps": line.timestamp_ns * 1000 + event.offset_ps}
+                    for stat in event.stats:
+                        which = stat.WhichOneof("value")
+                        value = getattr(stat, which) if which else 0
+                        stats[names[stat.metadata_id]] = names.get(value, "") if which == "ref_value" else value
+                    if stats["allocator_name"] == allocator:
+                        events.append(stats)
+    return sorted(events, key=lambda e: e["time_ps"])  # type: ignore[arg-type,return-value]
+
+
+def test_the_jax_profiles_boxes_are_its_own_chunks() -> None:
+    events = _raw("GPU_0_bfc")
+    space = address_space(memtrace.load(JAX), "GPU_0_bfc")
+    assert space.exact and len(space.regions) == 1
+    base = int(events[0]["addr"])  # type: ignore[call-overload]
+    live: dict[int, int] = {}
+    theirs = []
+    for row, e in enumerate(events):
+        if e["alloc"]:
+            live[int(e["addr"])] = len(theirs)  # type: ignore[call-overload]
+            theirs.append([int(e["addr"]) - base, int(e["allocation_bytes"]), row, None])  # type: ignore[call-overload]
+        else:
+            theirs[live.pop(int(e["addr"]))][3] = row  # type: ignore[call-overload]
+    ours = [[b.offset, b.size_bytes, b.start_event, b.end_event] for b in space.boxes]
+    assert len(ours) == 80 and ours == theirs
+    in_use = [int(e["bytes_allocated"]) for e in events]  # type: ignore[call-overload]
+    assert space.peak_event == in_use.index(max(in_use)) and space.peak_in_use_bytes == 184_549_632
+    assert space.failed_event is None
+
+
+def test_fit_html_draws_every_chunk_the_peak_and_the_failure(tmp_path: Path) -> None:
+    page = tmp_path / "fit.html"
+    # the 50 MiB run under 49 MiB: TensorFlow ran out there (fixtures/oom/cpu_regions_49mib.log)
+    assert main(["fit", str(OOM50), "--limit", "49MiB", "--html", "-o", str(page)]) == 1
+    dom = Page(page.read_text())
+    assert len(dom.find("svg", "address-space")) == 1
+    titles = [t.text for t in dom.find("title")]
+    chunks = [t for t in titles if " at offset " in t]
+    space = address_space(memtrace.load(OOM50), CPU, limit=49 * MIB)
+    assert len(chunks) == len(space.boxes) == 13 and sum(" for Fill" in t or t.startswith("Fill") for t in chunks) >= 4
+    assert len(dom.find("line", "peak")) == 1 and len(dom.find("line", "failure")) == 1
+    assert "out of memory: 20 MiB for Fill" in page.read_text()
+    assert len(dom.find("rect", "free")) == 4  # one band per region: 2, 4, 8 and 16 MiB
+    assert not dom.find("script")
+
+
+def test_names_from_the_trace_are_escaped(tmp_path: Path) -> None:
+    hostile = '<img src=x onerror="alert(1)">/op'
+    events = [_event("alloc", 10, 256, 256, 0x1000, hostile), _event("alloc", 20, 512, 768, 0x1100, "b/ok"),
+              _event("dealloc", 30, 256, 512, 0x1000)]
+    trace = _write(tmp_path, _space(events))
+    page = tmp_path / "fit.html"
+    assert main(["fit", str(trace), "--html", "-o", str(page)]) == 0
+    text = page.read_text()
+    assert "<img" not in text and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in text
+    assert not Page(text).find("img")
+
+
+def test_the_pages_open_in_chromium_and_show_the_picture(tmp_path: Path) -> None:
+    fit_page = tmp_path / "fit.html"
+    assert main(["fit", str(OOM50), "--limit", "49MiB", "--html", "-o", str(fit_page)]) == 1
+    shot = tmp_path / "fit.png"
+    done = run_chromium(tmp_path, "--window-size=1200,900", f"--screenshot={shot}", fit_page.as_uri())
+    assert not console_errors(done.stderr)
+    image = read_png(shot)[:, :, :3].astype(np.int64)
+
+    def pixels_near(colour: tuple[int, int, int]) -> int:
+        return int((np.abs(image - np.array(colour)).sum(axis=2) < 30).sum())
+
+    assert pixels_near((0xE5, 0xE7, 0xEB)) > 20_000  # free space (holes) in the regions' bands
+    assert pixels_near((0xDC, 0x26, 0x26)) > 300  # the failed request, drawn to scale, and its line
+    assert len(np.unique(image.reshape(-1, 3), axis=0)) > 50
+    # AND the report of a profile carries the same picture, and its script still runs clean
+    report = tmp_path / "report.html"
+    assert main(["report", str(OOM50), "-o", str(report)]) == 0
+    done = run_chromium(tmp_path, "--window-size=1280,1000", "--dump-dom", report.as_uri() + "#selftest")
+    assert not console_errors(done.stderr)
+    dom = Page(done.stdout)
+    (root,) = dom.find("html")
+    assert "data-errors" not in root.attrs
+    assert len(dom.find("svg", "address-space")) == 1
+
+
+def test_a_stepstats_report_has_no_address_space(tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    assert main(["report", str(FIXTURES / "alexnet_train_gpu.pbtxt"), "-o", str(report)]) == 0
+    assert not Page(report.read_text()).find("svg", "address-space")
+
+
+@pytest.mark.parametrize("args", [["--html"], ["--html", "--json", "-o", "x.html"]])
+def test_fit_html_needs_an_output_file(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fit", str(JAX), *args]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

@@ -1,0 +1,112 @@
+"""frag measures holes inside the allocator's regions (issue 26, item 5), on a CPU BFC profile recorded from birth.
+
+The profile (fixtures/profiles/cpu_bfc_regions.py) grows the allocator to five regions the system
+placed far apart. The independent source is the allocator's own stats at the peak event, walked
+here with protobuf alone: its bytes in use and its fragmentation metric (free - largest free) /
+free, with free = pool - in use. Inside regions the free memory is exactly the holes between
+live chunks plus each region's free head and tail, so those stats pin the regions and the holes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+import memtrace
+from memtrace.cli import main
+from memtrace.frag import fragmentation
+from memtrace.read._proto import xplane_pb2 as pb
+from memtrace.regions import regions_of
+
+PROFILE = Path(__file__).parent.parent / "fixtures" / "profiles" / "cpu_bfc_regions.xplane.pb.gz"
+ALLOCATOR = "bfc_cpu_allocator_for_gpu"
+MIB = 1 << 20
+
+
+def _raw_events() -> list[dict[str, object]]:
+    """The allocator's memory events, in time order, as the profile holds them."""
+    space = pb.XSpace()
+    space.ParseFromString(gzip.decompress(PROFILE.read_bytes()))
+    events = []
+    for plane in space.planes:
+        names = {key: meta.name for key, meta in plane.stat_metadata.items()}
+        kinds = {key: meta.name for key, meta in plane.event_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                kind = kinds.get(event.metadata_id)
+                if kind in ("MemoryAllocation", "MemoryDeallocation"):
+                    stats: dict[str, object] = {"alloc": kind == "MemoryAllocation",
+                                                "time_ps": line.timestamp_ns * 1000 + event.offset_ps}
+                    for stat in event.stats:
+                        which = stat.WhichOneof("value")
+                        value = getattr(stat, which) if which else 0
+                        stats[names[stat.metadata_id]] = names.get(value, "") if which == "ref_value" else value
+                    events.append(stats)
+    return sorted(events, key=lambda e: e["time_ps"])  # type: ignore[arg-type,return-value]
+
+
+@pytest.fixture(scope="module")
+def trace() -> memtrace.Trace:
+    return memtrace.load(PROFILE)
+
+
+def test_regions_are_tfs_growth_placed_where_the_profile_put_them(trace: memtrace.Trace) -> None:
+    regions = regions_of(trace, ALLOCATOR)
+    assert regions is not None
+    # TF's growth rule: 2 MiB, then doubling; the system (mmap) put each later one lower, none touching
+    assert [r.bytes for r in regions.regions] == [32 * MIB, 16 * MIB, 8 * MIB, 4 * MIB, 2 * MIB]
+    assert [r.made_at_ns for r in regions.regions] == sorted((r.made_at_ns for r in regions.regions), reverse=True)
+    gaps = [b.start - a.end for a, b in zip(regions.regions, regions.regions[1:])]
+    assert gaps == [4096, 4096, 4096, 203_411_456]  # what frag counted as holes before (the last 194 MiB)
+    # every chunk the profile allocated lies inside one region
+    chunks = [(int(e["addr"]), int(e["allocation_bytes"])) for e in _raw_events() if e["alloc"]]  # type: ignore[call-overload]
+    holding = [sum(r.start <= addr and addr + size <= r.end for r in regions.regions) for addr, size in chunks]
+    assert len(chunks) == 27 and holding == [1] * 27
+
+
+def test_holes_at_the_peak_are_only_those_inside_a_region(trace: memtrace.Trace) -> None:
+    events = _raw_events()
+    moment = fragmentation(trace, ALLOCATOR).at_peak
+    assert moment is not None and moment.external is not None
+    e = moment.external
+    assert len(e.regions) == 5 and len(e.ranges) == 13
+    # the one hole: the freed 256 KiB tensor's place in the first region, less what a later small output took
+    [hole] = e.holes
+    assert hole.bytes == 260_608 and any(r.start <= hole.start < r.end for r in e.regions)
+    assert e.live_bytes == e.span_bytes - hole.bytes
+    # AND the allocator's own stats at the peak event agree: its free memory (pool - in use) is the
+    # hole plus each region's free head and tail, its largest free chunk the largest of those pieces
+    peak = max(range(len(events)), key=lambda i: (int(events[i]["bytes_allocated"]), -i))  # type: ignore[call-overload]
+    in_use = int(events[peak]["bytes_allocated"])  # type: ignore[call-overload]
+    assert in_use == sum(r.bytes for r in e.ranges) == e.live_bytes
+    pieces = [hole.bytes]
+    for region, (first, last) in zip(e.regions, e.region_spans):
+        pieces += [first - region.start, region.end - last]
+    free = sum(r.bytes for r in e.regions) - in_use
+    assert sum(pieces) == free
+    theirs = float(events[peak]["fragmentation"])  # type: ignore[arg-type]
+    assert theirs == pytest.approx((free - max(pieces)) / free, rel=1e-6) and theirs > 0
+
+
+def test_frag_says_holes_are_measured_inside_regions(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["frag", str(PROFILE)]) == 0
+    text = " ".join(capsys.readouterr().out.split())  # as one line, however the terminal wraps it
+    assert "13 buffers in 5 regions of the allocator" in text
+    assert "span inside the regions 60.8 MiB (63,701,248 bytes), live 60.5 MiB, 1 hole of 254 KiB" in text
+    assert main(["frag", str(PROFILE), "--json"]) == 0
+    external = json.loads(capsys.readouterr().out)["allocators"][0]["external"]
+    assert (external["span_bytes"], external["hole_bytes"], external["holes"]) == (63_701_248, 260_608, 1)
+    assert sorted(r["bytes"] for r in external["regions"]) == [2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB, 32 * MIB]
+
+
+def test_without_known_regions_the_walk_is_as_before() -> None:
+    # the Keras fixtures start after the allocator's birth: regions unknown, one walk over all buffers
+    keras = memtrace.load(PROFILE.parent / "keras_cnn.xplane.pb.gz")
+    assert regions_of(keras, ALLOCATOR) is None
+    moment = fragmentation(keras, ALLOCATOR).at_peak
+    assert moment is not None and moment.external is not None and moment.external.regions == ()
+    e = moment.external
+    assert e.span_bytes == e.end - e.start == 316_160 and len(e.holes) == 7

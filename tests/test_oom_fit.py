@@ -1,0 +1,101 @@
+"""``memtrace oom LOG --trace PROFILE``: what would have avoided the failure, against TensorFlow's own runs.
+
+fixtures/oom/cpu_regions.py, one eager program on TF's CPU BFC allocator recorded from its birth,
+run by TensorFlow 2.21 under TF_CPU_BFC_MEM_LIMIT_IN_MB = 40, 49 and 50: TensorFlow ran out of
+memory at 40 MiB (exhausted) and 49 MiB (fragmentation: no region could grow large enough) on the
+same 20 MiB Fill, and completed at 50 MiB. The model, given a failed run's profile and its dump,
+must fail at the same request in the dump's state and name 50 MiB as the smallest limit.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import memtrace
+from memtrace.cli import main
+from memtrace.oom import analyse_all
+from memtrace.oom_fit import avoidance
+from memtrace.read.oom import load_oom_dumps
+
+OOM = Path(__file__).parent.parent / "fixtures" / "oom"
+ALLOCATOR = "bfc_cpu_allocator_for_gpu"
+MIB = 1 << 20
+
+
+@pytest.mark.parametrize(("limit_mib", "verdict", "free_bytes"), [(40, "exhausted", 12_058_368),
+                                                                   (49, "fragmentation", 21_495_552)])
+def test_the_model_fails_where_tensorflow_did_and_names_the_limit_that_completed(
+        limit_mib: int, verdict: str, free_bytes: int) -> None:
+    # GIVEN TensorFlow's dump of the failed run and the profile of that same run
+    [event] = analyse_all(load_oom_dumps(OOM / f"cpu_regions_{limit_mib}mib.log"))
+    assert (event.request_bytes, event.limit_bytes, event.dump.op) == (20 * MIB, limit_mib * MIB, "Fill")
+    trace = memtrace.load(OOM / f"cpu_regions_{limit_mib}mib.xplane.pb.gz")
+    # WHEN the run is replayed under the dump's limit
+    a = avoidance(event, trace)
+    # THEN the model runs out at the dump's request, in the dump's state (its chunk map), with its verdict
+    failure = a.result.failure
+    assert a.appended and a.same_request and a.same_state and failure is not None
+    assert (failure.op, failure.request_bytes, failure.in_use_bytes) == ("Fill", 20 * MIB, 29_884_672)
+    assert (failure.free_bytes, failure.largest_free_bytes, failure.verdict) == (free_bytes, 1_310_464, verdict)
+    assert event.verdict == verdict
+    # AND the smallest limit that gets past it is 50 MiB: TensorFlow completed the run at 50 MiB
+    assert a.result.min_limit_bytes == 50 * MIB
+
+
+def test_the_run_that_completed_replays_under_its_limit_and_not_below() -> None:
+    from memtrace.fit import fit
+
+    trace = memtrace.load(OOM / "cpu_regions_50mib.xplane.pb.gz")
+    assert "ran out of memory" not in (OOM / "cpu_regions_50mib.log").read_text()
+    at_50 = fit(trace, ALLOCATOR, limit=50 * MIB, recorded_limit=50 * MIB)
+    # exact, the last region included: TF cut it to what the limit left (20 MiB, not 32), so the
+    # 20 MiB Fill got a 20 MiB chunk; under TF's default limit the model would hand out 32 MiB
+    assert at_50.fits and at_50.reproduced is not None and at_50.reproduced.exact
+    unlimited = fit(trace, ALLOCATOR, limit=50 * MIB)
+    assert unlimited.reproduced is not None and unlimited.reproduced.chunks_equal == 20
+    at_49 = fit(trace, ALLOCATOR, limit=49 * MIB)
+    assert not at_49.fits and at_49.failure is not None
+    assert (at_49.failure.op, at_49.failure.request_bytes) == ("Fill", 20 * MIB)
+
+
+def test_oom_with_trace_says_what_would_have_avoided_it(capsys: pytest.CaptureFixture[str]) -> None:
+    log, profile = OOM / "cpu_regions_49mib.log", OOM / "cpu_regions_49mib.xplane.pb.gz"
+    assert main(["oom", str(log), "--trace", str(profile)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the model runs out of memory at the same request (20 MiB (20,971,520 bytes) for op Fill) in the dump's state" in text
+    assert "a limit of at least 50 MiB (52,428,800 bytes) (same options)" in text
+    # without growth one region of the limit holds it all: 42 MiB would do, so 49 MiB does
+    assert "allow_growth off: a limit of at least 42 MiB (44,040,192 bytes) (avoids it under the same limit)" in text
+    assert main(["oom", str(log), "--trace", str(profile), "--json"]) == 0
+    avoided = json.loads(capsys.readouterr().out)["events"][0]["avoided_by"]
+    assert (avoided["same_state"], avoided["min_limit_bytes"], avoided["limit_bytes"]) == (True, 50 * MIB, 49 * MIB)
+    assert {alt["change"]: alt["fits"] for alt in avoided["alternatives"]}["allow_growth off"] is True
+
+
+def test_oom_trace_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    log = OOM / "cpu_regions_40mib.log"
+    jax = OOM.parent / "profiles" / "jax_gpu.xplane.pb.gz"
+    assert main(["oom", str(log), "--trace", str(jax)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no allocator 'bfc_cpu_allocator_for_gpu'" in err
+    assert main(["oom", str(log), "--allocator", "x"]) == 2
+    assert "--allocator needs --trace" in capsys.readouterr().err
+    missing = tmp_path / "none.xplane.pb"
+    assert main(["oom", str(log), "--trace", str(missing)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_oom_html_with_trace_has_the_replay(tmp_path: Path) -> None:
+    from .test_report import Page
+
+    page = tmp_path / "oom.html"
+    log, profile = OOM / "cpu_regions_40mib.log", OOM / "cpu_regions_40mib.xplane.pb.gz"
+    assert main(["oom", str(log), "--trace", str(profile), "--html", "-o", str(page)]) == 0
+    dom = Page(page.read_text())
+    assert [h.text for h in dom.find("h3")].count("Replayed through the BFC model") == 1
+    items = [li.text for li in dom.find("li")]
+    assert "a limit of at least 50 MiB (52,428,800 bytes) (same options)" in items
+    assert not dom.find("script")
