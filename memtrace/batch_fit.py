@@ -1,0 +1,414 @@
+"""The largest batch that fits, from two recordings of one step at two batch sizes (``memtrace fit --vs``).
+
+A step's requests at batch 16 and at batch 64 are the same requests in the same order, with sizes
+that grow linearly in the batch. This module aligns the two request sequences of one allocator
+(:func:`align`), predicts each aligned allocation's size at any batch N as affine in the batch
+(:meth:`BatchModel.sizes_at`), writes the request sequence of batch N (:meth:`BatchModel.requests_at`)
+and replays it through the allocator model (:mod:`memtrace.bfc`): the largest batch under a limit,
+the smallest limit of a batch, and the batch sizes that fit the common cards.
+
+The rules, each said where the answer is shown:
+
+- **Alignment, by op and order.** An event's key is its kind and its op (a free takes the op of
+  the allocation it frees). The k-th event of a key in one recording is paired with the k-th of
+  the same key in the other; of those pairs, the longest run in the same order in both (a longest
+  increasing subsequence) is kept as anchors, and between two anchors the events left over are
+  paired again by key and order. ``tf.function`` changes the order of a few events from run to run
+  and names a few ops differently: such events are the ones left over.
+- **Sizes.** An aligned allocation of ``s1`` bytes at batch B1 and ``s2`` at B2 asks at batch N
+  for ``s1 + (s2 - s1)(N - B1)/(B2 - B1)``: exact integers wherever the growth per sample
+  ``(s2 - s1)/(B2 - B1)`` is a whole number of bytes (the *affine* allocations, nearly all); other
+  growing sizes are rounded up (never under-predicted); a size that shrinks as the batch grows is
+  no batch dimension (two small buffers that swapped places) and is held at the larger of its two
+  sizes; no prediction goes below 0.
+- **Order and what was left over.** Batch N's sequence is one recording's events in its order,
+  that of the recording whose batch size is nearer N (the larger on a tie); its allocations that
+  aligned take their predicted sizes, those that did not keep their recorded size (they are
+  left-over scalars and bookkeeping, not batch-sized buffers); the other recording's left-overs
+  are not used.
+- **How close.** Replaying batch N in the *other* recording's order too shows how much the answer
+  moves with the order of a few events (what ``tf.function`` varies from run to run); a limit
+  within that spread (and at least 1 MiB, TF's limits being whole MiB) of a batch's smallest limit
+  is reported as close.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .bfc import MIB, BFCOptions, LimitSearch, Requests, fits, search_min_limit, simulate
+from .errors import UsageError
+
+# Below this share of the events aligned, two recordings are taken for two different steps.
+MIN_ALIGNED_SHARE = 0.5
+# The largest batch a search goes up to.
+MAX_BATCH = 1 << 24
+
+GIB = 1 << 30
+# TF's GPU limit: the card's free memory less a reserve for the system (MinSystemMemory, gpu_device.cc):
+# 500, 1,050, 1,536 or 1,800 MiB for compute capability up to 6.x, 7.x, 8.x and above. The cards
+# below take the largest (1,800 MiB), so that a batch said to fit does; and memory the CUDA context
+# already holds (a few hundred MiB) is not subtracted.
+CARD_RESERVE_BYTES = 1800 * MIB
+CARDS_GB = (8, 12, 16, 24, 32, 40, 48, 80)
+
+
+class BatchInputError(UsageError):
+    """Two recordings that cannot be told apart as two batch sizes of one step."""
+
+
+# -- alignment ---------------------------------------------------------------------------------
+
+def event_keys(requests: Requests, names: dict[str, int]) -> np.ndarray:
+    """Each event's key (an int): its op (a free: its allocation's op) in ``names``, times 2, plus 1 for a free.
+
+    ``names`` numbers op names across recordings (it grows); an unknown op is its own name.
+    """
+    codes = np.array([names.setdefault(name, len(names)) for name in requests.op_names] + [-1], dtype=np.int64)
+    op = codes[requests.op]  # -1 (unknown) indexes the trailing -1
+    freed = ~requests.is_alloc & (requests.frees >= 0)
+    op = op.copy()
+    op[~requests.is_alloc] = -2  # a free of an allocation not in the sequence
+    op[freed] = codes[requests.op[requests.frees[freed]]]
+    return (op + 2) * 2 + (~requests.is_alloc).astype(np.int64)
+
+
+def _occurrence(keys: np.ndarray) -> np.ndarray:
+    """For each event, how many events of its key came before it."""
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    starts = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+    counts = np.diff(np.r_[starts, len(keys)])
+    rank = np.arange(len(keys)) - np.repeat(starts, counts)
+    occurrence = np.empty(len(keys), dtype=np.int64)
+    occurrence[order] = rank
+    return occurrence
+
+
+def _longest_increasing(values: np.ndarray) -> np.ndarray:
+    """Positions of a longest strictly increasing subsequence of ``values`` (patience sorting)."""
+    tails: list[int] = []  # the smallest last value of an increasing run of each length
+    tail_at: list[int] = []
+    previous = np.full(len(values), -1, dtype=np.int64)
+    for position, value in enumerate(values.tolist()):
+        length = bisect_left(tails, value)
+        if length == len(tails):
+            tails.append(value)
+            tail_at.append(position)
+        else:
+            tails[length] = value
+            tail_at[length] = position
+        previous[position] = tail_at[length - 1] if length else -1
+    chain = []
+    position = tail_at[-1] if tail_at else -1
+    while position >= 0:
+        chain.append(position)
+        position = int(previous[position])
+    return np.array(chain[::-1], dtype=np.int64)
+
+
+def align(first: Requests, second: Requests) -> tuple[np.ndarray, np.ndarray]:
+    """Aligned events of two request sequences, by op and order: (rows of ``first``, rows of ``second``), in order."""
+    names: dict[str, int] = {}
+    keys_a, keys_b = event_keys(first, names), event_keys(second, names)
+    if not len(keys_a) or not len(keys_b):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    occ_a, occ_b = _occurrence(keys_a), _occurrence(keys_b)
+    span = int(max(occ_a.max(), occ_b.max())) + 1
+    _, rows_a, rows_b = np.intersect1d(keys_a * span + occ_a, keys_b * span + occ_b, assume_unique=True,
+                                       return_indices=True)
+    by_a = np.argsort(rows_a, kind="stable")
+    rows_a, rows_b = rows_a[by_a], rows_b[by_a]
+    kept = _longest_increasing(rows_b)
+    anchors_a, anchors_b = rows_a[kept], rows_b[kept]
+    # Between consecutive anchors (and before the first, after the last): pair what is left by key and order.
+    bounds_a = np.r_[-1, anchors_a, len(keys_a)]
+    bounds_b = np.r_[-1, anchors_b, len(keys_b)]
+    extra_a: list[int] = []
+    extra_b: list[int] = []
+    gaps = np.flatnonzero((np.diff(bounds_a) > 1) & (np.diff(bounds_b) > 1))
+    for gap in gaps.tolist():
+        waiting: dict[int, deque[int]] = defaultdict(deque)
+        for row in range(int(bounds_b[gap]) + 1, int(bounds_b[gap + 1])):
+            waiting[int(keys_b[row])].append(row)
+        for row in range(int(bounds_a[gap]) + 1, int(bounds_a[gap + 1])):
+            queue = waiting.get(int(keys_a[row]))
+            if queue:
+                extra_a.append(row)
+                extra_b.append(queue.popleft())
+    # Last, what is still left anywhere, by key and order: an op whose events moved past an anchor.
+    taken_a = np.zeros(len(keys_a), dtype=np.bool_)
+    taken_b = np.zeros(len(keys_b), dtype=np.bool_)
+    taken_a[anchors_a] = taken_b[anchors_b] = True
+    taken_a[extra_a] = taken_b[extra_b] = True
+    waiting = defaultdict(deque)
+    for row in np.flatnonzero(~taken_b).tolist():
+        waiting[int(keys_b[row])].append(row)
+    for row in np.flatnonzero(~taken_a).tolist():
+        queue = waiting.get(int(keys_a[row]))
+        if queue:
+            extra_a.append(row)
+            extra_b.append(queue.popleft())
+    all_a = np.r_[anchors_a, np.array(extra_a, dtype=np.int64)]
+    all_b = np.r_[anchors_b, np.array(extra_b, dtype=np.int64)]
+    order = np.argsort(all_a, kind="stable")
+    return all_a[order].astype(np.int64), all_b[order].astype(np.int64)
+
+
+# -- the model of a batch size -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BatchModel:
+    """Two recordings of one allocator's requests at batch sizes B1 < B2, aligned.
+
+    ``small_rows[k]`` and ``large_rows[k]`` are the k-th aligned event of each; the counts say how
+    much aligned (events and allocations are those of the recording with more of them).
+    """
+
+    small: Requests
+    large: Requests
+    batch_sizes: tuple[int, int]
+    small_rows: np.ndarray
+    large_rows: np.ndarray
+    events: int
+    aligned_events: int
+    allocations: int
+    aligned_allocations: int
+    affine_allocations: int  # aligned, growing by a whole number of bytes per sample (or not at all)
+    growing_allocations: int  # aligned and larger at B2
+    shrinking_allocations: int  # aligned and smaller at B2: held at the larger size
+    rounded_allocations: int  # aligned, growing by a fraction of a byte per sample: rounded up
+    left_over_small: int  # events of the small recording that did not align
+    left_over_large: int
+    _pairs: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False,
+                                                                         compare=False)
+
+    @property
+    def alloc_pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Aligned allocations: (rows in small, rows in large)."""
+        keep = self.small.is_alloc[self.small_rows] & self.large.is_alloc[self.large_rows]
+        return self.small_rows[keep], self.large_rows[keep]
+
+    def base_for(self, batch: int) -> str:
+        """The recording whose order batch ``batch`` is written in: the nearer batch size (the larger on a tie)."""
+        b1, b2 = self.batch_sizes
+        return "small" if abs(batch - b1) < abs(batch - b2) else "large"
+
+    def sizes_at(self, batch: int, base: str | None = None) -> np.ndarray:
+        """Requested bytes of each event of batch ``batch``'s sequence (0 for frees), in the base recording's rows."""
+        if batch < 0:
+            raise BatchInputError(f"a batch size must be 0 or more, not {batch}")
+        base = base or self.base_for(batch)
+        b1, b2 = self.batch_sizes
+        rows_small, rows_large = self.alloc_pairs
+        s1 = self.small.requested_bytes[rows_small].astype(np.int64)
+        s2 = self.large.requested_bytes[rows_large].astype(np.int64)
+        grow = s2 - s1
+        span = b2 - b1
+        # Exact where (s2 - s1)(N - B1) divides by B2 - B1; else rounded up (never under-predicted).
+        predicted = s1 - (-(grow * (batch - b1)) // span)
+        predicted = np.where(grow < 0, np.maximum(s1, s2), predicted)
+        predicted = np.maximum(predicted, 0)
+        own = self.small if base == "small" else self.large
+        sizes = own.requested_bytes.astype(np.int64).copy()
+        sizes[rows_small if base == "small" else rows_large] = predicted
+        return sizes
+
+    def requests_at(self, batch: int, base: str | None = None) -> Requests:
+        """The request sequence of batch ``batch`` (see the module's rules), ready for :mod:`memtrace.bfc`."""
+        base = base or self.base_for(batch)
+        own = self.small if base == "small" else self.large
+        return Requests(own.is_alloc, self.sizes_at(batch, base), own.frees, own.op, own.time_ns, own.op_names)
+
+
+def batch_model(small: Requests, large: Requests, batch_sizes: Sequence[int], *, names: tuple[str, str] = ("SMALL",
+                "LARGE")) -> BatchModel:
+    """Align two recordings at batch sizes ``batch_sizes`` = (B1, B2), B1 < B2; refuse what is not two batches of one step."""
+    if len(batch_sizes) != 2:
+        raise BatchInputError(f"give two batch sizes, the small recording's and the large one's, not {len(batch_sizes)}")
+    b1, b2 = (int(b) for b in batch_sizes)
+    if b1 <= 0 or b2 <= 0:
+        raise BatchInputError(f"batch sizes must be positive, not {b1},{b2}")
+    if b1 == b2:
+        raise BatchInputError(f"the two batch sizes are equal ({b1}): nothing says how the sizes grow")
+    if b1 > b2:
+        raise BatchInputError(f"the batch sizes must increase (the small recording first): {b1},{b2}")
+    if not small.is_alloc.any() or not large.is_alloc.any():
+        empty = names[0] if not small.is_alloc.any() else names[1]
+        raise BatchInputError(f"{empty}: no allocations for this allocator")
+    rows_small, rows_large = align(small, large)
+    events = max(len(small), len(large))
+    share = len(rows_small) / events
+    if share < MIN_ALIGNED_SHARE:
+        raise BatchInputError(
+            f"{names[0]} and {names[1]} do not look like one step at two batch sizes: only {len(rows_small):,} of "
+            f"{events:,} events ({share:.0%}) align by op and order (at least {MIN_ALIGNED_SHARE:.0%} needed)")
+    keep = small.is_alloc[rows_small] & large.is_alloc[rows_large]
+    s1 = small.requested_bytes[rows_small[keep]].astype(np.int64)
+    s2 = large.requested_bytes[rows_large[keep]].astype(np.int64)
+    grow = s2 - s1
+    if not (grow > 0).any() or s2.sum() <= s1.sum():
+        raise BatchInputError(
+            f"{names[1]} (batch {b2}) asks for no more than {names[0]} (batch {b1}): of {int(keep.sum()):,} aligned "
+            f"allocations {int((grow > 0).sum()):,} grow; sizes that do not grow with the batch say nothing about "
+            "larger batches (are the recordings in the right order, with the right batch sizes?)")
+    affine = (grow >= 0) & (grow % (b2 - b1) == 0)
+    return BatchModel(
+        small, large, (b1, b2), rows_small, rows_large,
+        events=events, aligned_events=len(rows_small),
+        allocations=max(int(small.is_alloc.sum()), int(large.is_alloc.sum())),
+        aligned_allocations=int(keep.sum()), affine_allocations=int(affine.sum()),
+        growing_allocations=int((grow > 0).sum()), shrinking_allocations=int((grow < 0).sum()),
+        rounded_allocations=int(((grow > 0) & ~affine).sum()),
+        left_over_small=len(small) - len(rows_small), left_over_large=len(large) - len(rows_large))
+
+
+# -- questions about batch sizes ---------------------------------------------------------------
+
+def _with_limit(options: BFCOptions, limit_bytes: int) -> BFCOptions:
+    return BFCOptions(limit_bytes, options.allow_growth, options.garbage_collection, options.fragmentation_fraction,
+                      options.regions_descending)
+
+
+def fits_at(model: BatchModel, batch: int, options: BFCOptions, base: str | None = None) -> bool:
+    """Whether batch ``batch``'s predicted requests fit under ``options``."""
+    return fits(model.requests_at(batch, base), options)
+
+
+def largest_batch(model: BatchModel, options: BFCOptions, base: str | None = None) -> int:
+    """The largest batch whose predicted requests fit under ``options`` (0: not even batch 1); assumes monotone."""
+    if not fits_at(model, 1, options, base):
+        return 0
+    low, high = 1, max(2, model.batch_sizes[1])
+    while fits_at(model, high, options, base):
+        low, high = high, high * 2
+        if high > MAX_BATCH:
+            raise BatchInputError(f"batch {MAX_BATCH:,} still fits: the sizes hardly grow with the batch")
+    while high - low > 1:
+        middle = (low + high) // 2
+        if fits_at(model, middle, options, base):
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+@dataclass(frozen=True)
+class BatchLimit:
+    """One batch size's smallest limit, replayed in both recordings' orders."""
+
+    batch: int
+    min_limit_bytes: int  # in the order of the nearer recording (the prediction)
+    other_order_min_limit_bytes: int  # in the other recording's order
+    monotone: bool
+    peak_in_use_bytes: int
+
+    @property
+    def spread_bytes(self) -> int:
+        """How far the answer moves with the order of the few events the two recordings order differently."""
+        return abs(self.min_limit_bytes - self.other_order_min_limit_bytes)
+
+    def close_to(self, limit_bytes: int) -> bool:
+        """Whether ``limit_bytes`` lies within the order's spread (at least 1 MiB) of this batch's smallest limit."""
+        return abs(limit_bytes - self.min_limit_bytes) <= max(self.spread_bytes, MIB)
+
+
+def batch_limit(model: BatchModel, batch: int, options: BFCOptions) -> BatchLimit:
+    """Batch ``batch``'s smallest limit (to the MiB), in the nearer recording's order and in the other's."""
+    base = model.base_for(batch)
+    other = "large" if base == "small" else "small"
+    search: LimitSearch = search_min_limit(model.requests_at(batch, base), options)
+    other_search = search_min_limit(model.requests_at(batch, other), options)
+    peak = simulate(model.requests_at(batch, base), _with_limit(options, search.limit_bytes)).peak_in_use_bytes
+    return BatchLimit(batch, search.limit_bytes, other_search.limit_bytes,
+                      search.monotone and other_search.monotone, peak)
+
+
+@dataclass(frozen=True)
+class Card:
+    """A card of ``size_gb`` GiB: the limit TF would set on it, and the largest batch under that."""
+
+    size_gb: int
+    limit_bytes: int
+    largest_batch: int
+
+
+def cards(model: BatchModel, options: BFCOptions, sizes_gb: Sequence[int] = CARDS_GB) -> tuple[Card, ...]:
+    """The largest batch under each card's limit (its memory less TF's reserve, :data:`CARD_RESERVE_BYTES`)."""
+    found = []
+    for size in sizes_gb:
+        limit = size * GIB - CARD_RESERVE_BYTES
+        found.append(Card(size, limit, largest_batch(model, _with_limit(options, limit))))
+    return tuple(found)
+
+
+def table_batches(model: BatchModel, upto_bytes: int, options: BFCOptions) -> list[int]:
+    """Batch sizes for the table: B1, B2, then doubling until a batch's smallest limit passes ``upto_bytes``."""
+    b1, b2 = model.batch_sizes
+    batches = [b1, b2]
+    batch = b2
+    while batch < MAX_BATCH:
+        batch *= 2
+        batches.append(batch)
+        if not fits_at(model, batch, _with_limit(options, upto_bytes)):
+            break
+    return batches
+
+
+# -- checking the prediction against a third recording -----------------------------------------
+
+@dataclass(frozen=True)
+class BatchCheck:
+    """The prediction of batch ``batch`` held against a recording of it, size by size."""
+
+    batch: int
+    events: int  # of the recording
+    aligned_events: int
+    aligned_allocations: int
+    equal_sizes: int
+    differing: tuple[tuple[str, int, int], ...]  # (op, predicted, recorded) of each aligned allocation that differs
+    predicted_min_limit_bytes: int
+    recorded_min_limit_bytes: int  # the recording's own requests replayed through the model
+
+
+def check(model: BatchModel, recording: Requests, batch: int, options: BFCOptions) -> BatchCheck:
+    """Align a recording of batch ``batch`` with its prediction and compare every aligned allocation's size."""
+    predicted = model.requests_at(batch)
+    rows_p, rows_r = align(predicted, recording)
+    keep = predicted.is_alloc[rows_p] & recording.is_alloc[rows_r]
+    rows_p, rows_r = rows_p[keep], rows_r[keep]
+    want = predicted.requested_bytes[rows_p]
+    got = recording.requested_bytes[rows_r]
+    names = predicted.op_names
+    differing = tuple(
+        (names[int(predicted.op[p])] if int(predicted.op[p]) >= 0 else "", int(w), int(g))
+        for p, w, g in zip(rows_p[want != got].tolist(), want[want != got].tolist(), got[want != got].tolist()))
+    return BatchCheck(batch, len(recording), len(keep), int(keep.sum()), int((want == got).sum()), differing,
+                      search_min_limit(predicted, options).limit_bytes,
+                      search_min_limit(recording, options).limit_bytes)
+
+
+# -- batch sizes from the inputs' leading dimension --------------------------------------------
+
+def batch_sizes_from_shapes(model_small: Requests, model_large: Requests, leading_small: np.ndarray,
+                            leading_large: np.ndarray) -> tuple[int, int, int] | None:
+    """(B1, B2, allocations that say so) from each allocation's leading dimension (-1 unknown), or None.
+
+    Of the aligned allocations that grow, the most common pair of differing leading dimensions.
+    """
+    rows_small, rows_large = align(model_small, model_large)
+    keep = model_small.is_alloc[rows_small] & model_large.is_alloc[rows_large]
+    rows_small, rows_large = rows_small[keep], rows_large[keep]
+    grows = model_large.requested_bytes[rows_large] > model_small.requested_bytes[rows_small]
+    d1, d2 = leading_small[rows_small][grows], leading_large[rows_large][grows]
+    usable = (d1 > 0) & (d2 > 0) & (d1 != d2)
+    if not usable.any():
+        return None
+    pairs, counts = np.unique(np.stack([d1[usable], d2[usable]], axis=1), axis=0, return_counts=True)
+    best = int(np.argmax(counts))
+    return int(pairs[best][0]), int(pairs[best][1]), int(counts[best])
