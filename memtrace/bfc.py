@@ -255,31 +255,45 @@ class LimitSearch:
 
 
 def search_min_limit(requests: Requests, options: BFCOptions, granularity: int = MIB,
-                     extra_probes: int = 8) -> LimitSearch:
+                     extra_probes: int = 2) -> LimitSearch:
     """The smallest multiple of ``granularity`` under which every request is served, by bisection.
 
-    The lower bound is the most rounded bytes ever alive at once (no allocator fits below it); the
-    upper bound doubles until a limit fits. Bisection assumes fitting is monotone in the limit; it
-    need not be (a different last region or split threshold changes later choices), so
-    ``extra_probes`` more limits between the answer and the upper bound are replayed too, and any
-    limit tried that contradicts monotony is reported (``monotone`` False).
+    The lower bound is the most rounded bytes ever alive at once (no allocator fits below it).
+    The upper bound: with ``allow_growth`` and the 128 MiB split rule, the largest pool an
+    unlimited replay reaches (under any limit at least that, every region is what it would be
+    unlimited, so the replay is the same and fits); otherwise it grows from the lower bound, the
+    step doubling, until a limit fits. Failing replays stop at their failure, so most cost less
+    than a whole one. Bisection assumes fitting is monotone in the limit; it need not be (a
+    different last region or split threshold changes later choices), so ``extra_probes`` more
+    limits between the answer and the upper bound are replayed too, and any limit tried that
+    contradicts monotony is reported (``monotone`` False).
     """
     if granularity <= 0:
         raise ValueError("the granularity must be positive")
     tried: list[tuple[int, bool]] = []
+    top_units = MAX_LIMIT_BYTES // granularity
 
     def check(units: int) -> bool:
         ok = fits(requests, _with_limit(options, units * granularity))
         tried.append((units * granularity, ok))
         return ok
 
-    lo = max(0, -(-requests.peak_rounded_live_bytes() // granularity) - 1)  # known (or assumed) not to fit
-    hi = max(lo + 1, 1)
-    while not check(hi):
-        lo = hi
-        if hi * granularity * 2 > MAX_LIMIT_BYTES:
+    lo = max(0, -(-requests.peak_rounded_live_bytes() // granularity) - 1)  # known not to fit
+    if options.allow_growth and options.fragmentation_fraction == 0.0:
+        unlimited = _Run(requests, _with_limit(options, MAX_LIMIT_BYTES), record=False)
+        if unlimited.failed_at is not None:
             raise ValueError("no limit the model holds fits these requests")
-        hi *= 2
+        hi = max(lo + 1, -(-unlimited.max_pool // granularity))
+        tried.append((hi * granularity, True))
+    else:
+        gap = max(1, lo // 16)
+        hi = lo + gap
+        while not check(hi):
+            lo = hi
+            gap *= 2
+            if hi >= top_units:
+                raise ValueError("no limit the model holds fits these requests")
+            hi = min(top_units, hi + gap)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if check(mid):
@@ -343,23 +357,16 @@ class _Run:
         region_rows: list[int] = []
         pool = in_use = peak = max_pool = 0
         record = self.record
-        rec_addr: list[int] = []
-        rec_size: list[int] = []
-        rec_in_use: list[int] = []
-        rec_pool: list[int] = []
-        rec_largest: list[int] = []
+        rec: list[tuple[int, int, int, int, int]] = []  # per event: vaddr, chunk, in use, pool, largest free
+        add_rec = rec.append
         vbase = self._vbase
+        key_pop, free_pop, start_pop, used_pop, addr_pop = keys.pop, free_size.pop, free_start.pop, used.pop, addr_of.pop
 
-        for row in range(len(is_alloc)):
-            if is_alloc[row]:
-                req = requested[row]
+        for row, (alloc, req, freed) in enumerate(zip(is_alloc, requested, frees)):
+            if alloc:
                 if req <= 0:
                     if record:
-                        rec_addr.append(-1)
-                        rec_size.append(0)
-                        rec_in_use.append(in_use)
-                        rec_pool.append(pool)
-                        rec_largest.append(keys[-1] >> shift if keys else 0)
+                        add_rec((-1, 0, in_use, pool, keys[-1] >> shift if keys else 0))
                     continue
                 rounded = (req + 255) & ~255
                 i = bisect_left(keys, rounded << shift)
@@ -398,7 +405,7 @@ class _Run:
                             break
                         for r, s in empty:
                             base = vbase(r)
-                            keys.pop(bisect_left(keys, (s << shift) | base))
+                            key_pop(bisect_left(keys, (s << shift) | base))
                             del free_size[base]
                             del free_start[base + s]
                             del regions[r]
@@ -407,7 +414,7 @@ class _Run:
                         self.failed_at = row
                         break
                     i = bisect_left(keys, rounded << shift)
-                key = keys.pop(i)
+                key = key_pop(i)
                 size = key >> shift
                 addr = key & amask
                 del free_size[addr]
@@ -426,42 +433,30 @@ class _Run:
                 if in_use > peak:  # noqa: PLR1730 - a call to max() costs more in this loop
                     peak = in_use
                 if record:
-                    rec_addr.append(addr)
-                    rec_size.append(size)
-                    rec_in_use.append(in_use)
-                    rec_pool.append(pool)
-                    rec_largest.append(keys[-1] >> shift if keys else 0)
+                    add_rec((addr, size, in_use, pool, keys[-1] >> shift if keys else 0))
             else:
-                addr = addr_of.pop(frees[row], -1)
+                addr = addr_pop(freed, -1)
                 if addr < 0:  # an allocation before the sequence, or a 0-byte one
                     if record:
-                        rec_addr.append(-1)
-                        rec_size.append(0)
-                        rec_in_use.append(in_use)
-                        rec_pool.append(pool)
-                        rec_largest.append(keys[-1] >> shift if keys else 0)
+                        add_rec((-1, 0, in_use, pool, keys[-1] >> shift if keys else 0))
                     continue
-                size = used.pop(addr)
+                size = used_pop(addr)
                 in_use -= size
                 start, end = addr, addr + size
-                after = free_size.pop(end, 0)
+                after = free_pop(end, 0)
                 if after:
-                    keys.pop(bisect_left(keys, (after << shift) | end))
+                    key_pop(bisect_left(keys, (after << shift) | end))
                     del free_start[end + after]
                     end += after
-                before = free_start.pop(addr, -1)
+                before = start_pop(addr, -1)
                 if before >= 0:
-                    keys.pop(bisect_left(keys, (free_size.pop(before) << shift) | before))
+                    key_pop(bisect_left(keys, (free_pop(before) << shift) | before))
                     start = before
                 free_size[start] = end - start
                 free_start[end] = start
                 insort(keys, ((end - start) << shift) | start)
                 if record:
-                    rec_addr.append(addr)
-                    rec_size.append(size)
-                    rec_in_use.append(in_use)
-                    rec_pool.append(pool)
-                    rec_largest.append(keys[-1] >> shift if keys else 0)
+                    add_rec((addr, size, in_use, pool, keys[-1] >> shift if keys else 0))
 
         self.peak = peak
         self.max_pool = max_pool
@@ -470,11 +465,11 @@ class _Run:
         self.used = used
         self.free_size = free_size
         self.addr_of = addr_of
-        self.columns = (rec_addr, rec_size, rec_in_use, rec_pool, rec_largest)
+        self.records = rec
 
     def simulation(self) -> Simulation:
-        rec_addr, rec_size, rec_in_use, rec_pool, rec_largest = self.columns
-        vaddr = np.array(rec_addr, dtype=np.int64) if rec_addr else np.zeros(0, dtype=np.int64)
+        table = np.array(self.records, dtype=np.int64).reshape(-1, 5)
+        vaddr, rec_size, rec_in_use, rec_pool, rec_largest = table.T
         touched = vaddr >= 0
         slot = np.where(touched, vaddr >> _REGION_SHIFT, 0)
         region = np.where(touched, _REGION_SLOTS - slot if self.options.regions_descending else slot, -1)
@@ -495,8 +490,8 @@ class _Run:
         return Simulation(
             options=self.options, fits=self.failed_at is None, failed_at=self.failed_at,
             region=region.astype(np.int32), offset=offset.astype(np.int64),
-            chunk_bytes=np.array(rec_size, dtype=np.int64), bytes_in_use=np.array(rec_in_use, dtype=np.int64),
-            pool_bytes=np.array(rec_pool, dtype=np.int64), largest_free_bytes=np.array(rec_largest, dtype=np.int64),
+            chunk_bytes=rec_size.copy(), bytes_in_use=rec_in_use.copy(), pool_bytes=rec_pool.copy(),
+            largest_free_bytes=rec_largest.copy(),
             peak_in_use_bytes=self.peak, regions=tuple(sorted(self.regions.items())), chunks=tuple(chunks),
             region_rows=self.region_rows, max_pool_bytes=self.max_pool,
         )
