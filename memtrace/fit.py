@@ -66,6 +66,23 @@ def gpu_limit_bytes(free_bytes: int, compute_capability_major: int) -> int:
     return free_bytes - reserve if reserve < free_bytes else free_bytes
 
 
+def parse_compute_capability(text: str) -> int:
+    """``"8.0"`` or ``"8"`` -> 8 (the major version is what TF's reserve depends on); a UsageError otherwise."""
+    match = re.fullmatch(r"\s*(\d{1,3})(?:\.\d{1,3})?\s*", text)
+    if match is None:
+        raise UsageError(f"not a compute capability: {text!r} (write e.g. 8.0 or 7.5)")
+    return int(match.group(1))
+
+
+def bfc_allocators(trace: TraceData) -> list[str]:
+    """The allocators ``fit`` looks at by default: every one of a profile (only BFC allocators write
+    its events), else those named like BFC (``GPU_0_bfc``, ``bfc_cpu_allocator_for_gpu``) that left records."""
+    if trace.message == "XSpace":
+        return list(trace.allocators)
+    have_records = set(np.unique(trace.records.allocator).tolist())
+    return [name for index, name in enumerate(trace.allocators) if "bfc" in name.lower() and index in have_records]
+
+
 @dataclass(frozen=True)
 class Defaults:
     """The options TF gives an allocator of this name, and in whose words."""
@@ -148,7 +165,7 @@ def _from_profile(trace: TraceData, allocator: str, index: int) -> TraceRequests
     freed_allocs = np.flatnonzero(is_alloc & (counts == 2))
     paired_frees = np.flatnonzero(~is_alloc & (counts == 0))
     free_time = trace.records.time_ns[offsets[rows[freed_allocs]] + 1]
-    time_ns = trace.nodes.start_ns[nodes].astype(np.int64)
+    time_ns = trace.nodes.start_ns[nodes].astype(np.int64) - trace.step_start_ns
     a_order = np.lexsort((freed_allocs, size[freed_allocs], free_time))
     f_order = np.lexsort((paired_frees, size[paired_frees], time_ns[paired_frees]))
     a_sorted, f_sorted = freed_allocs[a_order], paired_frees[f_order]
@@ -210,7 +227,7 @@ def _from_records(trace: TraceData, allocator: str) -> TraceRequests:
         notes.append(f"{guessed:,} of the allocations match no output, so their chunk size (from allocation_records) "
                      "stands for the request")
     return TraceRequests(allocator=allocator, requests=Requests(is_alloc, requested, frees, ops[0],
-                         allocations.time_ns.astype(np.int64), ops[1]),
+                         allocations.time_ns.astype(np.int64) - trace.step_start_ns, ops[1]),
                          source="records", from_birth=False, bytes_before=0, dropped_frees=dropped,
                          assumptions=tuple(notes))
 
