@@ -43,6 +43,8 @@ import numpy as np
 
 from .bfc import MIB, BFCOptions, LimitSearch, Requests, fits, search_min_limit, simulate
 from .errors import UsageError
+from .fit import FitResult, defaults_for, fit_requests, gpu_limit_bytes, requests_for
+from .model import TraceData
 
 # Below this share of the events aligned, two recordings are taken for two different steps.
 MIN_ALIGNED_SHARE = 0.5
@@ -50,11 +52,10 @@ MIN_ALIGNED_SHARE = 0.5
 MAX_BATCH = 1 << 24
 
 GIB = 1 << 30
-# TF's GPU limit: the card's free memory less a reserve for the system (MinSystemMemory, gpu_device.cc):
-# 500, 1,050, 1,536 or 1,800 MiB for compute capability up to 6.x, 7.x, 8.x and above. The cards
-# below take the largest (1,800 MiB), so that a batch said to fit does; and memory the CUDA context
-# already holds (a few hundred MiB) is not subtracted.
-CARD_RESERVE_BYTES = 1800 * MIB
+# The common cards, in GB (taken as GiB, about what the driver reports): TF's limit on each is
+# :func:`memtrace.fit.gpu_limit_bytes` with the largest reserve (compute capability 9 and above,
+# 1,800 MiB), so that a batch said to fit does; memory the CUDA context already holds (a few
+# hundred MiB) is not subtracted.
 CARDS_GB = (8, 12, 16, 24, 32, 40, 48, 80)
 
 
@@ -331,33 +332,40 @@ def batch_limit(model: BatchModel, batch: int, options: BFCOptions) -> BatchLimi
 
 @dataclass(frozen=True)
 class Card:
-    """A card of ``size_gb`` GiB: the limit TF would set on it, and the largest batch under that."""
+    """A card of ``size_gb`` GB: the limit TF would set on it (see :data:`CARDS_GB`), and the largest batch under it."""
 
     size_gb: int
     limit_bytes: int
     largest_batch: int
 
 
-def cards(model: BatchModel, options: BFCOptions, sizes_gb: Sequence[int] = CARDS_GB) -> tuple[Card, ...]:
-    """The largest batch under each card's limit (its memory less TF's reserve, :data:`CARD_RESERVE_BYTES`)."""
-    found = []
-    for size in sizes_gb:
-        limit = size * GIB - CARD_RESERVE_BYTES
-        found.append(Card(size, limit, largest_batch(model, _with_limit(options, limit))))
-    return tuple(found)
-
-
 def table_batches(model: BatchModel, upto_bytes: int, options: BFCOptions) -> list[int]:
-    """Batch sizes for the table: B1, B2, then doubling until a batch's smallest limit passes ``upto_bytes``."""
+    """Batch sizes for the table: B1, B2, then B2 doubled up to 16 times it, while it fits ``upto_bytes``."""
     b1, b2 = model.batch_sizes
     batches = [b1, b2]
-    batch = b2
-    while batch < MAX_BATCH:
-        batch *= 2
-        batches.append(batch)
-        if not fits_at(model, batch, _with_limit(options, upto_bytes)):
+    for factor in (2, 4, 8, 16):
+        batches.append(b2 * factor)
+        if not fits_at(model, b2 * factor, _with_limit(options, upto_bytes)):
             break
     return batches
+
+
+def largest_band(model: BatchModel, options: BFCOptions, margin_bytes: int = MIB) -> tuple[int, int]:
+    """The least and most of the largest batches under the limit +- ``margin_bytes``, in both recordings' orders.
+
+    TF's limits are whole MiB, and the order of a few events (which ``tf.function`` varies from run
+    to run) moves a batch's smallest limit by about that much: within this band TF itself may fit
+    in one run and run out in the next.
+    """
+    found = []
+    for delta in (-margin_bytes, 0, margin_bytes):
+        limit = options.limit_bytes + delta
+        if limit <= 0:
+            found.append(0)
+            continue
+        for base in ("small", "large"):
+            found.append(largest_batch(model, _with_limit(options, limit), base))
+    return min(found), max(found)
 
 
 # -- checking the prediction against a third recording -----------------------------------------
@@ -412,3 +420,145 @@ def batch_sizes_from_shapes(model_small: Requests, model_large: Requests, leadin
     pairs, counts = np.unique(np.stack([d1[usable], d2[usable]], axis=1), axis=0, return_counts=True)
     best = int(np.argmax(counts))
     return int(pairs[best][0]), int(pairs[best][1]), int(counts[best])
+
+
+def leading_dimensions(trace: TraceData, allocator: str, events: int) -> np.ndarray:
+    """Each event's leading dimension of the tensor it allocated (-1: a free, or no shape), for a profile.
+
+    The rows are those of :func:`memtrace.fit.requests_for` on a profile (one per event, in event
+    order); a StepStats trace (or rows that do not line up) gives -1 everywhere.
+    """
+    dims = np.full(events, -1, dtype=np.int64)
+    if trace.message != "XSpace" or allocator not in trace.allocators:
+        return dims
+    index = trace.allocators.index(allocator)
+    rows = np.flatnonzero(trace.memory.allocator == index)
+    if len(rows) != events:
+        return dims
+    outputs = trace.outputs
+    mine = np.flatnonzero(outputs.allocator == index)
+    out_of_node = np.full(len(trace.nodes), -1, dtype=np.int64)
+    out_of_node[outputs.node[mine]] = mine
+    out = out_of_node[trace.memory.node[rows]]
+    shaped = np.flatnonzero(out >= 0)
+    shaped = shaped[outputs.rank[out[shaped]] > 0]
+    dims[shaped] = outputs.shape_dims[outputs.shape_offsets[out[shaped]]]
+    return dims
+
+
+# -- the answer for two traces -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BatchFit:
+    """``memtrace fit SMALL --vs LARGE`` for one allocator.
+
+    ``fit`` describes batch ``described_batch``: the batch asked for; under a limit without one,
+    ``largest_batch + 1`` (the first batch that does not fit, with its failure); with neither,
+    the large recording's batch size. ``limits`` are the batches whose smallest limit was
+    searched (the table, or the batches around the answer); ``close`` says where the answer lies
+    within what the order of a few events changes.
+    """
+
+    allocator: str
+    batch_sizes: tuple[int, int]
+    batch_sizes_from: str | None  # how the batch sizes were read from the traces, None when given
+    model: BatchModel
+    batch: int | None
+    largest_batch: int | None
+    described_batch: int
+    fit: FitResult
+    limits: tuple[BatchLimit, ...]
+    cards: tuple[Card, ...]
+    check: BatchCheck | None
+    close: str | None
+    cpu: bool  # TF's CPU BFC allocator (its limit is TF_CPU_BFC_MEM_LIMIT_IN_MB, not a card)
+    assumptions: tuple[str, ...]
+
+
+def _sizes_from_traces(small: TraceData, large: TraceData, allocator: str, first: Requests,
+                       second: Requests) -> tuple[tuple[int, int], str]:
+    found = batch_sizes_from_shapes(first, second, leading_dimensions(small, allocator, len(first)),
+                                    leading_dimensions(large, allocator, len(second)))
+    if found is None:
+        raise BatchInputError(f"{small.path}, {large.path}: give the batch sizes (--batch-sizes B1,B2): the traces "
+                              "carry no shapes whose leading dimension grows between them")
+    b1, b2, count = found
+    if b1 >= b2:
+        raise BatchInputError(f"{small.path}, {large.path}: the inputs' leading dimension is {b1} in the first and "
+                              f"{b2} in the second: give the smaller batch first")
+    return (b1, b2), (f"read from the inputs' leading dimension ({b1} and {b2}, in {count:,} growing allocations "
+                      "whose shapes the traces carry)")
+
+
+def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes: Sequence[int] | None = None, *,
+                batch: int | None = None, limit: int | None = None, allow_growth: bool | None = None,
+                garbage_collection: bool | None = None, fragmentation_fraction: float | None = None,
+                check_with: tuple[TraceData, int] | None = None) -> BatchFit:
+    """The largest batch under ``limit``, or whether batch ``batch`` fits, or the table of batch sizes and cards.
+
+    ``small`` and ``large`` are two recordings of one step at ``batch_sizes`` (B1 < B2; read from
+    the inputs' leading dimension when None and the traces carry shapes). Options left None take
+    TF's defaults for the allocator. ``check_with`` = (trace, B3): a recording of a third batch
+    size to hold the prediction to.
+    """
+    first, second = requests_for(small, allocator), requests_for(large, allocator)
+    sizes_from = None
+    if batch_sizes is None:
+        batch_sizes, sizes_from = _sizes_from_traces(small, large, allocator, first.requests, second.requests)
+    model = batch_model(first.requests, second.requests, batch_sizes, names=(small.path, large.path))
+    if batch is not None and batch < 1:
+        raise BatchInputError(f"--batch must be 1 or more, not {batch}")
+    defaults = defaults_for(allocator)
+    try:
+        options = BFCOptions(
+            limit if limit is not None else 0,
+            defaults.allow_growth if allow_growth is None else allow_growth,
+            defaults.garbage_collection if garbage_collection is None else garbage_collection,
+            0.0 if fragmentation_fraction is None else fragmentation_fraction)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    given = limit is not None
+    largest = None
+    close = None
+    card_rows: tuple[Card, ...] = ()
+    if batch is not None:
+        described = batch
+        limits: tuple[BatchLimit, ...] = (batch_limit(model, batch, options),)
+        if given and limits[0].close_to(options.limit_bytes):
+            close = _close_words([limits[0]], options.limit_bytes)
+    elif given:
+        largest = largest_batch(model, options)
+        described = largest + 1
+        limits = tuple(batch_limit(model, n, options) for n in (largest, largest + 1) if n >= 1)
+        band = largest_band(model, options)
+        if band != (largest, largest):
+            close = (f"close: within 1 MiB of the limit, or in the other recording's order, the largest batch is "
+                     f"between {band[0]:,} and {band[1]:,}. {VARIES}")
+    else:
+        described = model.batch_sizes[1]
+        # Each card's limit under this allocator's options (a CPU allocator's: the limit to set, not a card).
+        card_rows = tuple(Card(gb, gpu_limit_bytes(gb * GIB, 9), largest_batch(
+            model, _with_limit(options, gpu_limit_bytes(gb * GIB, 9)))) for gb in CARDS_GB)
+        limits = tuple(batch_limit(model, n, options) for n in table_batches(model, card_rows[-1].limit_bytes, options))
+    result = fit_requests(model.requests_at(described), options, allocator=allocator, limit_given=given,
+                          defaults=defaults.source)
+    checked = None
+    if check_with is not None:
+        third, b3 = check_with
+        checked = check(model, requests_for(third, allocator).requests, b3, options)
+    notes = tuple(dict.fromkeys(first.assumptions + second.assumptions))
+    return BatchFit(allocator, model.batch_sizes, sizes_from, model, batch, largest, described, result, limits,
+                    card_rows, checked, close, defaults.limit_bytes is not None, notes)
+
+
+VARIES = ("tf.function orders a few events differently from run to run, so near a boundary TensorFlow itself may "
+          "fit in one run and run out in the next")
+
+
+def _close_words(rows: Sequence[BatchLimit], limit_bytes: int) -> str:
+    parts = []
+    for row in rows:
+        other = (f" ({row.other_order_min_limit_bytes / MIB:,.0f} MiB in the other recording's order)"
+                 if row.spread_bytes else "")
+        parts.append(f"batch {row.batch} needs {row.min_limit_bytes / MIB:,.0f} MiB{other}")
+    return f"close: {'; '.join(parts)}, and the limit is {limit_bytes / MIB:,.0f} MiB. {VARIES}"

@@ -6,6 +6,7 @@ import argparse
 from typing import IO, Any
 
 from . import add_output_options, add_trace_options, load_trace, write_report
+from .fit_batch import add_batch_options, check_options, run_batches
 
 
 def register(subparsers: Any) -> None:
@@ -42,6 +43,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--no-alternatives", dest="alternatives", action="store_false",
                         help="do not replay the other options (faster on large traces)")
     add_output_options(parser)
+    add_batch_options(parser)  # --vs LARGE: the largest batch that fits, from two recordings (commands/fit_batch.py)
     parser.set_defaults(run=run)
 
 
@@ -62,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
         major = parse_compute_capability(args.compute_capability)
         limit = gpu_limit_bytes(_size(args.card, "--card", parse_size) or 0, major)
     recorded = _size(args.recorded_limit, "--recorded-limit", parse_size)
+    check_options(args)
+    if args.vs is not None:
+        return run_batches(args, limit)
     trace = load_trace(args)
     if args.allocator is not None:
         allocator = resolve_allocator(trace, args.allocator)
