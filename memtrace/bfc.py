@@ -252,33 +252,57 @@ class LimitSearch:
     limit_bytes: int
     monotone: bool
     tried: tuple[tuple[int, bool], ...]  # (limit, fits) for every limit replayed, in order
+    below_step: int  # below the boundary bisection found, every below_step-th limit was tried (1: every one)
+
+    @property
+    def exhaustive(self) -> bool:
+        """Every limit below the answer was tried (and failed): it is the smallest."""
+        return self.below_step == 1
+
+    def counterexample(self) -> tuple[int, int] | None:
+        """A pair (larger limit that fails, smaller limit that fits) showing fitting is not monotone, if one was tried."""
+        fitting = [limit for limit, ok in self.tried if ok]
+        failing = [limit for limit, ok in self.tried if not ok]
+        for bad in sorted(failing, reverse=True):
+            good = min((limit for limit in fitting if limit < bad), default=None)
+            if good is not None:
+                return bad, good
+        return None
 
 
 def search_min_limit(requests: Requests, options: BFCOptions, granularity: int = MIB,
-                     extra_probes: int = 2) -> LimitSearch:
-    """The smallest multiple of ``granularity`` under which every request is served, by bisection.
+                     extra_probes: int = 2, budget_events: int = 5_000_000) -> LimitSearch:
+    """The smallest multiple of ``granularity`` under which every request is served.
 
     The lower bound is the most rounded bytes ever alive at once (no allocator fits below it).
     The upper bound: with ``allow_growth`` and the 128 MiB split rule, the largest pool an
     unlimited replay reaches (under any limit at least that, every region is what it would be
     unlimited, so the replay is the same and fits); otherwise it grows from the lower bound, the
-    step doubling, until a limit fits. Failing replays stop at their failure, so most cost less
-    than a whole one. Bisection assumes fitting is monotone in the limit; it need not be (a
-    different last region or split threshold changes later choices), so ``extra_probes`` more
-    limits between the answer and the upper bound are replayed too, and any limit tried that
-    contradicts monotony is reported (``monotone`` False).
+    step doubling, until a limit fits. Bisection between them finds a boundary (a limit that fits
+    above one that does not).
+
+    Fitting need not be monotone in the limit: with growth, the last region is cut to what the
+    limit leaves, and a region cut to the size of a later large request can fit where a larger
+    one, taken in part by smaller requests first, does not (seen in a real recording). So the
+    limits below the boundary are tried too, from the lower bound up, every one of them while
+    the replays stay within ``budget_events`` events in all (failing replays stop at their
+    failure, so most cost less than a whole one), else evenly spaced (``below_step``); the first
+    that fits is the answer. ``extra_probes`` limits above the answer are tried as well, and any
+    limit tried that contradicts monotony is reported (``monotone`` False).
     """
     if granularity <= 0:
         raise ValueError("the granularity must be positive")
     tried: list[tuple[int, bool]] = []
     top_units = MAX_LIMIT_BYTES // granularity
+    n = max(1, len(requests))
 
     def check(units: int) -> bool:
         ok = fits(requests, _with_limit(options, units * granularity))
         tried.append((units * granularity, ok))
         return ok
 
-    lo = max(0, -(-requests.peak_rounded_live_bytes() // granularity) - 1)  # known not to fit
+    floor = max(0, -(-requests.peak_rounded_live_bytes() // granularity) - 1)  # known not to fit
+    lo = floor
     if options.allow_growth and options.fragmentation_fraction == 0.0:
         unlimited = _Run(requests, _with_limit(options, MAX_LIMIT_BYTES), record=False)
         if unlimited.failed_at is not None:
@@ -300,14 +324,30 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
             hi = mid
         else:
             lo = mid
-    top = max(limit for limit, ok in tried if ok) // granularity
+    # Below the boundary: every limit (or every step-th) from the lower bound up; the first that fits wins.
+    below = hi - floor - 1
+    step = max(1, -(-below * n // budget_events)) if below > 0 else 1
+    known = {limit // granularity: ok for limit, ok in tried}
+    for units in range(floor + 1, hi, step):
+        if known.get(units, None) is False:
+            continue
+        if known.get(units) or check(units):
+            # the first fitting limit found: the ones just below it (within the step) decide the answer
+            for smaller in range(max(floor + 1, units - step + 1), units):
+                if check(smaller):
+                    units = smaller
+                    break
+            hi = units
+            break
+    fitting = sorted(limit // granularity for limit, ok in tried if ok)
+    top = fitting[-1] if fitting else hi
     if extra_probes and top > hi + 1:
-        step = max(1, (top - hi) // (extra_probes + 1))
-        for units in range(hi + step, top, step)[:extra_probes]:
+        gap = max(1, (top - hi) // (extra_probes + 1))
+        for units in range(hi + gap, top, gap)[:extra_probes]:
             check(units)
     answer = hi * granularity
     monotone = all(ok == (limit >= answer) for limit, ok in tried if limit > 0)
-    return LimitSearch(answer, monotone, tuple(tried))
+    return LimitSearch(answer, monotone, tuple(tried), step)
 
 
 def min_limit(requests: Requests, options: BFCOptions, granularity: int = MIB) -> int:

@@ -164,7 +164,7 @@ def _from_profile(trace: TraceData, allocator: str, index: int) -> TraceRequests
     frees = np.full(n, -1, dtype=np.int64)
     freed_allocs = np.flatnonzero(is_alloc & (counts == 2))
     paired_frees = np.flatnonzero(~is_alloc & (counts == 0))
-    free_time = trace.records.time_ns[offsets[rows[freed_allocs]] + 1]
+    free_time = trace.records.time_ns[offsets[rows[freed_allocs]] + 1] - trace.step_start_ns
     time_ns = trace.nodes.start_ns[nodes].astype(np.int64) - trace.step_start_ns
     a_order = np.lexsort((freed_allocs, size[freed_allocs], free_time))
     f_order = np.lexsort((paired_frees, size[paired_frees], time_ns[paired_frees]))
@@ -313,7 +313,9 @@ class FitResult:
     defaults: str  # whose defaults filled in the options not given
     fits: bool
     min_limit_bytes: int
-    monotone: bool  # False when a limit tried above the smallest failed (or one below fitted)
+    monotone: bool  # False when a limit tried above the smallest failed
+    counterexample: tuple[int, int] | None  # (a limit that fails, a smaller one that fits), when not monotone
+    below_step_bytes: int  # the limits below the smallest were tried every this many bytes (1 MiB: all of them)
     peak_in_use_bytes: int  # under the limit given, else under the smallest limit
     pool_bytes: int  # the largest pool under that limit
     lost_bytes: int  # the smallest limit minus the peak in use at it: lost to fragmentation and rounding
@@ -333,7 +335,7 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
 
     Options left None take TF's defaults for the allocator (:func:`defaults_for`).
     ``recorded_limit`` is the limit the trace was recorded under, for the self-check (default:
-    ``limit``, else TF's default for the allocator; for a GPU without either, no self-check).
+    TF's default for the allocator; for a GPU, which has none, no self-check without it).
     """
     found = requests_for(trace, allocator)
     defaults = defaults_for(allocator)
@@ -344,7 +346,7 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
     descending = False
     notes = list(found.assumptions)
     if found.from_birth and found.addresses is not None:
-        check_limit = recorded_limit if recorded_limit is not None else limit if limit is not None else defaults.limit_bytes
+        check_limit = recorded_limit if recorded_limit is not None else defaults.limit_bytes
         if check_limit is None:
             notes.append("the limit this profile was recorded under is unknown (a GPU's depends on the card): no "
                          "self-check; give it with --recorded-limit")
@@ -382,6 +384,7 @@ def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = ""
         options=FitOptions(options.limit_bytes if given else None, options.allow_growth, options.garbage_collection,
                            options.fragmentation_fraction),
         defaults=defaults, fits=sim.fits, min_limit_bytes=search.limit_bytes, monotone=search.monotone,
+        counterexample=search.counterexample(), below_step_bytes=search.below_step * bfc.MIB,
         peak_in_use_bytes=sim.peak_in_use_bytes, pool_bytes=sim.max_pool_bytes,
         lost_bytes=search.limit_bytes - at_min.peak_in_use_bytes,
         requested_peak_bytes=requests.peak_rounded_live_bytes(), events=len(requests),
@@ -430,7 +433,7 @@ def _failure(requests: Requests, sim: Simulation) -> Failure:
             Chunk(c.offset, c.size_bytes, c.in_use, c.requested_bytes if c.in_use else None, None, c.op or None))
     dump = OomDump(path="", source="model", line=None, allocator=None, request_bytes=rounded, op=op or None,
                    regions=tuple(Region(size, tuple(by_region.get(r, ()))) for r, size in sim.regions),
-                   limit_bytes=sim.options.limit_bytes)
+                   limit_bytes=sim.options.limit_bytes, pool_bytes_reported=sim.pool_total_bytes, sum_in_use_bytes=sim.in_use_bytes)
     event = analyse(dump)
     return Failure(
         row=row, op=op, requested_bytes=requested, request_bytes=rounded, time_ns=int(requests.time_ns[row]),
@@ -480,7 +483,8 @@ def reproduce(found: TraceRequests, options: BFCOptions) -> Reproduction:
     theirs = found.fragmentation[:done]
     ours = sim.fragmentation
     frag_ok = np.zeros(n, dtype=np.bool_)
-    frag_ok[:done] = (ours == theirs) | (np.isnan(ours) & np.isnan(theirs))
+    # The profiler writes a double stat as text with six significant digits (TraceMe), as compared here.
+    frag_ok[:done] = (np.array([float(f"{v:.6g}") for v in ours.tolist()]) == theirs) | (np.isnan(ours) & np.isnan(theirs))
     first = None
     wrong = np.flatnonzero(~((addr_ok & chunk_ok) | ~is_alloc) | ~in_use_ok | ~frag_ok)
     if len(wrong):

@@ -38,8 +38,8 @@ def register(subparsers: Any) -> None:
                         help="split a chunk whose remainder is at least F x limit (TF's "
                         "internal_fragmentation_fraction); default 0: the 128 MiB rule")
     parser.add_argument("--recorded-limit", metavar="SIZE",
-                        help="the limit the trace was recorded under, for the self-check (default: --limit, else "
-                        "TF's default for CPU BFC, 65,536 MiB)")
+                        help="the limit the trace was recorded under, for the self-check (default: TF's default, 65,536 "
+                        "MiB for CPU BFC; a GPU has none: without this, no self-check)")
     parser.add_argument("--no-alternatives", dest="alternatives", action="store_false",
                         help="do not replay the other options (faster on large traces)")
     add_output_options(parser)

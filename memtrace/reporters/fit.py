@@ -33,6 +33,9 @@ def _result_json(r: FitResult, chunks: bool) -> dict[str, Any]:
         "fits": r.fits,
         "min_limit_bytes": r.min_limit_bytes,
         "monotone": r.monotone,
+        "counterexample": None if r.counterexample is None else {
+            "fails_bytes": r.counterexample[0], "fits_bytes": r.counterexample[1]},
+        "below_step_bytes": r.below_step_bytes,
         "peak_in_use_bytes": r.peak_in_use_bytes,
         "pool_bytes": r.pool_bytes,
         "lost_bytes": r.lost_bytes,
@@ -116,8 +119,12 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
         if p.first_difference:
             out.write(f"  first difference: {clean(p.first_difference)}\n")
     out.write(f"  smallest limit: {mib(r.min_limit_bytes)}"
-              + ("" if r.monotone else " (fitting is NOT monotone in the limit: some larger limits tried do not fit)")
-              + "\n")
+              + ("" if r.below_step_bytes <= MIB else
+                 f" (the limits below it were tried every {mib(r.below_step_bytes)}: a smaller one may fit)") + "\n")
+    if r.counterexample is not None:
+        fails, fits = r.counterexample
+        out.write(f"  fitting is NOT monotone in the limit: {mib(fits)} fits but {mib(fails)} does not (with growth, "
+                  "the last region is cut to what the limit leaves, and later requests land differently)\n")
     out.write(f"  no allocator could do with less than {format_bytes(r.requested_peak_bytes)} (the most rounded bytes "
               "alive at once)\n")
     if o.limit_bytes is None:
