@@ -407,13 +407,14 @@ def batch_sizes_from_shapes(model_small: Requests, model_large: Requests, leadin
                             leading_large: np.ndarray) -> tuple[int, int, int] | None:
     """(B1, B2, allocations that say so) from each allocation's leading dimension (-1 unknown), or None.
 
-    Of the aligned allocations that grow, the most common pair of differing leading dimensions.
+    Of the aligned allocations whose size differs, the most common pair of differing leading
+    dimensions (B1 > B2 when the first recording has the larger batch: the caller says so).
     """
     rows_small, rows_large = align(model_small, model_large)
     keep = model_small.is_alloc[rows_small] & model_large.is_alloc[rows_large]
     rows_small, rows_large = rows_small[keep], rows_large[keep]
-    grows = model_large.requested_bytes[rows_large] > model_small.requested_bytes[rows_small]
-    d1, d2 = leading_small[rows_small][grows], leading_large[rows_large][grows]
+    differs = model_large.requested_bytes[rows_large] != model_small.requested_bytes[rows_small]
+    d1, d2 = leading_small[rows_small][differs], leading_large[rows_large][differs]
     usable = (d1 > 0) & (d2 > 0) & (d1 != d2)
     if not usable.any():
         return None
@@ -481,13 +482,13 @@ def _sizes_from_traces(small: TraceData, large: TraceData, allocator: str, first
                                     leading_dimensions(large, allocator, len(second)))
     if found is None:
         raise BatchInputError(f"{small.path}, {large.path}: give the batch sizes (--batch-sizes B1,B2): the traces "
-                              "carry no shapes whose leading dimension grows between them")
+                              "carry no shapes whose leading dimension differs between them")
     b1, b2, count = found
     if b1 >= b2:
         raise BatchInputError(f"{small.path}, {large.path}: the inputs' leading dimension is {b1} in the first and "
                               f"{b2} in the second: give the smaller batch first")
-    return (b1, b2), (f"read from the inputs' leading dimension ({b1} and {b2}, in {count:,} growing allocations "
-                      "whose shapes the traces carry)")
+    return (b1, b2), (f"read from the inputs' leading dimension ({b1} and {b2}, in {count:,} allocations that grow "
+                      "and whose shapes the traces carry)")
 
 
 def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes: Sequence[int] | None = None, *,
