@@ -21,13 +21,24 @@ under the TF2 profiler instead and reads the allocator's own memory events from 
 On CPU, TensorFlow's default allocator writes no memory events; :func:`profile` sets
 ``TF_CPU_ALLOCATOR_USE_BFC=true`` when TensorFlow has not started yet, and says so clearly when
 it is too late (set it before the program's first TensorFlow op, or in the environment).
+
+A whole program (every allocation from the allocator's birth, up to an out-of-memory error) is
+recorded by :func:`recording`, a context manager to put at the top of a script, or by
+``memtrace run SCRIPT`` (which runs the script in a child Python inside :func:`recording`)::
+
+    import memtrace.tensorflow
+    with memtrace.tensorflow.recording("logdir", cpu_bfc=True):
+        ...  # the whole program
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import MemtraceError
@@ -205,3 +216,98 @@ def profile(step: Callable[..., Any], *args: Any, steps: int = 1, warmup: int = 
                     f"its CPU allocator writes none. Set {CPU_BFC}=true in the environment (or call "
                     "memtrace.tensorflow.use_cpu_bfc() before the first TensorFlow op) and run again") from None
             raise
+
+
+# -- a whole program under the profiler --------------------------------------------------------
+
+
+@dataclass
+class Recording:
+    """What :func:`recording` wrote: filled in when the profiler stops.
+
+    ``seconds`` is the time between starting and stopping the profiler; ``files`` are the profile's
+    ``.xplane.pb`` files (one a host) and ``size_bytes`` their total size. ``from_birth`` says
+    whether the profiler started before TensorFlow's runtime (so before its first allocation).
+    """
+
+    logdir: str
+    from_birth: bool
+    seconds: float = 0.0
+    files: list[str] = field(default_factory=list)
+    size_bytes: int = 0
+
+    def describe(self) -> str:
+        """One line for people: how long, how large, where, and how to read it."""
+        if not self.files:
+            return f"the profiler wrote nothing to {self.logdir} (after {self.seconds:.1f} s)"
+        from .units import format_bytes
+
+        where = self.files[0] if len(self.files) == 1 else f"{len(self.files)} files under {self.logdir}"
+        birth = "" if self.from_birth else "; TensorFlow had started before the profiler, so earlier allocations are missing"
+        return (f"profiled {self.seconds:.1f} s into {where} ({format_bytes(self.size_bytes)}){birth}; "
+                f"read it with: memtrace summary {self.logdir}")
+
+
+def _profile_files(logdir: str, before: set[str]) -> list[str]:
+    """The ``.xplane.pb`` files under ``logdir`` that were not there before."""
+    root = os.path.join(logdir, "plugins", "profile")
+    found: list[str] = []
+    for directory, _, names in os.walk(root):
+        found.extend(os.path.join(directory, n) for n in names if n.endswith(".xplane.pb"))
+    return sorted(set(found) - before)
+
+
+@contextmanager
+def recording(logdir: str | os.PathLike[str], *, cpu_bfc: bool = False, quiet: bool = False) -> Iterator[Recording]:
+    """Everything inside the block under TensorFlow's profiler, written to ``logdir`` however the block ends.
+
+    Put it at the top of a script, right after ``import tensorflow`` and before any op: the profile then
+    holds every allocation from the allocator's birth (what ``memtrace fit`` needs). The profiler is
+    stopped, and the profile written, when the block ends, by an exception (an out-of-memory
+    ``ResourceExhaustedError`` included: the profile holds everything up to the failure) or by
+    ``sys.exit`` too. ``cpu_bfc`` makes the CPU allocator TensorFlow's BFC allocator, the one that
+    writes memory events on CPU (a MemtraceError when TensorFlow's runtime already started). Unless
+    ``quiet``, a line on stderr says how long and how large the profile got.
+    """
+    where = os.fspath(logdir)
+    if cpu_bfc and not use_cpu_bfc():
+        raise MemtraceError(_too_late_for_bfc())
+    before = set(_profile_files(where, set()))
+    result = Recording(where, not _tensorflow_started())
+    started = time.monotonic()
+    _tf.profiler.experimental.start(where)
+    try:
+        yield result
+    finally:
+        _tf.profiler.experimental.stop()
+        result.seconds = time.monotonic() - started
+        result.files = _profile_files(where, before)
+        result.size_bytes = sum(os.path.getsize(f) for f in result.files)
+        if not quiet:
+            print(f"memtrace: {result.describe()}", file=sys.stderr, flush=True)
+
+
+def _too_late_for_bfc() -> str:
+    return (f"TensorFlow's runtime has started already, so its CPU allocator can no longer be switched to the BFC "
+            f"allocator (the one that writes memory events). Set {CPU_BFC}=true in the environment, or call "
+            "memtrace.tensorflow.use_cpu_bfc() before the program's first TensorFlow op, and run again")
+
+
+def run_script(logdir: str, script: str, args: list[str]) -> None:
+    """Run ``script`` as ``python script ARGS`` would, inside :func:`recording` (``memtrace run``'s child).
+
+    ``sys.argv`` is the script's and ``sys.path[0]`` its directory; SystemExit and exceptions pass
+    through after the profile is written, so the script's exit code is the process's. SIGTERM ends
+    the script as an exception does, so its profile is written too.
+    """
+    import runpy
+    import signal
+
+    def terminated(number: int, frame: object) -> None:
+        raise SystemExit(128 + number)
+
+    signal.signal(signal.SIGTERM, terminated)
+    sys.argv = [script, *args]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    with recording(logdir):
+        runpy.run_path(script, run_name="__main__")

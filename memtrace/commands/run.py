@@ -1,0 +1,77 @@
+"""``memtrace run SCRIPT [ARGS...]``: run a TensorFlow program with the profiler on from its first allocation.
+
+Like ``memray run`` or ``nsys profile``: the script runs in a child Python (so that this process
+never imports TensorFlow) inside ``memtrace.tensorflow.recording``, which starts the profiler right
+after ``import tensorflow`` and stops it however the script ends. The script's exit code is passed on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+# The child: import memtrace.tensorflow from where this memtrace lives (then forget that path, so the
+# script sees the sys.path it would see under `python SCRIPT`), and run the script inside recording().
+_BOOTSTRAP = """\
+import sys
+sys.path.insert(0, sys.argv[1])
+import memtrace.tensorflow
+del sys.path[0]
+memtrace.tensorflow.run_script(sys.argv[2], sys.argv[3], sys.argv[4:])
+"""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run a TensorFlow script with the profiler on from its first allocation (-o LOGDIR)",
+        description="Run SCRIPT with ARGS in a child Python, with TensorFlow's profiler started right after "
+        "`import tensorflow` (before the allocator's first allocation) and stopped however the script ends "
+        "(an out-of-memory error or an exception included: the profile then holds everything up to the "
+        "failure). Says how long and how large the profile got. memtrace's own options come before SCRIPT; "
+        "everything after SCRIPT is the script's. The exit code is the script's.",
+    )
+    parser.add_argument("-o", "--logdir", metavar="LOGDIR",
+                        help="where the profile goes (default: memtrace-SCRIPT.PID in the current directory); "
+                        "any memtrace command reads it")
+    parser.add_argument("--cpu-bfc", action="store_true",
+                        help="make the CPU allocator TensorFlow's BFC allocator (TF_CPU_ALLOCATOR_USE_BFC=true), "
+                        "the one that writes memory events on CPU")
+    parser.add_argument("script", metavar="SCRIPT", help="the Python script to run")
+    parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import MemtraceError
+
+    if not os.path.isfile(args.script):
+        raise MemtraceError(f"{args.script}: no such script")
+    stem = os.path.splitext(os.path.basename(args.script))[0]
+    logdir = args.logdir or f"memtrace-{stem}.{os.getpid()}"
+    env = dict(os.environ)
+    if args.cpu_bfc:
+        env["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
+    home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package_root = os.path.dirname(home)
+    command = [sys.executable, "-c", _BOOTSTRAP, package_root, logdir, args.script, *args.args]
+    started = time.monotonic()
+    child = subprocess.Popen(command, env=env)
+    # SIGTERM to memtrace goes on to the script (which then writes its profile); Ctrl-C reaches both anyway.
+    signal.signal(signal.SIGTERM, lambda number, frame: child.send_signal(number))
+    while True:
+        try:
+            code = child.wait()
+            break
+        except KeyboardInterrupt:  # the child got it too; let it write its profile and end
+            continue
+    if not os.path.isdir(os.path.join(logdir, "plugins", "profile")):
+        how = f"was killed by signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"ended (exit code {code})"
+        print(f"memtrace: the script {how} after {time.monotonic() - started:.1f} s, before a profile was written "
+              f"to {logdir}", file=sys.stderr)
+    return 128 - code if code < 0 else code
