@@ -51,11 +51,11 @@ MIN_ALIGNED_SHARE = 0.5
 # The largest batch a search goes up to.
 MAX_BATCH = 1 << 24
 
-GIB = 1 << 30
-# The common cards, in GB (taken as GiB, about what the driver reports): TF's limit on each is
-# :func:`memtrace.fit.gpu_limit_bytes` with the largest reserve (compute capability 9 and above,
-# 1,800 MiB), so that a batch said to fit does; memory the CUDA context already holds (a few
-# hundred MiB) is not subtracted.
+GB = 10**9
+# The common cards, in GB as ``--card 16GB`` reads them (powers of 10): TF's limit on each is
+# :func:`memtrace.fit.gpu_limit_bytes`, the card less TF's reserve for the compute capability
+# asked (``fit``'s ``--compute-capability``, default 8: 1,536 MiB). Memory the CUDA context
+# already holds (a few hundred MiB) is not subtracted: TF takes its limit from the memory free.
 CARDS_GB = (8, 12, 16, 24, 32, 40, 48, 80)
 
 
@@ -494,13 +494,13 @@ def _sizes_from_traces(small: TraceData, large: TraceData, allocator: str, first
 def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes: Sequence[int] | None = None, *,
                 batch: int | None = None, limit: int | None = None, allow_growth: bool | None = None,
                 garbage_collection: bool | None = None, fragmentation_fraction: float | None = None,
-                check_with: tuple[TraceData, int] | None = None) -> BatchFit:
+                check_with: tuple[TraceData, int] | None = None, compute_capability: int = 8) -> BatchFit:
     """The largest batch under ``limit``, or whether batch ``batch`` fits, or the table of batch sizes and cards.
 
     ``small`` and ``large`` are two recordings of one step at ``batch_sizes`` (B1 < B2; read from
     the inputs' leading dimension when None and the traces carry shapes). Options left None take
     TF's defaults for the allocator. ``check_with`` = (trace, B3): a recording of a third batch
-    size to hold the prediction to.
+    size to hold the prediction to. ``compute_capability`` (major) decides TF's reserve on the cards.
     """
     first, second = requests_for(small, allocator), requests_for(large, allocator)
     sizes_from = None
@@ -538,8 +538,8 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
     else:
         described = model.batch_sizes[1]
         # Each card's limit under this allocator's options (a CPU allocator's: the limit to set, not a card).
-        card_rows = tuple(Card(gb, gpu_limit_bytes(gb * GIB, 9), largest_batch(
-            model, _with_limit(options, gpu_limit_bytes(gb * GIB, 9)))) for gb in CARDS_GB)
+        card_rows = tuple(Card(gb, gpu_limit_bytes(gb * GB, compute_capability), largest_batch(
+            model, _with_limit(options, gpu_limit_bytes(gb * GB, compute_capability)))) for gb in CARDS_GB)
         limits = tuple(batch_limit(model, n, options) for n in table_batches(model, card_rows[-1].limit_bytes, options))
     result = fit_requests(model.requests_at(described), options, allocator=allocator, limit_given=given,
                           defaults=defaults.source)

@@ -309,7 +309,8 @@ def test_cli_table_of_batch_sizes_and_cards(capsys: pytest.CaptureFixture[str]) 
     assert code == 0 and part["batch_sizes_from"] is None
     assert [(row["batch"], row["min_limit_bytes"] // MIB) for row in part["limits"]][:2] == [(16, 8), (64, 24)]
     assert [c["card_gb"] for c in part["cards"]] == [8, 12, 16, 24, 32, 40, 48, 80]
-    assert all(c["limit_bytes"] == c["card_gb"] * (1 << 30) - 1800 * MIB for c in part["cards"])
+    # TF's limit: the card (GB as --card reads it) less TF's reserve at compute capability 8 (1,536 MiB)
+    assert all(c["limit_bytes"] == c["card_gb"] * 10**9 - 1536 * MIB for c in part["cards"])
     sixteen = part["cards"][2]
     options = BFCOptions(sixteen["limit_bytes"])
     assert batch_fit.fits_at(model_16_64("cnn"), sixteen["largest_batch"], options)

@@ -33,7 +33,7 @@ def run_batches(args: argparse.Namespace, limit: int | None) -> int:
     from ..batch_fit import fit_batches
     from ..devices import meaning, resolve_allocator
     from ..errors import UsageError
-    from ..fit import bfc_allocators
+    from ..fit import bfc_allocators, parse_compute_capability
     from ..reporters import fit_batch as report
 
     sizes = _batch_sizes(args.batch_sizes)
@@ -59,7 +59,8 @@ def run_batches(args: argparse.Namespace, limit: int | None) -> int:
                              "--allocator")
     results = [fit_batches(small, large, name, sizes, batch=args.batch, limit=limit, allow_growth=args.allow_growth,
                            garbage_collection=args.garbage_collection,
-                           fragmentation_fraction=args.fragmentation_fraction, check_with=check_with)
+                           fragmentation_fraction=args.fragmentation_fraction, check_with=check_with,
+                           compute_capability=parse_compute_capability(args.compute_capability))
                for name in allocators]
 
     def render_text(out: IO[str]) -> None:

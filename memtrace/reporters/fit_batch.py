@@ -127,8 +127,8 @@ def _render_table(r: BatchFit, out: IO[str]) -> None:
         heads = ["limit (MiB)", "a card of", "largest batch"]
         body = [[f"{c.limit_bytes // MIB:,}", f"{c.size_gb} GB", f"{c.largest_batch:,}"] for c in r.cards]
     else:
-        out.write("  the common cards (TF's limit: the card less its 1,800 MiB reserve, compute capability 9 and "
-                  "above; the CUDA context's own memory not subtracted):\n")
+        out.write("  the common cards (TF's limit: the card less TF's reserve for the compute capability, "
+                  "--compute-capability; the CUDA context's own memory not subtracted):\n")
         heads = ["card", "limit", "largest batch"]
         body = [[f"{c.size_gb} GB", fit_report.mib(c.limit_bytes), f"{c.largest_batch:,}"] for c in r.cards]
     out.write(_indent(table(body, heads, ["right", "right", "right"], indent=4)))
