@@ -424,23 +424,33 @@ def batch_sizes_from_shapes(model_small: Requests, model_large: Requests, leadin
 
 
 def leading_dimensions(trace: TraceData, allocator: str, events: int) -> np.ndarray:
-    """Each event's leading dimension of the tensor it allocated (-1: a free, or no shape), for a profile.
+    """Each event's leading dimension of the tensor it allocated (-1: a free, or no shape known).
 
-    The rows are those of :func:`memtrace.fit.requests_for` on a profile (one per event, in event
-    order); a StepStats trace (or rows that do not line up) gives -1 everywhere.
+    The rows are those of :func:`memtrace.fit.requests_for`: a profile's events in order, or a
+    StepStats trace's allocation records (each matched to its output, where it is); rows that do
+    not line up give -1 everywhere.
     """
     dims = np.full(events, -1, dtype=np.int64)
-    if trace.message != "XSpace" or allocator not in trace.allocators:
+    if allocator not in trace.allocators:
         return dims
     index = trace.allocators.index(allocator)
-    rows = np.flatnonzero(trace.memory.allocator == index)
-    if len(rows) != events:
-        return dims
     outputs = trace.outputs
-    mine = np.flatnonzero(outputs.allocator == index)
-    out_of_node = np.full(len(trace.nodes), -1, dtype=np.int64)
-    out_of_node[outputs.node[mine]] = mine
-    out = out_of_node[trace.memory.node[rows]]
+    if trace.message == "XSpace":
+        rows = np.flatnonzero(trace.memory.allocator == index)
+        if len(rows) != events:
+            return dims
+        mine = np.flatnonzero(outputs.allocator == index)
+        out_of_node = np.full(len(trace.nodes), -1, dtype=np.int64)
+        out_of_node[outputs.node[mine]] = mine
+        out = out_of_node[trace.memory.node[rows]]
+    else:
+        from .buffers import buffers
+
+        allocations = buffers(trace).allocations(allocator)
+        if allocations.source != "records" or len(allocations.delta_bytes) != events:
+            return dims
+        out = np.full(events, -1, dtype=np.int64)
+        out[allocations.alloc_event] = allocations.output_row
     shaped = np.flatnonzero(out >= 0)
     shaped = shaped[outputs.rank[out[shaped]] > 0]
     dims[shaped] = outputs.shape_dims[outputs.shape_offsets[out[shaped]]]

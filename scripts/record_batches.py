@@ -116,13 +116,13 @@ def run_child(model: str, batch: int, *, limit_mib: int | None = None, profile_d
 
 # -- profiles ----------------------------------------------------------------------------------
 
-def record_profile(model: str, batch: int) -> Path:
+def record_profile(model: str, batch: int, out: Path = OUT, suffix: str = "") -> Path:
     with tempfile.TemporaryDirectory() as logdir:
         code, err, seconds = run_child(model, batch, profile_dir=logdir)
         if code != 0:
             raise SystemExit(f"{model} at batch {batch} failed ({code}):\n{err[-3000:]}")
         (profile,) = Path(logdir).glob("plugins/profile/*/*.xplane.pb")
-        path = OUT / f"{model}_b{batch}.xplane.pb.gz"
+        path = out / f"{model}_b{batch}{suffix}.xplane.pb.gz"
         path.write_bytes(gzip.compress(profile.read_bytes(), mtime=0))
     print(f"{path}  {path.stat().st_size} bytes  {seconds:.0f} s", flush=True)
     return path
@@ -222,15 +222,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int)
     parser.add_argument("--low", type=int)
     parser.add_argument("--high", type=int)
+    parser.add_argument("--out", type=Path, default=OUT, help="profiles: the directory (default fixtures/batches)")
+    parser.add_argument("--repeat", type=int, default=1, help="profiles: record each this many times (NAME.rK)")
     args = parser.parse_args(argv)
     if args.child:
         return child(args.child[0], int(args.child[1]), args.profile_dir)
     OUT.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     models = args.model or ["cnn", "lstm"]
     if args.what == "profiles":
         for model in models:
             for batch in (int(b) for b in args.batches.split(",")):
-                record_profile(model, batch)
+                for k in range(args.repeat):
+                    record_profile(model, batch, args.out, f".r{k + 1}" if args.repeat > 1 else "")
     elif args.what == "limit":
         ladder_limit(models[0], args.batch, args.low, args.high)
     elif args.what == "largest":

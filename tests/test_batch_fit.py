@@ -355,3 +355,85 @@ def test_python_api_and_assert_fits() -> None:
         memtrace.testing.assert_fits(profile("cnn", 16), "CPU:0", "16MiB", vs=profile("cnn", 64), batch=40)
     with pytest.raises(memtrace.UsageError, match="needs vs=LARGE"):
         memtrace.testing.assert_fits(profile("cnn", 16), "CPU:0", "16MiB", batch=40)
+
+
+# -- against TensorFlow's own outcome under TF_CPU_BFC_MEM_LIMIT_IN_MB (fixtures/batches/ladders.json) --
+
+def predicted_limits(model: str, batch: int) -> batch_fit.BatchLimit:
+    return batch_fit.batch_limit(model_16_64(model), batch, CPU_OPTIONS)
+
+
+def test_tensorflow_smallest_limit_per_batch() -> None:
+    # (model, batch): (TF's smallest limit, predicted in the nearer recording's order, in the other's), MiB.
+    # TF lies between the two orders' answers every time; the nearer order's answer is TF's or up to 2 MiB
+    # above it (TF's own order in the ladder's runs was not that of either recording).
+    seen = {}
+    for entry in ladders()["limits"]:
+        row = predicted_limits(str(entry["model"]), int(entry["batch"]))  # type: ignore[call-overload]
+        tf = int(entry["min_limit_mib"])  # type: ignore[call-overload]
+        seen[(entry["model"], entry["batch"])] = (tf, row.min_limit_bytes // MIB, row.other_order_min_limit_bytes // MIB)
+        assert int(entry["ran_out_mib"]) == tf - 1  # type: ignore[call-overload]  # a bisected boundary, 1 MiB wide
+        assert min(row.min_limit_bytes, row.other_order_min_limit_bytes) <= tf * MIB <= max(
+            row.min_limit_bytes, row.other_order_min_limit_bytes)
+        assert 0 <= row.min_limit_bytes - tf * MIB <= 2 * MIB
+    assert seen == LIMITS_SEEN
+
+
+def test_tensorflow_largest_batch_per_limit() -> None:
+    seen = {}
+    for entry in ladders()["largest"]:
+        model, limit = str(entry["model"]), int(entry["limit_mib"]) * MIB  # type: ignore[call-overload]
+        options = BFCOptions(limit)
+        tf = int(entry["largest_batch"])  # type: ignore[call-overload]
+        assert int(entry["ran_out_batch"]) == tf + 1  # type: ignore[call-overload]
+        band = batch_fit.largest_band(model_16_64(model), options)
+        seen[(model, limit // MIB)] = (tf, batch_fit.largest_batch(model_16_64(model), options), band)
+        assert band[0] <= tf <= band[1]
+    assert seen == LARGEST_SEEN
+
+
+def test_tensorflow_outcome_of_every_ladder_run() -> None:
+    # Every run of the ladders, completed or out of memory, against the prediction for its batch and limit.
+    # Where they disagree, TF completed a run the prediction put just short (the limit within the two
+    # orders' spread, at least 1 MiB, of the predicted smallest limit): never the other way round.
+    agree = []
+    for run_ in ladders()["runs"]:
+        model, batch = str(run_["model"]), int(run_["batch"])  # type: ignore[call-overload]
+        options = BFCOptions(int(run_["limit_mib"]) * MIB)  # type: ignore[call-overload]
+        predicted = batch_fit.fits_at(model_16_64(model), batch, options)
+        agree.append(predicted == run_["completed"])
+        if predicted != run_["completed"]:
+            assert run_["completed"] and predicted_limits(model, batch).close_to(options.limit_bytes)
+    assert (sum(agree), len(agree)) == RUNS_AGREE
+
+
+def test_tensorflow_failing_request_is_the_predicted_one() -> None:
+    # Each out-of-memory run: TF's "ran out of memory trying to allocate X (rounded to N) requested by op
+    # OP" against the first request that fails in the predicted sequence of that batch under that limit.
+    same, different = 0, []
+    for run_ in ladders()["runs"]:
+        if run_["completed"]:
+            continue
+        model, batch, limit = str(run_["model"]), int(run_["batch"]), int(run_["limit_mib"])  # type: ignore[call-overload]
+        found = memtrace.fit.fit_requests(model_16_64(model).requests_at(batch), BFCOptions(limit * MIB),
+                                          alternatives=False).failure
+        oom = run_["oom"]
+        assert found is not None and isinstance(oom, dict)
+        if (found.op, found.request_bytes) == (oom["op"], oom["rounded_bytes"]):
+            same += 1
+        else:
+            different.append((model, batch, limit))
+    assert (same, different) == FAILURES_SAME
+
+
+def test_tf1_step_traces_too_batch_sizes_from_their_output_shapes() -> None:
+    # Two RunMetadata traces of one convnet step at batch 8 and 16 (scripts/record_traces.py), allocator mklcpu.
+    found = memtrace.fit_batches(FIXTURES / "recorded" / "cpu_convnet_b8.pbtxt",
+                                 FIXTURES / "recorded" / "cpu_convnet_b16.pbtxt", allocator="mklcpu", limit="2MiB")
+    assert found.batch_sizes == (8, 16) and found.batch_sizes_from is not None
+    assert "(8 and 16, in 6 allocations" in found.batch_sizes_from
+    m = found.model
+    assert (m.events, m.aligned_events, m.allocations, m.affine_allocations, m.growing_allocations) == (27, 27, 14, 14, 8)
+    # at the recorded batch sizes the prediction is each recording itself
+    assert np.array_equal(m.requests_at(8).requested_bytes, m.small.requested_bytes)
+    assert np.array_equal(m.requests_at(16).requested_bytes, m.large.requested_bytes)
