@@ -21,9 +21,9 @@ import memtrace
 import memtrace.testing
 from memtrace import batch_fit
 from memtrace.batch_fit import BatchInputError, BatchModel, align, batch_model
-from memtrace.bfc import MIB, BFCOptions, Requests
+from memtrace.bfc import MIB, BFCOptions, Requests, search_min_limit
 from memtrace.cli import main
-from memtrace.fit import requests_for
+from memtrace.fit import fit_requests, requests_for
 
 from .conftest import FIXTURES
 
@@ -244,8 +244,8 @@ def test_the_lstm_run_at_batch_32_kept_every_steps_gradient() -> None:
     assert (found.predicted_min_limit_bytes, found.recorded_min_limit_bytes) == (4 * MIB, 7 * MIB)
 
 
-def test_the_lstm_run_at_batch_32_holds_sixteen_gradients_at_its_peak() -> None:
-    requests = recorded("lstm", 32)
+def held_at_peak(requests: Requests, op_suffix: str) -> list[int]:
+    """The requested sizes of the allocations by an op ending so, alive at the sequence's peak of requested bytes."""
     sizes = np.where(requests.is_alloc, requests.requested_bytes, 0)
     freed = ~requests.is_alloc & (requests.frees >= 0)
     delta = sizes.copy()
@@ -255,9 +255,24 @@ def test_the_lstm_run_at_batch_32_holds_sixteen_gradients_at_its_peak() -> None:
     alive[: peak + 1] = requests.is_alloc[: peak + 1]
     alive[requests.frees[: peak + 1][freed[: peak + 1]]] = False
     names = [requests.op_names[int(code)] for code in requests.op[alive]]
-    held = [int(size) for size, name in zip(requests.requested_bytes[alive], names)
-            if name.endswith("lstm_cell_1/MatMul_1_grad/MatMul_1")]
-    assert held == [128 * 512 * 4] * 16
+    return [int(size) for size, name in zip(requests.requested_bytes[alive], names) if name.endswith(op_suffix)]
+
+
+GRADIENT = "lstm_cell_1/MatMul_1_grad/MatMul_1"  # the recurrent kernel's gradient, 128 x 512 floats
+
+
+def test_lstm_runs_of_one_batch_need_5_or_8_mib() -> None:
+    # TF is not repeatable here: of the runs recorded at batch 48, some kept the recurrent kernel's
+    # gradient of all 16 time steps alive at once (16 x 256 KiB), others summed them as they came.
+    # Of five recordings at batch 48 (the fixture, this rerun, three more not kept) two needed 8 MiB,
+    # three 5; the ladder's runs of batch 48 needed 8 (7 ran out). At batch 32 the fixture is such a run
+    # (7 MiB), four more recordings (not kept) needed 4, as the ladder's did.
+    rerun = requests_for(memtrace.load(BATCHES / "lstm_b48_rerun.xplane.pb.gz"), CPU_BFC).requests
+    limits = [search_min_limit(r, CPU_OPTIONS).limit_bytes // MIB
+              for r in (recorded("lstm", 48), rerun, recorded("lstm", 32))]
+    assert limits == [5, 8, 7]
+    assert held_at_peak(rerun, GRADIENT) == held_at_peak(recorded("lstm", 32), GRADIENT) == [128 * 512 * 4] * 16
+    assert len(held_at_peak(recorded("lstm", 48), GRADIENT)) < 16
 
 
 # -- the command line and the Python API -------------------------------------------------------
@@ -363,67 +378,87 @@ def predicted_limits(model: str, batch: int) -> batch_fit.BatchLimit:
     return batch_fit.batch_limit(model_16_64(model), batch, CPU_OPTIONS)
 
 
+# (model, batch): (TF's smallest limit, the prediction in the nearer recording's order, in the other's), MiB
+LIMITS_SEEN = {
+    ("cnn", 16): (8, 8, 8), ("cnn", 32): (12, 12, 12), ("cnn", 48): (22, 24, 18), ("cnn", 64): (23, 24, 23),
+    ("lstm", 16): (3, 4, 3), ("lstm", 32): (4, 4, 4), ("lstm", 48): (8, 5, 5), ("lstm", 64): (6, 6, 6),
+}
+
+
 def test_tensorflow_smallest_limit_per_batch() -> None:
-    # (model, batch): (TF's smallest limit, predicted in the nearer recording's order, in the other's), MiB.
-    # TF lies between the two orders' answers every time; the nearer order's answer is TF's or up to 2 MiB
-    # above it (TF's own order in the ladder's runs was not that of either recording).
+    # TF's smallest limit lies between the two orders' answers, and the prediction is TF's or at most 2 MiB
+    # above it, at every batch but one: the LSTM at 48, where TF's ladder runs kept every time step's
+    # gradient (8 MiB), as two of five recordings of that batch did and the two used for the prediction
+    # did not (see test_lstm_runs_of_one_batch_need_5_or_8_mib).
     seen = {}
     for entry in ladders()["limits"]:
-        row = predicted_limits(str(entry["model"]), int(entry["batch"]))  # type: ignore[call-overload]
-        tf = int(entry["min_limit_mib"])  # type: ignore[call-overload]
-        seen[(entry["model"], entry["batch"])] = (tf, row.min_limit_bytes // MIB, row.other_order_min_limit_bytes // MIB)
-        assert int(entry["ran_out_mib"]) == tf - 1  # type: ignore[call-overload]  # a bisected boundary, 1 MiB wide
-        assert min(row.min_limit_bytes, row.other_order_min_limit_bytes) <= tf * MIB <= max(
-            row.min_limit_bytes, row.other_order_min_limit_bytes)
-        assert 0 <= row.min_limit_bytes - tf * MIB <= 2 * MIB
+        model, batch, tf = str(entry["model"]), int(str(entry["batch"])), int(str(entry["min_limit_mib"]))
+        row = predicted_limits(model, batch)
+        seen[(model, batch)] = (tf, row.min_limit_bytes // MIB, row.other_order_min_limit_bytes // MIB)
+        assert int(str(entry["ran_out_mib"])) == tf - 1  # a boundary bisected to 1 MiB
+        if (model, batch) != ("lstm", 48):
+            orders = sorted((row.min_limit_bytes, row.other_order_min_limit_bytes))
+            assert orders[0] <= tf * MIB <= orders[1] and 0 <= row.min_limit_bytes - tf * MIB <= 2 * MIB
     assert seen == LIMITS_SEEN
+
+
+# (model, limit in MiB): (TF's largest batch, the predicted one, the band said close)
+LARGEST_SEEN = {("cnn", 16): (37, 36, (36, 42)), ("cnn", 24): (67, 68, (45, 72)), ("lstm", 5): (49, 49, (32, 69))}
 
 
 def test_tensorflow_largest_batch_per_limit() -> None:
     seen = {}
     for entry in ladders()["largest"]:
-        model, limit = str(entry["model"]), int(entry["limit_mib"]) * MIB  # type: ignore[call-overload]
-        options = BFCOptions(limit)
-        tf = int(entry["largest_batch"])  # type: ignore[call-overload]
-        assert int(entry["ran_out_batch"]) == tf + 1  # type: ignore[call-overload]
+        model, limit_mib, tf = str(entry["model"]), int(str(entry["limit_mib"])), int(str(entry["largest_batch"]))
+        options = BFCOptions(limit_mib * MIB)
+        assert int(str(entry["ran_out_batch"])) == tf + 1
         band = batch_fit.largest_band(model_16_64(model), options)
-        seen[(model, limit // MIB)] = (tf, batch_fit.largest_batch(model_16_64(model), options), band)
-        assert band[0] <= tf <= band[1]
+        seen[(model, limit_mib)] = (tf, batch_fit.largest_batch(model_16_64(model), options), band)
+        assert band[0] <= tf <= band[1]  # within 1 batch in each case, and inside the band said close
     assert seen == LARGEST_SEEN
 
 
+# Runs where TF and the prediction disagree: (model, batch, limit MiB, TF completed it)
+DISAGREE = [("cnn", 37, 16, True), ("cnn", 48, 22, True), ("cnn", 64, 23, True), ("cnn", 68, 24, False),
+            ("lstm", 16, 3, True), ("lstm", 48, 7, False)]
+
+
 def test_tensorflow_outcome_of_every_ladder_run() -> None:
-    # Every run of the ladders, completed or out of memory, against the prediction for its batch and limit.
-    # Where they disagree, TF completed a run the prediction put just short (the limit within the two
-    # orders' spread, at least 1 MiB, of the predicted smallest limit): never the other way round.
-    agree = []
-    for run_ in ladders()["runs"]:
-        model, batch = str(run_["model"]), int(run_["batch"])  # type: ignore[call-overload]
-        options = BFCOptions(int(run_["limit_mib"]) * MIB)  # type: ignore[call-overload]
-        predicted = batch_fit.fits_at(model_16_64(model), batch, options)
-        agree.append(predicted == run_["completed"])
-        if predicted != run_["completed"]:
-            assert run_["completed"] and predicted_limits(model, batch).close_to(options.limit_bytes)
-    assert (sum(agree), len(agree)) == RUNS_AGREE
+    # Every run of the ladders, completed or out of memory, against the prediction for its batch and limit:
+    # 53 of 59 agree. Of the six others, five lie within the two orders' spread (at least 1 MiB) of the
+    # predicted smallest limit, where the answer is said to be close; the sixth is the LSTM's other mode.
+    runs = ladders()["runs"]
+    disagree = []
+    for run_ in runs:
+        model, batch, limit_mib = str(run_["model"]), int(str(run_["batch"])), int(str(run_["limit_mib"]))
+        if batch_fit.fits_at(model_16_64(model), batch, BFCOptions(limit_mib * MIB)) != run_["completed"]:
+            disagree.append((model, batch, limit_mib, run_["completed"]))
+            if (model, batch) != ("lstm", 48):
+                assert predicted_limits(model, batch).close_to(limit_mib * MIB)
+    assert (len(runs) - len(disagree), len(runs)) == (53, 59)
+    assert disagree == DISAGREE
 
 
 def test_tensorflow_failing_request_is_the_predicted_one() -> None:
-    # Each out-of-memory run: TF's "ran out of memory trying to allocate X (rounded to N) requested by op
-    # OP" against the first request that fails in the predicted sequence of that batch under that limit.
+    # Each out-of-memory run: TF's "ran out of memory trying to allocate X (rounded to N) requested by op OP"
+    # against the first request that fails in the predicted sequence of that batch under that limit: the
+    # same op and rounded size in 20 of 25. The others: two where the prediction fits (above), two at the
+    # lowest rungs (half the smallest limit and below), and the LSTM at 32 under 3 MiB.
     same, different = 0, []
     for run_ in ladders()["runs"]:
         if run_["completed"]:
             continue
-        model, batch, limit = str(run_["model"]), int(run_["batch"]), int(run_["limit_mib"])  # type: ignore[call-overload]
-        found = memtrace.fit.fit_requests(model_16_64(model).requests_at(batch), BFCOptions(limit * MIB),
+        model, batch, limit_mib = str(run_["model"]), int(str(run_["batch"])), int(str(run_["limit_mib"]))
+        found = fit_requests(model_16_64(model).requests_at(batch), BFCOptions(limit_mib * MIB),
                                           alternatives=False).failure
         oom = run_["oom"]
-        assert found is not None and isinstance(oom, dict)
-        if (found.op, found.request_bytes) == (oom["op"], oom["rounded_bytes"]):
+        assert isinstance(oom, dict)
+        if found is not None and (found.op, found.request_bytes) == (oom["op"], oom["rounded_bytes"]):
             same += 1
         else:
-            different.append((model, batch, limit))
-    assert (same, different) == FAILURES_SAME
+            different.append((model, batch, limit_mib))
+    assert (same, different) == (20, [("cnn", 16, 4), ("cnn", 68, 24), ("lstm", 16, 2), ("lstm", 32, 3),
+                                      ("lstm", 48, 7)])
 
 
 def test_tf1_step_traces_too_batch_sizes_from_their_output_shapes() -> None:
