@@ -45,6 +45,7 @@ from .bfc import MIB, BFCOptions, LimitSearch, Requests, fits, search_min_limit,
 from .errors import UsageError
 from .fit import FitResult, defaults_for, fit_requests, gpu_limit_bytes, requests_for
 from .model import TraceData
+from .read.xplane import NO_OP
 
 # Below this share of the events aligned, two recordings are taken for two different steps.
 MIN_ALIGNED_SHARE = 0.5
@@ -65,17 +66,24 @@ class BatchInputError(UsageError):
 
 # -- alignment ---------------------------------------------------------------------------------
 
-def event_keys(requests: Requests, names: dict[str, int]) -> np.ndarray:
+def event_keys(requests: Requests, names: dict[str, int], sized_unknown: bool = False) -> np.ndarray:
     """Each event's key (an int): its op (a free: its allocation's op) in ``names``, times 2, plus 1 for a free.
 
-    ``names`` numbers op names across recordings (it grows); an unknown op is its own name.
+    ``names`` numbers op names across recordings (it grows); an unknown op is one name of its own,
+    or with ``sized_unknown`` one per requested size (an allocation of no op, such as the runtime's
+    copy of an input, is then told from the scalars of no op by its size).
     """
-    codes = np.array([names.setdefault(name, len(names)) for name in requests.op_names] + [-1], dtype=np.int64)
-    op = codes[requests.op]  # -1 (unknown) indexes the trailing -1
+    # A profile's allocation outside any op is named NO_OP by the reader: unknown too.
+    codes = np.array([-1 if name in ("", NO_OP) else names.setdefault(name, len(names))
+                      for name in requests.op_names] + [-1], dtype=np.int64)
+    op = codes[requests.op].copy()  # -1 (unknown) indexes the trailing -1
+    if sized_unknown:
+        unknown = requests.is_alloc & (op == -1)
+        op[unknown] = -3 - requests.requested_bytes[unknown].astype(np.int64)
     freed = ~requests.is_alloc & (requests.frees >= 0)
-    op = op.copy()
+    own = op.copy()
     op[~requests.is_alloc] = -2  # a free of an allocation not in the sequence
-    op[freed] = codes[requests.op[requests.frees[freed]]]
+    op[freed] = own[requests.frees[freed]]
     return (op + 2) * 2 + (~requests.is_alloc).astype(np.int64)
 
 
@@ -116,7 +124,7 @@ def _longest_increasing(values: np.ndarray) -> np.ndarray:
 def align(first: Requests, second: Requests) -> tuple[np.ndarray, np.ndarray]:
     """Aligned events of two request sequences, by op and order: (rows of ``first``, rows of ``second``), in order."""
     names: dict[str, int] = {}
-    keys_a, keys_b = event_keys(first, names), event_keys(second, names)
+    keys_a, keys_b = event_keys(first, names, sized_unknown=True), event_keys(second, names, sized_unknown=True)
     if not len(keys_a) or not len(keys_b):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     occ_a, occ_b = _occurrence(keys_a), _occurrence(keys_b)
@@ -127,38 +135,45 @@ def align(first: Requests, second: Requests) -> tuple[np.ndarray, np.ndarray]:
     rows_a, rows_b = rows_a[by_a], rows_b[by_a]
     kept = _longest_increasing(rows_b)
     anchors_a, anchors_b = rows_a[kept], rows_b[kept]
-    # Between consecutive anchors (and before the first, after the last): pair what is left by key and order.
+    # Between consecutive anchors (and before the first, after the last): pair what is left by key and
+    # order; then what is still left anywhere (an op whose events moved past an anchor). Then the same
+    # again for allocations of no op whatever their size.
     bounds_a = np.r_[-1, anchors_a, len(keys_a)]
     bounds_b = np.r_[-1, anchors_b, len(keys_b)]
-    extra_a: list[int] = []
-    extra_b: list[int] = []
-    gaps = np.flatnonzero((np.diff(bounds_a) > 1) & (np.diff(bounds_b) > 1))
-    for gap in gaps.tolist():
-        waiting: dict[int, deque[int]] = defaultdict(deque)
-        for row in range(int(bounds_b[gap]) + 1, int(bounds_b[gap + 1])):
-            waiting[int(keys_b[row])].append(row)
-        for row in range(int(bounds_a[gap]) + 1, int(bounds_a[gap + 1])):
-            queue = waiting.get(int(keys_a[row]))
-            if queue:
-                extra_a.append(row)
-                extra_b.append(queue.popleft())
-    # Last, what is still left anywhere, by key and order: an op whose events moved past an anchor.
     taken_a = np.zeros(len(keys_a), dtype=np.bool_)
     taken_b = np.zeros(len(keys_b), dtype=np.bool_)
     taken_a[anchors_a] = taken_b[anchors_b] = True
-    taken_a[extra_a] = taken_b[extra_b] = True
-    waiting = defaultdict(deque)
-    for row in np.flatnonzero(~taken_b).tolist():
-        waiting[int(keys_b[row])].append(row)
-    for row in np.flatnonzero(~taken_a).tolist():
-        queue = waiting.get(int(keys_a[row]))
-        if queue:
-            extra_a.append(row)
-            extra_b.append(queue.popleft())
+    extra_a: list[int] = []
+    extra_b: list[int] = []
+    coarse_a, coarse_b = event_keys(first, names), event_keys(second, names)
+    for by_a, by_b in ((keys_a, keys_b), (coarse_a, coarse_b)):
+        gaps = np.flatnonzero((np.diff(bounds_a) > 1) & (np.diff(bounds_b) > 1))
+        for gap in gaps.tolist():
+            rows_a = np.arange(int(bounds_a[gap]) + 1, int(bounds_a[gap + 1]))
+            rows_b = np.arange(int(bounds_b[gap]) + 1, int(bounds_b[gap + 1]))
+            _pair_left(by_a, by_b, taken_a, taken_b, extra_a, extra_b, rows_a, rows_b)
+        _pair_left(by_a, by_b, taken_a, taken_b, extra_a, extra_b)
     all_a = np.r_[anchors_a, np.array(extra_a, dtype=np.int64)]
     all_b = np.r_[anchors_b, np.array(extra_b, dtype=np.int64)]
     order = np.argsort(all_a, kind="stable")
     return all_a[order].astype(np.int64), all_b[order].astype(np.int64)
+
+
+def _pair_left(keys_a: np.ndarray, keys_b: np.ndarray, taken_a: np.ndarray, taken_b: np.ndarray, extra_a: list[int],
+               extra_b: list[int], rows_a: np.ndarray | None = None, rows_b: np.ndarray | None = None) -> None:
+    """Pair the events not yet taken (of ``rows_a``/``rows_b``, default all) by key and order, marking them taken."""
+    rows_a = np.arange(len(keys_a)) if rows_a is None else rows_a
+    rows_b = np.arange(len(keys_b)) if rows_b is None else rows_b
+    waiting: dict[int, deque[int]] = defaultdict(deque)
+    for row in rows_b[~taken_b[rows_b]].tolist():
+        waiting[int(keys_b[row])].append(row)
+    for row in rows_a[~taken_a[rows_a]].tolist():
+        queue = waiting.get(int(keys_a[row]))
+        if queue:
+            other = queue.popleft()
+            extra_a.append(row)
+            extra_b.append(other)
+            taken_a[row] = taken_b[other] = True
 
 
 # -- the model of a batch size -----------------------------------------------------------------
