@@ -43,7 +43,9 @@ bytes), ascending or descending in creation order, so chunks of different region
 
 from __future__ import annotations
 
+import itertools
 import math
+import weakref
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
@@ -278,7 +280,9 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     The upper bound: with ``allow_growth`` and the 128 MiB split rule, the largest pool an
     unlimited replay reaches (under any limit at least that, every region is what it would be
     unlimited, so the replay is the same and fits); otherwise it grows from the lower bound, the
-    step doubling, until a limit fits. Bisection between them finds a boundary (a limit that fits
+    step doubling, until a limit fits. In the first case every replay under a limit is the
+    unlimited one up to the first region the limit cuts, so it starts from the unlimited
+    replay's state there instead of from the first request. Bisection between them finds a boundary (a limit that fits
     above one that does not).
 
     Fitting need not be monotone in the limit: with growth, the last region is cut to what the
@@ -296,15 +300,26 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     top_units = MAX_LIMIT_BYTES // granularity
     n = max(1, len(requests))
 
+    # With growth and the 128 MiB rule, a replay under any limit is the unlimited one up to the first
+    # region the limit cuts: it resumes from the unlimited replay's state there (reuse what does not change).
+    reuse = options.allow_growth and options.fragmentation_fraction == 0.0
+    checkpoints: list[_Checkpoint] = []
+
     def check(units: int) -> bool:
-        ok = fits(requests, _with_limit(options, units * granularity))
-        tried.append((units * granularity, ok))
+        limit = units * granularity
+        if reuse:
+            first_cut = next((c for c in checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None)
+            ok = first_cut is None or _Run(requests, _with_limit(options, limit), record=False,
+                                           start=first_cut).failed_at is None
+        else:
+            ok = fits(requests, _with_limit(options, limit))
+        tried.append((limit, ok))
         return ok
 
     floor = max(0, -(-requests.peak_rounded_live_bytes() // granularity) - 1)  # known not to fit
     lo = floor
-    if options.allow_growth and options.fragmentation_fraction == 0.0:
-        unlimited = _Run(requests, _with_limit(options, MAX_LIMIT_BYTES), record=False)
+    if reuse:
+        unlimited = _Run(requests, _with_limit(options, MAX_LIMIT_BYTES), record=False, checkpoints=checkpoints)
         if unlimited.failed_at is not None:
             raise ValueError("no limit the model holds fits these requests")
         hi = max(lo + 1, -(-unlimited.max_pool // granularity))
@@ -360,14 +375,51 @@ def _with_limit(options: BFCOptions, limit: int) -> BFCOptions:
                       options.regions_descending)
 
 
+@dataclass(frozen=True)
+class _Checkpoint:
+    """A replay's state at the start of a row whose request extends the pool (``region_bytes``: the region it makes
+    when the limit leaves room for it). A replay under another limit is the same up to here as long as every
+    earlier region was made whole."""
+
+    row: int
+    pool: int
+    region_bytes: int
+    keys: tuple[int, ...]
+    free_size: dict[int, int]
+    free_start: dict[int, int]
+    used: dict[int, int]
+    addr_of: dict[int, int]
+    regions: dict[int, int]
+    region_rows: tuple[int, ...]
+    in_use: int
+    peak: int
+    max_pool: int
+    growth: int
+
+
+_COLUMNS: weakref.WeakKeyDictionary[Requests, tuple[list[bool], list[int], list[int]]] = weakref.WeakKeyDictionary()
+
+
+def _columns(requests: Requests) -> tuple[list[bool], list[int], list[int]]:
+    """The columns the loop reads, as Python lists, made once per sequence (a limit search replays it many times)."""
+    found = _COLUMNS.get(requests)
+    if found is None:
+        found = (requests.is_alloc.tolist(), requests.requested_bytes.tolist(), requests.frees.tolist())
+        _COLUMNS[requests] = found
+    return found
+
+
 class _Run:
     """One replay. The state lives in locals of :meth:`_replay` for speed; what is left is kept here."""
 
-    def __init__(self, requests: Requests, options: BFCOptions, record: bool) -> None:
+    def __init__(self, requests: Requests, options: BFCOptions, record: bool, start: _Checkpoint | None = None,
+                 checkpoints: list[_Checkpoint] | None = None) -> None:
         self.requests = requests
         self.options = options
         self.record = record
         self.failed_at: int | None = None
+        self._start = start
+        self._checkpoints = checkpoints
         self._replay()
 
     def _vbase(self, region: int) -> int:
@@ -384,9 +436,7 @@ class _Run:
         growth_size = opts.initial_region_bytes
         max_frag = opts.max_internal_fragmentation_bytes
         gc = opts.garbage_collection
-        is_alloc = self.requests.is_alloc.tolist()
-        requested = self.requests.requested_bytes.tolist()
-        frees = self.requests.frees.tolist()
+        is_alloc, requested, frees = _columns(self.requests)
         shift, amask = _KEY_SHIFT, _ADDRESS_MASK
         keys: list[int] = []  # free chunks, size << 80 | vaddr, sorted: the bins' order
         free_size: dict[int, int] = {}  # vaddr -> size of a free chunk
@@ -396,13 +446,22 @@ class _Run:
         regions: dict[int, int] = {}  # region -> size, the live ones
         region_rows: list[int] = []
         pool = in_use = peak = max_pool = 0
+        first_row = 0
+        checkpoints = self._checkpoints
+        if self._start is not None:  # resume a replay that was the same up to this row
+            c = self._start
+            keys, free_size, free_start = list(c.keys), dict(c.free_size), dict(c.free_start)
+            used, addr_of, regions, region_rows = dict(c.used), dict(c.addr_of), dict(c.regions), list(c.region_rows)
+            pool, in_use, peak, max_pool, growth_size, first_row = c.pool, c.in_use, c.peak, c.max_pool, c.growth, c.row
         record = self.record
         rec: list[tuple[int, int, int, int, int]] = []  # per event: vaddr, chunk, in use, pool, largest free
         add_rec = rec.append
         vbase = self._vbase
         key_pop, free_pop, start_pop, used_pop, addr_pop = keys.pop, free_size.pop, free_start.pop, used.pop, addr_of.pop
 
-        for row, (alloc, req, freed) in enumerate(zip(is_alloc, requested, frees)):
+        rows = zip(is_alloc, requested, frees) if not first_row else itertools.islice(
+            zip(is_alloc, requested, frees), first_row, None)
+        for row, (alloc, req, freed) in enumerate(rows, first_row):
             if alloc:
                 if req <= 0:
                     if record:
@@ -412,6 +471,13 @@ class _Run:
                 i = bisect_left(keys, rounded << shift)
                 if i == len(keys):
                     # Extend: a new region, if the limit leaves room.
+                    if checkpoints is not None:  # the state before this row, and the region it makes unlimited
+                        grown = growth_size
+                        while rounded > grown:
+                            grown *= 2
+                        checkpoints.append(_Checkpoint(row, pool, grown, tuple(keys), dict(free_size), dict(free_start),
+                                                       dict(used), dict(addr_of), dict(regions), tuple(region_rows),
+                                                       in_use, peak, max_pool, growth_size))
                     made = False
                     for attempt in (0, 1):
                         available = (limit - pool) & ~255

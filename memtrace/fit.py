@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from .oom_model import Chunk, OomDump, Region
 MIB = 1 << 20
 CPU_DEFAULT_LIMIT_BYTES = 65536 * MIB  # TF_CPU_BFC_MEM_LIMIT_IN_MB's default (process_state.cc)
 _GPU_ALLOCATOR = re.compile(r"(?:.*:)?gpu_(\d+)_bfc", re.IGNORECASE)
+_HOST_ALLOCATOR = re.compile(r"(?:.*:)?(?:cuda|gpu|pluggable_device)_host_bfc", re.IGNORECASE)
+# TF_GPU_HOST_MEM_LIMIT_IN_MB's default (process_state.cc, GetGpuHostAllocator); older versions: 65,536 MiB.
+HOST_DEFAULT_LIMIT_BYTES = 131072 * MIB
 
 # TF's reserve on a GPU (gpu_device.cc, MinSystemMemory): 225 MiB under 2 GiB of free memory,
 # else by compute capability major version: <= 6, 7, 8, and above (before about 2023: 1,536 MiB
@@ -94,10 +97,15 @@ class Defaults:
 
 
 def defaults_for(allocator: str) -> Defaults:
-    """TF's options for an allocator by its name: GPU (``GPU_n_bfc``) or TF's CPU BFC (anything else)."""
+    """TF's options for an allocator by its name: GPU (``GPU_n_bfc``), pinned host memory (``gpu_host_bfc``,
+    ``cuda_host_bfc``) or TF's CPU BFC (anything else)."""
     if _GPU_ALLOCATOR.fullmatch(allocator):
         return Defaults(False, True, None, "TF's GPU allocator: allow_growth off (TF_FORCE_GPU_ALLOW_GROWTH), "
                         "garbage collection on (TF_ENABLE_GPU_GARBAGE_COLLECTION)")
+    if _HOST_ALLOCATOR.fullmatch(allocator):
+        return Defaults(True, False, HOST_DEFAULT_LIMIT_BYTES, "TF's pinned host allocator for GPUs: allow_growth on, "
+                        "garbage collection off, limit TF_GPU_HOST_MEM_LIMIT_IN_MB (default 131,072 MiB; older "
+                        "versions: 65,536)")
     return Defaults(True, False, CPU_DEFAULT_LIMIT_BYTES, "TF's CPU BFC allocator (TF_CPU_ALLOCATOR_USE_BFC): "
                     "allow_growth on, garbage collection off, limit TF_CPU_BFC_MEM_LIMIT_IN_MB (default 65,536 MiB)")
 
@@ -176,9 +184,10 @@ def _from_profile(trace: TraceData, allocator: str, index: int) -> TraceRequests
     frees[f_sorted] = a_sorted
     dropped = int(np.count_nonzero(~is_alloc & (counts == 1)))
     if not from_birth:
+        what = "the profile" if trace.step is None else f"step {trace.step}"
         assumptions.append(
-            f"the profile starts after the allocator's birth ({bytes_before:,} bytes were in use before its first "
-            "event): the model starts from an empty allocator with only the profile's requests"
+            f"{what} starts after the allocator's birth ({bytes_before:,} bytes were in use before its first "
+            f"event): the model starts from an empty allocator with only {what}'s requests"
             + (f", and drops {dropped:,} frees of chunks allocated before it" if dropped else ""))
     ops = _op_codes(trace, nodes, is_alloc)
     return TraceRequests(
@@ -355,7 +364,7 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
             descending = reproduced.regions_descending
     result = fit_requests(found.requests, _options(limit, growth, gc, fraction, descending), allocator=allocator,
                           alternatives=alternatives, defaults=defaults.source)
-    return FitResult(**{**result.__dict__, "reproduced": reproduced, "assumptions": tuple(notes)})
+    return replace(result, reproduced=reproduced, assumptions=tuple(notes))
 
 
 def _options(limit: int | None, growth: bool, gc: bool, fraction: float, descending: bool) -> BFCOptions:
@@ -373,7 +382,10 @@ def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = ""
     none was: then the smallest limit is searched for and the rest is reported under it.
     """
     given = options.limit_bytes > 0 if limit_given is None else limit_given
-    search = bfc.search_min_limit(requests, options)
+    try:
+        search = bfc.search_min_limit(requests, options)
+    except ValueError as exc:  # requests beyond any limit the model holds (8 TiB)
+        raise UsageError(f"{allocator or 'the requests'}: {exc}") from None
     under = options if given else _replace(options, search.limit_bytes)
     sim = bfc.simulate(requests, under)
     failure = _failure(requests, sim) if not sim.fits else None
@@ -413,7 +425,10 @@ def _alternatives(requests: Requests, options: BFCOptions, given: bool) -> tuple
                                        options.regions_descending)))
     found = []
     for change, alt in changes:
-        needed = bfc.min_limit(requests, alt)
+        try:
+            needed = bfc.min_limit(requests, alt)
+        except ValueError:  # no limit the model holds fits with this change
+            continue
         ok = bfc.fits(requests, alt) if given else None
         found.append(Alternative(change, FitOptions(options.limit_bytes if given else None, alt.allow_growth,
                                                     alt.garbage_collection, alt.fragmentation_fraction), ok, needed))

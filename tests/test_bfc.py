@@ -192,3 +192,24 @@ def test_limit_search_reports_what_it_tried() -> None:
     search = search_min_limit(events, BFCOptions(0))
     assert search.limit_bytes == 4 * MIB and search.monotone
     assert (3 * MIB, False) in search.tried and (4 * MIB, True) in search.tried
+
+
+def test_the_limit_search_resumes_replays_exactly_as_full_ones_would_go() -> None:
+    # GIVEN a sequence that grows the pool region by region (sizes up to 8 MiB, some freed at random)
+    rng = np.random.default_rng(7)
+    events: list[tuple] = []
+    live: list[int] = []
+    for _ in range(400):
+        if live and rng.uniform() < 0.45:
+            events.append(("f", live.pop(int(rng.integers(0, len(live))))))
+        else:
+            live.append(len(events))
+            events.append(("a", int(2 ** rng.uniform(8, 23))))
+    requests = seq(*events)
+    # WHEN the smallest limit is searched (with growth, replays resume from the unlimited replay's state)
+    search = search_min_limit(requests, BFCOptions(0))
+    # THEN every limit it tried says what a replay from the first request says
+    assert len(search.tried) > 10
+    assert all(fits(requests, BFCOptions(limit)) == ok for limit, ok in search.tried)
+    assert fits(requests, BFCOptions(search.limit_bytes)) and not any(
+        fits(requests, BFCOptions(limit)) for limit in range(MIB, search.limit_bytes, MIB))

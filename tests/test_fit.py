@@ -91,6 +91,11 @@ def test_without_a_limit_the_smallest_is_searched_and_what_is_lost_said() -> Non
     assert result.requested_peak_bytes == 3 * MIB // 2 + MIB // 2 + 768 * KIB
 
 
+def test_requests_beyond_what_the_model_holds_are_refused_not_crashed() -> None:
+    with pytest.raises(UsageError, match="no limit the model holds"):
+        fit_requests(Requests.from_events([("a", 9 << 40)]), BFCOptions(0))
+
+
 # -- TF's defaults and GPU limits -----------------------------------------------------------------
 
 
@@ -98,6 +103,9 @@ def test_tfs_defaults_by_allocator_name() -> None:
     gpu, cpu = defaults_for("GPU_0_bfc"), defaults_for("bfc_cpu_allocator_for_gpu")
     assert (gpu.allow_growth, gpu.garbage_collection, gpu.limit_bytes) == (False, True, None)
     assert (cpu.allow_growth, cpu.garbage_collection, cpu.limit_bytes) == (True, False, 65536 * MIB)
+    # the pinned host allocator (process_state.cc): growth on, TF_GPU_HOST_MEM_LIMIT_IN_MB default 2^17 MiB
+    host = defaults_for("cuda_host_bfc")
+    assert (host.allow_growth, host.garbage_collection, host.limit_bytes) == (True, False, 131072 * MIB)
 
 
 @pytest.mark.parametrize(("free", "major", "reserve_mib"), [
@@ -234,3 +242,60 @@ def test_check_fits_key(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     assert code == 1 and "GPU:0 (GPU_0_bfc) fits: does not fit under 1 GiB" in out
     code, _, _ = run(capsys, "check", str(ALEXNET), "--fits", "GPU:0=2GiB")
     assert code == 0
+
+
+# -- TF's own out-of-memory dumps (fixtures/oom, recorded by scripts/record_traces.py oom) ---------
+#
+# The programs are eager and tiny; their request sequences are read from the script and from the
+# chunks the dumps show: a small scalar first (the dumps' 256-byte chunk), then the tensors.
+
+
+def _map(regions: list[tuple[int, list[tuple[int, bool]]]]) -> list[tuple[int, tuple[tuple[int, bool], ...]]]:
+    """Regions as (size, chunks in address order), sorted: the dump lists regions by address, the model by creation."""
+    return sorted((size, tuple(chunks)) for size, chunks in regions)
+
+
+def _dump_map(dump: object) -> list[tuple[int, tuple[tuple[int, bool], ...]]]:
+    return _map([(r.size_bytes, [(c.size_bytes, c.in_use) for c in r.chunks]) for r in dump.regions])  # type: ignore[attr-defined]
+
+
+def _model_map(f: object) -> list[tuple[int, tuple[tuple[int, bool], ...]]]:
+    regions = dict(f.regions)  # type: ignore[attr-defined]
+    chunks: dict[int, list[tuple[int, bool]]] = {r: [] for r in regions}
+    for c in f.chunks:  # type: ignore[attr-defined]
+        chunks[c.region].append((c.size_bytes, c.in_use))
+    return _map([(regions[r], chunks[r]) for r in regions])
+
+
+def test_model_meets_tfs_dump_when_memory_is_exhausted() -> None:
+    from memtrace.read.oom import load_oom_dumps
+
+    # oom_exhausted: ones([1024, 1024]) and ones([2048, 1024]) kept (4 and 8 MiB), then ones([4096, 4096]): 64 MiB
+    requests = Requests.from_events([("a", 8), ("a", 4 * MIB, "Fill"), ("a", 8 * MIB, "Fill"), ("a", 64 * MIB, "Fill")])
+    f = fit_requests(requests, BFCOptions(32 * MIB), alternatives=False).failure  # TF_CPU_BFC_MEM_LIMIT_IN_MB=32
+    (logged,) = load_oom_dumps(str(FIXTURES / "oom" / "cpu_exhausted.log"))
+    (dumped,) = load_oom_dumps(str(FIXTURES / "oom" / "cpu_exhausted.memdump.pb"))
+    assert f is not None and (f.row, f.op, f.request_bytes) == (3, logged.op, logged.request_bytes)
+    assert _model_map(f) == _dump_map(logged) == _dump_map(dumped)
+    assert f.in_use_bytes == dumped.stats.in_use_bytes and f.verdict == "exhausted"
+
+
+def test_model_meets_tfs_dumps_when_memory_is_fragmented() -> None:
+    from memtrace.read.oom import load_oom_dumps
+
+    first, second = load_oom_dumps(str(FIXTURES / "oom" / "cpu_fragmented.log"))
+    (dumped,) = load_oom_dumps(str(FIXTURES / "oom" / "cpu_fragmented.memdump.pb"))
+    # oom_fragmented under 64 MiB: 1 MiB blocks until one is refused. Regions of 2, 4, 8, 16, 32 MiB
+    # and the last 2 MiB the limit leaves: 1 + 4 + 8 + 16 + 32 + 2 = 63 blocks (the first takes what
+    # the scalar left of region 0 whole: 2,096,896 < 2 x 1 MiB), and the 64th fails.
+    blocks = [("a", 4)] + [("a", MIB, "Fill")] * 64
+    f = fit_requests(Requests.from_events(blocks), BFCOptions(64 * MIB), alternatives=False).failure
+    assert f is not None and (f.row, f.op, f.request_bytes) == (64, first.op, first.request_bytes)
+    assert _model_map(f) == _dump_map(first)
+    # then every other block freed (blocks[::2] kept: rows 2, 4, ... freed) and 2 MiB asked: no chunk is large enough
+    after = blocks[:64] + [("f", row) for row in range(2, 64, 2)] + [("a", 2 * MIB, "Fill")]
+    g = fit_requests(Requests.from_events(after), BFCOptions(64 * MIB), alternatives=False).failure
+    assert g is not None and (g.op, g.request_bytes) == (second.op, second.request_bytes)
+    assert _model_map(g) == _dump_map(second) == _dump_map(dumped)
+    assert (g.largest_free_bytes, g.verdict) == (MIB, "fragmentation")
+    assert g.in_use_bytes == dumped.stats.in_use_bytes
