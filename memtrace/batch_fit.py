@@ -37,7 +37,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from .read.xplane import NO_OP
 # Below this share of the events aligned, two recordings are taken for two different steps.
 MIN_ALIGNED_SHARE = 0.5
 # The largest batch a search goes up to.
-MAX_BATCH = 1 << 24
+MAX_BATCH = 1 << 40
 
 GB = 10**9
 # The common cards, in GB as ``--card 16GB`` reads them (powers of 10): TF's limit on each is
@@ -178,7 +178,7 @@ def _pair_left(keys_a: np.ndarray, keys_b: np.ndarray, taken_a: np.ndarray, take
 
 # -- the model of a batch size -----------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BatchModel:
     """Two recordings of one allocator's requests at batch sizes B1 < B2, aligned.
 
@@ -201,8 +201,6 @@ class BatchModel:
     rounded_allocations: int  # aligned, growing by a fraction of a byte per sample: rounded up
     left_over_small: int  # events of the small recording that did not align
     left_over_large: int
-    _pairs: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False,
-                                                                         compare=False)
 
     @property
     def alloc_pairs(self) -> tuple[np.ndarray, np.ndarray]:

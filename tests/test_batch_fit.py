@@ -484,3 +484,10 @@ def test_tf1_step_traces_too_batch_sizes_from_their_output_shapes() -> None:
     # at the recorded batch sizes the prediction is each recording itself
     assert np.array_equal(m.requests_at(8).requested_bytes, m.small.requested_bytes)
     assert np.array_equal(m.requests_at(16).requested_bytes, m.large.requested_bytes)
+
+
+def test_cli_nothing_fits_is_exit_1_with_batch_1s_failure(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = fit_cnn(capsys, "--limit", "1MiB", "--json")
+    entry = json.loads(out)["allocators"][0]
+    assert code == 1 and (entry["batch"]["largest_batch"], entry["batch"]["described_batch"]) == (0, 1)
+    assert entry["fits"] is False and entry["failure"] is not None
