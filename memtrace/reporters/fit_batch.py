@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from typing import IO, Any
 
 from ..batch_fit import BatchCheck, BatchFit
@@ -105,10 +104,8 @@ def _render(small_path: str, large_path: str, r: BatchFit, out: IO[str], check_p
         _render_check(r.check, check_path, out)
     what = ("the batch asked for" if r.batch is not None else "the first batch that does not fit"
             if r.largest_batch is not None else "the large recording's batch size")
-    out.write(f"\n  batch {r.described_batch:,} ({what}), its requests predicted and replayed:\n")
-    text = io.StringIO()
-    fit_report.render_text([r.fit], text)
-    out.write(_indent(text.getvalue(), "  "))
+    out.write(f"\nbatch {r.described_batch:,} ({what}), its requests predicted and replayed, as `memtrace fit` says:\n")
+    fit_report.render_text([r.fit], out)
     for note in r.assumptions:
         if note not in r.fit.assumptions:
             out.write(f"  assumed: {clean(note)}\n")
