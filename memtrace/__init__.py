@@ -13,10 +13,12 @@ from .errors import MemtraceError, TraceFormatError, UsageError
 
 if TYPE_CHECKING:
     from .api import Trace
+    from .batch_fit import BatchFit
     from .oom import OomEvent
 
 __version__ = "0.1.0"
-__all__ = ["MemtraceError", "Trace", "TraceFormatError", "UsageError", "__version__", "batch", "explain_oom", "load"]
+__all__ = ["MemtraceError", "Trace", "TraceFormatError", "UsageError", "__version__", "batch", "explain_oom", "fit_batches",
+           "load"]
 
 # The progress callback and the number of reading processes ``load`` uses when given none (the
 # command line sets them: a progress line for terminals, ``--jobs``).
@@ -38,6 +40,18 @@ def load(path: Any, graph: Any = None, progress: Any = None, jobs: int | None = 
 
     return _load(path, graph, progress if progress is not None else _progress.get(),
                  jobs if jobs is not None else _jobs.get(), step=step, run=run)
+
+
+def fit_batches(small: Any, large: Any, batch_sizes: tuple[int, int] | None = None, **options: Any) -> BatchFit:
+    """The largest batch that fits, from two recordings of one step at batch sizes B1 < B2 (``memtrace fit --vs``).
+
+    ``memtrace.fit_batches("run_b16", "run_b64", batch_sizes=(16, 64), limit="15GiB")``: traces or
+    paths; options ``allocator``, ``limit``, ``batch``, ``allow_growth``, ``garbage_collection``,
+    ``fragmentation_fraction``, ``check=(trace, B3)`` (see :func:`memtrace.api.fit_batches`).
+    """
+    from .api import fit_batches as _fit_batches
+
+    return _fit_batches(small, large, batch_sizes, **options)
 
 
 def batch(paths: Any, client: Any = None, workers: int | None = None, allocators: Any = None) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import read
 from .model import TraceData
@@ -18,6 +18,7 @@ from .model import TraceData
 if TYPE_CHECKING:
     import networkx as nx
 
+    from .batch_fit import BatchFit
     from .fit import FitResult
     from .peak import AllocatorPeak
     from .summary import Summary
@@ -121,3 +122,37 @@ def _bytes(value: int | str | None, name: str) -> int | None:
     if value.strip().startswith("-"):
         raise UsageError(f"{name} must not be negative (got {value!r})")
     return parse_size(value)
+
+
+def fit_batches(small: Any, large: Any, batch_sizes: tuple[int, int] | None = None, *, allocator: str | None = None,
+                limit: int | str | None = None, batch: int | None = None, allow_growth: bool | None = None,
+                garbage_collection: bool | None = None, fragmentation_fraction: float | None = None,
+                check: tuple[Any, int] | None = None) -> BatchFit:
+    """The largest batch under ``limit`` (or whether ``batch`` fits), from two recordings of one step.
+
+    ``small`` and ``large`` (traces or paths) were recorded at ``batch_sizes`` = (B1, B2), B1 < B2
+    (None: read from the inputs' leading dimension where the traces carry shapes). ``allocator``
+    (or a device naming it) defaults to the BFC allocator both have, a GPU's first. ``check`` =
+    (trace or path, B3) holds the prediction to a third recording. See :mod:`memtrace.batch_fit`.
+    """
+    from .batch_fit import fit_batches as _fit_batches
+    from .devices import resolve_allocator
+    from .errors import UsageError
+    from .fit import bfc_allocators
+
+    first, second = (value if isinstance(value, TraceData) else load(value) for value in (small, large))
+    if allocator is None:
+        theirs = set(bfc_allocators(second))
+        common = sorted((name for name in bfc_allocators(first) if name in theirs), key=lambda n: "gpu" not in n.lower())
+        if not common:
+            raise UsageError(f"{first.path}, {second.path}: no BFC allocator made requests in both; name one")
+        allocator = common[0]
+    else:
+        allocator = resolve_allocator(first, allocator)
+    third = None
+    if check is not None:
+        trace, b3 = check
+        third = (trace if isinstance(trace, TraceData) else load(trace), int(b3))
+    return _fit_batches(first, second, allocator, batch_sizes, batch=batch, limit=_bytes(limit, "limit"),
+                        allow_growth=allow_growth, garbage_collection=garbage_collection,
+                        fragmentation_fraction=fragmentation_fraction, check_with=third)

@@ -63,11 +63,19 @@ def assert_waste_below(trace: TraceLike, allocator: str, limit: str | int) -> Ch
     return _assert_budgets(_trace(trace), [Budget(allocator, "max_waste", value, unit, "assert_waste_below")])
 
 
-def assert_fits(trace: TraceLike, allocator: str, limit: str | int) -> CheckResult:
+def assert_fits(trace: TraceLike, allocator: str, limit: str | int, *, batch: int | None = None,
+                vs: TraceLike | None = None, batch_sizes: tuple[int, int] | None = None) -> Any:
     """The step's requests fit under ``limit`` when replayed through TF's BFC allocator with TF's
     options for the allocator (``memtrace fit``), fragmentation included. On failure the message
-    names the first request that fails, the verdict and the ops holding the most bytes then."""
+    names the first request that fails, the verdict and the ops holding the most bytes then.
+
+    With ``batch=N``, ``trace`` and ``vs`` are two recordings of the step at ``batch_sizes``
+    (B1 < B2; None: read from the inputs' leading dimension) and batch N's predicted requests must
+    fit (``memtrace fit --vs``): "batch 256 still fits on a 16 GB card". Returns the BatchFit then.
+    """
     __tracebackhide__ = True
+    if batch is not None or vs is not None:
+        return _assert_batch_fits(trace, allocator, limit, batch, vs, batch_sizes)
     value, unit = parse_limit("fits", limit, "assert_fits")
     return _assert_budgets(_trace(trace), [Budget(allocator, "fits", value, unit, "assert_fits")])
 
@@ -131,3 +139,28 @@ def assert_no_regression(
                      f"held at the peaks {signed_bytes(o.at_peak_delta_bytes)}" for o in grown)
     lines.append(f"  base: {clean(base_trace.path)}\n  new:  {clean(new_trace.path)}")
     raise AssertionError("\n".join(lines))
+
+
+def _assert_batch_fits(trace: TraceLike, allocator: str, limit: str | int, batch: int | None, vs: TraceLike | None,
+                       batch_sizes: tuple[int, int] | None) -> Any:
+    __tracebackhide__ = True
+    from .api import fit_batches
+
+    if batch is None or vs is None:
+        raise UsageError("assert_fits: batch=N needs vs=LARGE, a recording at a second batch size (and the other "
+                         "way round)")
+    result = fit_batches(trace, vs, batch_sizes, allocator=allocator, limit=limit, batch=batch)
+    if not result.fit.fits:
+        fit, failure = result.fit, result.fit.failure
+        limit_bytes = fit.options.limit_bytes or 0
+        lines = [(f"batch {batch:,} does not fit {format_bytes(limit_bytes)} on {clean(result.allocator)}: it needs "
+                 f"{format_bytes(fit.min_limit_bytes)} (predicted from batch {result.batch_sizes[0]:,} and "
+                 f"{result.batch_sizes[1]:,})")]
+        if failure is not None:
+            lines.append(f"  the first request that fails: {clean(failure.op) or '(unknown op)'}, "
+                         f"{format_bytes(failure.request_bytes)}, with {format_bytes(failure.free_bytes)} free and "
+                         f"{format_bytes(failure.largest_free_bytes)} the largest free chunk: {failure.verdict}")
+        if result.close:
+            lines.append(f"  {clean(result.close)}")
+        raise AssertionError("\n".join(lines))
+    return result

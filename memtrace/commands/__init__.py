@@ -105,7 +105,7 @@ def positive_int(text: str) -> int:
 
 def input_paths(args: argparse.Namespace) -> list[str | None]:
     """Every file a command reads (trace, graph, budget file, both traces of a diff): never an output."""
-    return [getattr(args, name, None) for name in ("trace", "graph", "base", "new", "budget")]
+    return [getattr(args, name, None) for name in ("trace", "graph", "base", "new", "budget", "vs", "check_trace")]
 
 
 def write_report(args: argparse.Namespace, to_json: Callable[[], dict[str, Any]], render_text: Callable[[IO[str]], None]) -> None:

@@ -6,6 +6,7 @@ import argparse
 from typing import IO, Any
 
 from . import add_output_options, add_trace_options, load_trace, write_report
+from .fit_batch import add_batch_options, check_options, run_batches
 
 
 def register(subparsers: Any) -> None:
@@ -44,6 +45,7 @@ def register(subparsers: Any) -> None:
     add_output_options(parser)
     parser.add_argument("--html", action="store_true", help="write a self-contained HTML page instead: the allocator's "
                         "address space over time, every chunk a box from its allocation to its free (needs -o FILE)")
+    add_batch_options(parser)  # --vs LARGE: the largest batch that fits, from two recordings (commands/fit_batch.py)
     parser.set_defaults(run=run)
 
 
@@ -64,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
         major = parse_compute_capability(args.compute_capability)
         limit = gpu_limit_bytes(_size(args.card, "--card", parse_size) or 0, major)
     recorded = _size(args.recorded_limit, "--recorded-limit", parse_size)
+    check_options(args)
+    if args.vs is not None:
+        return run_batches(args, limit)
     trace = load_trace(args)
     if args.allocator is not None:
         allocator = resolve_allocator(trace, args.allocator)

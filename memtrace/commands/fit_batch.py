@@ -1,0 +1,95 @@
+"""``memtrace fit SMALL --vs LARGE``: the largest batch that fits, from two recordings (the ``--vs`` options of ``fit``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import IO, Any
+
+from . import load_trace, write_report
+
+
+def add_batch_options(parser: argparse.ArgumentParser) -> None:
+    """``fit``'s options for two recordings at two batch sizes."""
+    group = parser.add_argument_group(
+        "two batch sizes (--vs)",
+        "TRACE and LARGE are two recordings of one step at batch sizes B1 < B2 (from the allocator's birth for exact "
+        "answers): their requests are aligned by op and order, each allocation's size at batch N predicted as affine "
+        "in the batch, and batch N's requests replayed. With --limit (or --card): the largest batch that fits; with "
+        "--batch N: whether N fits and the smallest limit it needs; with neither: the smallest limit of each batch "
+        "size and the largest batch on the common cards. Exit 0: it fits (some batch fits the limit); 1: it does not.")
+    group.add_argument("--vs", metavar="LARGE", help="the recording at the larger batch size")
+    group.add_argument("--batch-sizes", metavar="B1,B2",
+                       help="the two recordings' batch sizes (default: read from the inputs' leading dimension where "
+                       "the traces carry shapes)")
+    group.add_argument("--batch", type=int, metavar="N", help="the batch size to ask about")
+    group.add_argument("--check", metavar="TRACE:B3", help="a recording at a third batch size B3: hold the "
+                       "prediction to it, size by size")
+
+
+def run_batches(args: argparse.Namespace, limit: int | None) -> int:
+    """``fit --vs``: ``limit`` is the limit in bytes (``--limit`` or ``--card``), None when neither was given."""
+    import sys
+
+    from ..batch_fit import fit_batches
+    from ..devices import meaning, resolve_allocator
+    from ..errors import UsageError
+    from ..fit import bfc_allocators, parse_compute_capability
+    from ..reporters import fit_batch as report
+
+    sizes = _batch_sizes(args.batch_sizes)
+    small, large = load_trace(args), load_trace(args, args.vs)
+    check_with = None
+    if args.check is not None:
+        path, _, b3 = args.check.rpartition(":")
+        if not path or not b3.strip().isdigit() or int(b3) < 1:
+            raise UsageError(f"--check wants TRACE:B3, a recording and its batch size (e.g. run_b48/:48), not "
+                             f"{args.check!r}")
+        args.check_trace = path
+        check_with = (load_trace(args, path), int(b3))
+    if args.allocator is not None:
+        allocator = resolve_allocator(small, args.allocator)
+        if allocator != args.allocator:
+            print(f"memtrace: {meaning(args.allocator, allocator)}", file=sys.stderr)
+        allocators = [allocator]
+    else:
+        theirs = set(bfc_allocators(large))
+        allocators = [name for name in bfc_allocators(small) if name in theirs]
+        if not allocators:
+            raise UsageError(f"{small.path}, {large.path}: no BFC allocator made requests in both; name one with "
+                             "--allocator")
+    results = [fit_batches(small, large, name, sizes, batch=args.batch, limit=limit, allow_growth=args.allow_growth,
+                           garbage_collection=args.garbage_collection,
+                           fragmentation_fraction=args.fragmentation_fraction, check_with=check_with,
+                           compute_capability=parse_compute_capability(args.compute_capability))
+               for name in allocators]
+
+    def render_text(out: IO[str]) -> None:
+        report.render_text(small.path, large.path, results, out, check_with[0].path if check_with else None)
+
+    write_report(args, lambda: report.to_json(small.path, large.path, results), render_text)
+    if args.batch is not None:  # without a limit, fit.fits says it fits its smallest limit
+        return 0 if all(r.fit.fits for r in results) else 1
+    if limit is not None:
+        return 0 if all(r.largest_batch for r in results) else 1
+    return 0
+
+
+def _batch_sizes(text: str | None) -> tuple[int, int] | None:
+    from ..errors import UsageError
+
+    if text is None:
+        return None
+    parts = [part.strip() for part in text.split(",")]
+    if len(parts) != 2 or not all(part.isdigit() for part in parts):
+        raise UsageError(f"--batch-sizes wants two whole numbers, the small recording's batch size and the large "
+                         f"one's (e.g. 16,64), not {text!r}")
+    return int(parts[0]), int(parts[1])
+
+
+def check_options(args: Any) -> None:
+    """Refuse ``fit``'s batch options without ``--vs``."""
+    from ..errors import UsageError
+
+    for option, value in (("--batch-sizes", args.batch_sizes), ("--batch", args.batch), ("--check", args.check)):
+        if value is not None and args.vs is None:
+            raise UsageError(f"{option} needs --vs LARGE (two recordings at two batch sizes)")
