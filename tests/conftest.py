@@ -24,8 +24,9 @@ OOM = FIXTURES / "oom"  # out-of-memory dumps (logs, MemoryDump protobufs), not 
 
 
 def trace_files(*suffixes: str) -> list[Path]:
-    """Every bundled step trace whose name ends in one of ``suffixes`` (the OOM dumps left out)."""
-    return sorted(p for p in FIXTURES.rglob("*") if p.name.endswith(suffixes) and OOM not in p.parents)
+    """Every bundled step trace whose name ends in one of ``suffixes`` (the OOM dumps and logs left out)."""
+    return sorted(p for p in FIXTURES.rglob("*") if p.name.endswith(suffixes) and OOM not in p.parents
+                  and not p.name.endswith((".memdump.pb", ".log")))
 # Every real trace we bundle, text form: the seeds and the traces recorded with TensorFlow.
 REAL_TRACES = [ALEXNET, PTB, *RECORDED]
 

@@ -17,6 +17,7 @@ from google.protobuf import text_format
 import memtrace
 from memtrace.cli import main
 from memtrace.read import binary as binreader
+from memtrace.read import files
 from memtrace.read import jobs as memtrace_jobs
 from memtrace.read import text as textreader
 from memtrace.read._proto import tf_trace_pb2 as pb
@@ -75,6 +76,7 @@ def test_gzip_binary_progress_comes_block_by_block_in_compressed_bytes(tmp_path:
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(binreader, "BLOCK_BYTES", 5_000)
     monkeypatch.setattr(binreader, "READ_BYTES", 5_000)
+    monkeypatch.setattr(files, "PIECE_BYTES", 5_000)  # gzip is inflated through a buffer of this size
     path = tmp_path / "ptb.pb.gz"
     message = text_format.Parse(PTB.read_text(), pb.StepStats())
     path.write_bytes(gzip.compress(message.SerializeToString()))  # 546 KB in 52 KB
