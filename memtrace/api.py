@@ -18,6 +18,7 @@ from .model import TraceData
 if TYPE_CHECKING:
     import networkx as nx
 
+    from .fit import FitResult
     from .peak import AllocatorPeak
     from .summary import Summary
     from .tensor import BufferStory
@@ -71,6 +72,19 @@ class Trace(TraceData):
 
         return graph(self)
 
+    def fit(self, allocator: str, limit: int | str | None = None, *, allow_growth: bool | None = None,
+            garbage_collection: bool | None = None, fragmentation_fraction: float | None = None,
+            recorded_limit: int | str | None = None, alternatives: bool = True) -> FitResult:
+        """Replay the allocator's requests through TF's BFC allocator (see ``memtrace.fit``): the smallest
+        limit, whether ``limit`` (bytes or ``"15GiB"``) fits, the first failure, what helps. A device
+        (``GPU:0``) names the allocator its memory went through; options left None take TF's defaults."""
+        from .devices import resolve_allocator
+        from .fit import fit
+
+        return fit(self, resolve_allocator(self, allocator), limit=_bytes(limit, "limit"), allow_growth=allow_growth,
+                   garbage_collection=garbage_collection, fragmentation_fraction=fragmentation_fraction,
+                   recorded_limit=_bytes(recorded_limit, "recorded_limit"), alternatives=alternatives)
+
     def buffer(self, name: str) -> BufferStory:
         """The story of one buffer, named ``ALLOCATOR:ALLOCATION_ID`` or ``NODE:SLOT`` (see ``memtrace.tensor``)."""
         from .tensor import buffer_story
@@ -89,3 +103,21 @@ def load(
 def load_bytes(data: bytes, name: str = "<bytes>") -> Trace:
     """Read a trace held in memory (e.g. a serialized ``RunMetadata``); ``name`` stands for its path."""
     return Trace.of(read.load_bytes(data, name))
+
+
+def _bytes(value: int | str | None, name: str) -> int | None:
+    """A size given to the API as bytes or as people write it (``"15GiB"``); negative sizes are refused."""
+    from .errors import UsageError
+    from .units import parse_size
+
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise UsageError(f"{name} must be a size such as \"15GiB\" or a whole number of bytes, not {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise UsageError(f"{name} must not be negative (got {value})")
+        return value
+    if value.strip().startswith("-"):
+        raise UsageError(f"{name} must not be negative (got {value!r})")
+    return parse_size(value)

@@ -9,6 +9,8 @@ A budget is one limit on one allocator. The metrics are the numbers memtrace alr
 - ``max_waste``: internal fragmentation over the step's unique buffers (``memtrace.frag``): as a
   percentage, allocated minus requested bytes **over allocated bytes**; as a size, allocated minus
   requested bytes.
+- ``fits``: the step's requests fit under this limit when replayed through TF's BFC allocator
+  (``memtrace.fit``, with TF's options for the allocator); the value shown is the smallest limit.
 
 Limits are inclusive: a value equal to its limit passes. Sizes read as people write them (``1234``,
 ``300MB`` = 3*10^8, ``1.5GiB`` = 1.5*2^30) and percentages as ``5%``. A budget file has one table
@@ -55,6 +57,8 @@ METRICS = {
     "max_peak": "peak_bytes: the allocator's peak, absolute where a baseline is known",
     "max_peak_delta": "peak_delta_bytes: the peak of the bytes allocated during the step",
     "max_waste": "allocated minus requested bytes of unique buffers: a percentage of allocated bytes, or a size",
+    "fits": "the step's requests fit under this limit, replayed through TF's BFC allocator (memtrace fit) "
+            "with TF's options for the allocator",
 }
 TOP_CONTRIBUTORS = 3
 
@@ -90,10 +94,13 @@ class Outcome:
     note: str  # what the measured value is, in words (absolute or relative, over how many buffers)
     contributors: tuple[Contributor, ...]  # the largest, at most TOP_CONTRIBUTORS
     peak: AllocatorPeak | None  # for peak budgets: the peak measured
+    fits: bool | None = None  # for ``fits``: the replay's verdict under the limit (measured is the smallest limit)
 
     @property
     def passed(self) -> bool:
-        """Inclusive: a value equal to its limit passes."""
+        """Inclusive: a value equal to its limit passes; ``fits`` passes when the replay fits."""
+        if self.fits is not None:
+            return self.fits
         return self.measured <= self.budget.limit
 
     @property
@@ -209,7 +216,7 @@ def check(trace: TraceData, budgets: Iterable[Budget]) -> CheckResult:
     """
     budgets = list(budgets)
     if not budgets:
-        raise UsageError("no budget to check: give --max-peak, --max-peak-delta, --max-waste or --budget FILE")
+        raise UsageError("no budget to check: give --max-peak, --max-peak-delta, --max-waste, --fits or --budget FILE")
     seen: dict[tuple[str, str], Budget] = {}
     budgets = [_resolved(trace, b) for b in budgets]
     for b in budgets:
@@ -228,6 +235,8 @@ def check(trace: TraceData, budgets: Iterable[Budget]) -> CheckResult:
                                      f"{unknown.reason} (oddity bytes-beyond-int64)")
                 peaks[b.allocator] = peak(trace, b.allocator)
             outcomes.append(_peak_outcome(b, peaks[b.allocator]))
+        elif b.metric == "fits":
+            outcomes.append(_fits_outcome(trace, b))
         else:
             if b.allocator not in wastes:
                 wastes[b.allocator] = internal_waste(trace, b.allocator)
@@ -266,6 +275,26 @@ def _peak_outcome(b: Budget, p: AllocatorPeak) -> Outcome:
     if b.metric == "max_peak":
         return Outcome(b, p.peak_bytes, peak_basis(p), peak_contributors(p), p)
     return Outcome(b, p.peak_delta_bytes, "bytes allocated during the step, baseline left out", peak_contributors(p), p)
+
+
+def _fits_outcome(trace: TraceData, b: Budget) -> Outcome:
+    from .fit import fit
+
+    result = fit(trace, b.allocator, limit=int(b.limit), alternatives=False)
+    note = f"replayed through TF's BFC allocator: {'fits' if result.fits else 'does not fit'}; the smallest limit is " \
+        f"{result.min_limit_bytes // (1 << 20):,} MiB"
+    contributors: tuple[Contributor, ...] = ()
+    if result.failure is not None:
+        f = result.failure
+        note += (f"; first failure: {format_bytes(f.request_bytes)} for {f.op or '(unknown op)'}, {f.verdict}, "
+                 f"largest free chunk {format_bytes(f.largest_free_bytes)}")
+        held: dict[str, int] = defaultdict(int)
+        for c in f.chunks:
+            if c.in_use:
+                held[c.op or "(unknown op)"] += c.size_bytes
+        ranked = sorted(held, key=lambda op: (-held[op], op))[:TOP_CONTRIBUTORS]
+        contributors = tuple(Contributor(op, ("in use",), held[op]) for op in ranked)
+    return Outcome(b, result.min_limit_bytes, note, contributors, None, fits=result.fits)
 
 
 def _waste_outcome(trace: TraceData, b: Budget, total: Waste, ops: tuple[OpWaste, ...]) -> Outcome:

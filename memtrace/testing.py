@@ -30,7 +30,7 @@ from .units import format_bytes, format_percent, parse_percent
 
 TraceLike = TraceData | str | os.PathLike[str]
 
-__all__ = ["assert_no_regression", "assert_peak_below", "assert_waste_below", "assert_within_budget"]
+__all__ = ["assert_fits", "assert_no_regression", "assert_peak_below", "assert_waste_below", "assert_within_budget"]
 
 
 def _trace(value: TraceLike) -> TraceData:
@@ -68,6 +68,15 @@ def assert_waste_below(trace: TraceLike, allocator: str, limit: str | int) -> Ch
     __tracebackhide__ = True
     value, unit = parse_limit("max_waste", limit, "assert_waste_below")
     return _assert_budgets(_trace(trace), [Budget(allocator, "max_waste", value, unit, "assert_waste_below")])
+
+
+def assert_fits(trace: TraceLike, allocator: str, limit: str | int) -> CheckResult:
+    """The step's requests fit under ``limit`` when replayed through TF's BFC allocator with TF's
+    options for the allocator (``memtrace fit``), fragmentation included. On failure the message
+    names the first request that fails, the verdict and the ops holding the most bytes then."""
+    __tracebackhide__ = True
+    value, unit = parse_limit("fits", limit, "assert_fits")
+    return _assert_budgets(_trace(trace), [Budget(allocator, "fits", value, unit, "assert_fits")])
 
 
 def assert_within_budget(

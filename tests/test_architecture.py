@@ -16,7 +16,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "memtrace"
 
 ANALYSES = {"peak", "replay", "buffers", "dataflow", "timeline", "tensor", "summary", "ops", "frag", "diff",
-            "budget", "export", "report", "batching", "trend"}
+            "budget", "export", "report", "batching", "trend", "fit", "oom"}
 
 
 def module_name(path: Path) -> str:
@@ -62,7 +62,7 @@ def test_no_import_cycles() -> None:
     assert cycles == []
 
 
-@pytest.mark.parametrize("low", ["memtrace.model", "memtrace.read", "memtrace.errors", "memtrace.units"])
+@pytest.mark.parametrize("low", ["memtrace.model", "memtrace.read", "memtrace.errors", "memtrace.units", "memtrace.bfc"])
 def test_lower_stages_import_no_analysis(low: str) -> None:
     graph = import_graph()
     reached = {m for m in nx.descendants(graph, low) | {low}} if low != "memtrace.read" else {
@@ -87,3 +87,8 @@ def test_replay_reads_buffers_and_nothing_below_it_reaches_back() -> None:
     assert graph.has_edge("memtrace.replay", "memtrace.buffers")
     assert not nx.has_path(graph, "memtrace.buffers", "memtrace.replay")
     assert not nx.has_path(graph, "memtrace.replay", "memtrace.dataflow")
+
+
+def test_the_allocator_model_is_a_mechanism_importing_nothing_of_memtrace() -> None:
+    # memtrace/bfc.py takes requests and options, not a trace: it stands below the model and the readers.
+    assert list(import_graph().successors("memtrace.bfc")) == []

@@ -334,7 +334,7 @@ def test_check_help_keeps_the_budget_file_example_valid_toml(capsys: pytest.Capt
     help_text = capsys.readouterr().out
     example = help_text.split("Budget file (TOML)", 1)[1].split("\n", 1)[1]
     assert tomllib.loads("\n".join(line[4:] for line in example.splitlines())) == {
-        "GPU_0_bfc": {"max_peak": "1.3GiB", "max_peak_delta": "1.2GiB", "max_waste": "5%"},
+        "GPU_0_bfc": {"max_peak": "1.3GiB", "max_peak_delta": "1.2GiB", "max_waste": "5%", "fits": "15GiB"},
         "CPU:0": {"max_peak": "300MiB"},
     }
 

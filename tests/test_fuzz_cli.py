@@ -96,6 +96,7 @@ COMMANDS: list[list[str]] = [
     ["graph"], ["graph", "--format", "graphml"], ["check", "--max-peak", "{a}=1KiB", "--max-waste", "{a}=5%"],
     ["check", "--max-peak-delta", "{a}=8000PiB", "--json"], ["diff"], ["diff", "--json", "--max-increase", "5%"],
     ["report", "-o", "{out}.html"], ["export", "-o", "{out}.json"],
+    ["fit", "--json"], ["fit", "--allocator", "{a}", "--limit", "1MiB", "--no-alternatives"],
 ]
 BASE = TINY / "producer_free.pbtxt"
 

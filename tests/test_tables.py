@@ -15,6 +15,7 @@ TRACES = [*REAL_TRACES, *sorted(TINY.glob("*.pbtxt"))]
 COMMANDS = [
     ["summary"], ["peak"], ["peak", "--group-by", "scope:2"], ["peak", "--top", "50"], ["timeline"],
     ["ops"], ["ops", "--by", "node"], ["ops", "--by", "scope", "--depth", "3"], ["frag"], ["frag", "--top", "50"],
+    ["fit", "--limit", "1KiB", "--no-alternatives"],
 ]
 
 

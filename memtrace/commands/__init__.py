@@ -13,7 +13,7 @@ from typing import IO, Any
 
 COMMANDS = (
     "summary", "peak", "timeline", "ops", "frag", "tensor", "graph", "check", "diff", "report", "export", "oom",
-    "batch", "trend", "run",
+    "batch", "trend", "fit", "run",
 )
 
 

@@ -27,6 +27,7 @@ Budget file (TOML), one table per allocator or device (quote names that hold dot
     max_peak = "1.3GiB"
     max_peak_delta = "1.2GiB"
     max_waste = "5%"
+    fits = "15GiB"
 
     ["CPU:0"]
     max_peak = "300MiB"
@@ -63,6 +64,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--max-waste", dest="limits", action="append", type=_limit("max_waste"), metavar="ALLOC=LIMIT",
                         help="internal fragmentation over unique buffers: with a percentage, allocated minus requested "
                         "bytes over allocated bytes (as 'memtrace frag' reports it); with a size, the wasted bytes")
+    parser.add_argument("--fits", dest="limits", action="append", type=_limit("fits"), metavar="ALLOC=SIZE",
+                        help="the step's requests, replayed through TF's BFC allocator with TF's options for the "
+                        "allocator (see 'memtrace fit'), must fit under SIZE, fragmentation included")
     parser.add_argument("--budget", metavar="FILE", help="a TOML budget file, one table per allocator")
     add_output_options(parser)
     parser.set_defaults(run=run)
@@ -78,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     if not budgets:
         from ..errors import UsageError
 
-        raise UsageError("no budget to check: give --max-peak, --max-peak-delta, --max-waste or --budget FILE")
+        raise UsageError("no budget to check: give --max-peak, --max-peak-delta, --max-waste, --fits or --budget FILE")
     trace = load_trace(args)
     result = check(trace, budgets)
     oddities = concerning(trace.oddities, [o.budget.allocator for o in result.outcomes])

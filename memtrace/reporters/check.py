@@ -97,7 +97,7 @@ def render_text(result: CheckResult, out: IO[str], oddities: Sequence[Oddity] = 
 
 
 # The numbers each budget measures (keys of reporters.common.BENT_NUMBERS).
-_BENT_METRICS = {"max_peak": ("live bytes",), "max_peak_delta": ("live bytes",), "max_waste": ("sizes",)}
+_BENT_METRICS = {"max_peak": ("live bytes",), "max_peak_delta": ("live bytes",), "max_waste": ("sizes",), "fits": ()}
 
 
 def _bent_by(outcome: Outcome, oddities: Sequence[Oddity]) -> list[str]:
@@ -122,6 +122,8 @@ def verdict(result: CheckResult) -> str:
 def explain(outcome: Outcome) -> str:
     """Several lines: the value against the limit, what the value is, and its largest contributors."""
     b = outcome.budget
+    if outcome.fits is not None:
+        return _explain_fit(outcome)
     over = "within" if outcome.passed else "over"
     lines = [
         (f"{budget_name(b)}: {value_text(outcome.measured, b.unit)} is {over} the limit "
@@ -143,4 +145,16 @@ def explain(outcome: Outcome) -> str:
     if p is not None and b.metric == "max_peak" and p.baseline_bytes:
         lines.append(f"    live before the step (baseline): {format_bytes(p.baseline_bytes)} "
                      f"({100 * p.baseline_bytes / p.peak_bytes:.1f}%)")
+    return "\n".join(lines)
+
+
+def _explain_fit(outcome: Outcome) -> str:
+    """A ``fits`` budget: whether the replay fits the limit, the smallest limit, who held the bytes at the failure."""
+    b = outcome.budget
+    lines = [(f"{budget_name(b)}: {'fits' if outcome.fits else 'does not fit'} under {value_text(b.limit, b.unit)} "
+             f"(the smallest limit {value_text(outcome.measured, b.unit)}; limit from {b.source})"),
+             f"  {outcome.note}"]
+    if outcome.contributors:
+        lines.append("  ops holding the most bytes at the failure:")
+        lines.extend(_contributor_line(c, 0) for c in outcome.contributors)
     return "\n".join(lines)

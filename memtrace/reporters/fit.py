@@ -1,0 +1,178 @@
+"""Rendering ``memtrace fit``'s answers as text or JSON (``memtrace.fit/1``)."""
+
+from __future__ import annotations
+
+from typing import IO, Any
+
+from ..fit import Alternative, Failure, FitOptions, FitResult, Reproduction
+from ..units import format_bytes, format_us, plural
+from .common import clean, table
+
+SCHEMA = "memtrace.fit/1"
+MIB = 1 << 20
+
+
+# -- JSON ---------------------------------------------------------------------------------------
+
+
+def to_json(path: str, results: list[FitResult], chunks: bool = True) -> dict[str, Any]:
+    """One entry per allocator. ``failure.chunks`` lists the whole memory map at the failure."""
+    return {"schema": SCHEMA, "path": path, "allocators": [_result_json(r, chunks) for r in results]}
+
+
+def _options_json(o: FitOptions) -> dict[str, Any]:
+    return {"limit_bytes": o.limit_bytes, "allow_growth": o.allow_growth, "garbage_collection": o.garbage_collection,
+            "fragmentation_fraction": o.fragmentation_fraction}
+
+
+def _result_json(r: FitResult, chunks: bool) -> dict[str, Any]:
+    return {
+        "allocator": r.allocator,
+        "options": _options_json(r.options),
+        "defaults": r.defaults,
+        "fits": r.fits,
+        "min_limit_bytes": r.min_limit_bytes,
+        "monotone": r.monotone,
+        "counterexample": None if r.counterexample is None else {
+            "fails_bytes": r.counterexample[0], "fits_bytes": r.counterexample[1]},
+        "below_step_bytes": r.below_step_bytes,
+        "peak_in_use_bytes": r.peak_in_use_bytes,
+        "pool_bytes": r.pool_bytes,
+        "lost_bytes": r.lost_bytes,
+        "requested_peak_bytes": r.requested_peak_bytes,
+        "events": r.events,
+        "allocations": r.allocations,
+        "reproduced": None if r.reproduced is None else _reproduced_json(r.reproduced),
+        "failure": None if r.failure is None else _failure_json(r.failure, chunks),
+        "alternatives": [_alternative_json(a) for a in r.alternatives],
+        "assumptions": list(r.assumptions),
+    }
+
+
+def _reproduced_json(p: Reproduction) -> dict[str, Any]:
+    return {"allocations": p.allocations, "addresses_equal": p.addresses_equal, "chunks_equal": p.chunks_equal,
+            "events": p.events, "bytes_in_use_equal": p.bytes_in_use_equal,
+            "fragmentation_equal": p.fragmentation_equal, "regions_descending": p.regions_descending,
+            "region_order": list(p.region_order),
+            "limit_bytes": p.limit_bytes, "first_difference": p.first_difference}
+
+
+def _failure_json(f: Failure, chunks: bool) -> dict[str, Any]:
+    return {
+        "event": f.row, "op": f.op, "requested_bytes": f.requested_bytes, "request_bytes": f.request_bytes,
+        "time_ns": f.time_ns, "in_use_bytes": f.in_use_bytes, "pool_bytes": f.pool_bytes, "free_bytes": f.free_bytes,
+        "largest_free_bytes": f.largest_free_bytes, "verdict": f.verdict, "missing_bytes": f.missing_bytes,
+        "regions": [{"region": r, "size_bytes": s} for r, s in f.regions],
+        "chunks": [{"region": c.region, "offset": c.offset, "size_bytes": c.size_bytes, "in_use": c.in_use,
+                    "requested_bytes": c.requested_bytes if c.in_use else None, "op": c.op or None}
+                   for c in f.chunks] if chunks else None,
+    }
+
+
+def _alternative_json(a: Alternative) -> dict[str, Any]:
+    return {"change": a.change, "options": _options_json(a.options), "fits": a.fits, "min_limit_bytes": a.min_limit_bytes}
+
+
+# -- text ---------------------------------------------------------------------------------------
+
+
+def mib(value: int) -> str:
+    """A limit as TF's options take it (MiB) and for people."""
+    if value % MIB == 0:
+        return f"{value // MIB:,} MiB"
+    return f"{format_bytes(value)} ({value:,} bytes)"
+
+
+def reproduction_line(p: Reproduction) -> str:
+    """The self-check in one line, like the peak's reconciliation."""
+    line = (f"the model reproduces {p.addresses_equal:,} of {p.allocations:,} addresses and "
+            f"{p.fragmentation_equal:,} of {p.events:,} fragmentation values")
+    extra = []
+    if p.chunks_equal != p.allocations:
+        extra.append(f"{p.chunks_equal:,} of {p.allocations:,} chunk sizes")
+    if p.bytes_in_use_equal != p.events:
+        extra.append(f"{p.bytes_in_use_equal:,} of {p.events:,} bytes-in-use values")
+    if extra:
+        line += " (" + ", ".join(extra) + ")"
+    elif p.exact:
+        line += ", and every chunk size and bytes-in-use value"
+    return line
+
+
+def render_text(results: list[FitResult], out: IO[str], map_rows: int = 20) -> None:
+    for number, r in enumerate(results):
+        if number:
+            out.write("\n")
+        _render(r, out, map_rows)
+
+
+def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
+    o = r.options
+    out.write(f"{clean(r.allocator)}: {plural(r.events, 'event')}, {plural(r.allocations, 'allocation')}; "
+              f"allow_growth {'on' if o.allow_growth else 'off'}, garbage collection "
+              f"{'on' if o.garbage_collection else 'off'}, fragmentation_fraction {o.fragmentation_fraction:g}\n")
+    if r.defaults:
+        out.write(f"  options not given are {r.defaults}\n")
+    if r.reproduced is not None:
+        p = r.reproduced
+        order = ("ascending" if not p.regions_descending else "descending") + " addresses" if not p.region_order else (
+            "addresses ranked " + ", ".join(str(rank) for rank in p.region_order) + " as the profile shows")
+        out.write(f"  self-check: {reproduction_line(p)} (replayed under {mib(p.limit_bytes)}, regions at {order})\n")
+        if p.first_difference:
+            out.write(f"  first difference: {clean(p.first_difference)}\n")
+    out.write(f"  smallest limit: {mib(r.min_limit_bytes)}"
+              + ("" if r.below_step_bytes <= MIB else
+                 f" (the limits below it were tried every {mib(r.below_step_bytes)}: a smaller one may fit)") + "\n")
+    if r.counterexample is not None:
+        fails, fits = r.counterexample
+        out.write(f"  fitting is NOT monotone in the limit: {mib(fits)} fits but {mib(fails)} does not (with growth, "
+                  "the last region is cut to what the limit leaves, and later requests land differently)\n")
+    out.write(f"  no allocator could do with less than {format_bytes(r.requested_peak_bytes)} (the most rounded bytes "
+              "alive at once)\n")
+    if o.limit_bytes is None:
+        out.write(f"  under the smallest limit: peak in use {format_bytes(r.peak_in_use_bytes)}, "
+                  f"{format_bytes(r.lost_bytes)} of the limit lost to fragmentation (limit - peak in use)\n")
+    else:
+        verdict = "fits" if r.fits else "does NOT fit"
+        out.write(f"  under {mib(o.limit_bytes)}: {verdict}; peak in use {format_bytes(r.peak_in_use_bytes)}, "
+                  f"pool {format_bytes(r.pool_bytes)}\n")
+    if r.failure is not None:
+        _render_failure(r.failure, out, map_rows)
+    if r.alternatives:
+        out.write("  what would help (each replayed):\n")
+        rows = []
+        for a in r.alternatives:
+            row = [a.change, mib(a.min_limit_bytes)]
+            if o.limit_bytes is not None:
+                row.insert(1, "yes" if a.fits else "no")
+            rows.append(row)
+        headers = ["change", "smallest limit"] if o.limit_bytes is None else [
+            "change", f"fits {mib(o.limit_bytes)}", "smallest limit"]
+        out.write(_indent(table(rows, headers, ["left"] + ["right"] * (len(headers) - 1), indent=4)))
+    for note in r.assumptions:
+        out.write(f"  assumed: {clean(note)}\n")
+
+
+def _render_failure(f: Failure, out: IO[str], map_rows: int) -> None:
+    out.write(f"  the first request that fails: event {f.row:,}, op {clean(f.op) or '(unknown)'}, "
+              f"{format_bytes(f.requested_bytes)} requested ({f.request_bytes:,} bytes rounded)\n")
+    rows = [("time", format_us(f.time_ns) if f.time_ns else "0"),
+            ("in use", format_bytes(f.in_use_bytes)), ("pool", (f"{format_bytes(f.pool_bytes)} in "
+                                                       f"{plural(len(f.regions), 'region')}")),
+            ("free", f"{format_bytes(f.free_bytes)} (free chunks + limit - pool)"),
+            ("largest free", format_bytes(f.largest_free_bytes)),
+            ("verdict", f.verdict + (f" ({format_bytes(f.missing_bytes)} missing)" if f.missing_bytes else ""))]
+    for key, value in rows:
+        out.write(f"    {key:<12}  {value}\n")
+    out.write(f"  the memory map then ({plural(len(f.chunks), 'chunk')}"
+              + (f", the {map_rows} largest shown" if len(f.chunks) > map_rows else "") + "):\n")
+    shown = sorted(f.chunks, key=lambda c: -c.size_bytes)[:map_rows]
+    shown.sort(key=lambda c: (c.region, c.offset))
+    body = [[c.region, f"{c.offset:,}", format_bytes(c.size_bytes), "in use" if c.in_use else "free",
+             format_bytes(c.requested_bytes) if c.in_use else "", clean(c.op)] for c in shown]
+    out.write(_indent(table(body, ["region", "offset", "size", "state", "requested", "op"],
+                            ["right", "right", "right", "left", "right", "left"], indent=4)))
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return "".join(prefix + line + "\n" for line in text.rstrip("\n").split("\n"))

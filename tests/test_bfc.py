@@ -1,0 +1,230 @@
+"""The BFC model's rules, each on a hand-made request sequence whose answer is worked out by hand.
+
+Addresses are offsets within a region; sizes in bytes. ``KIB``/``MIB`` are 1024 and 1024**2.
+Each test states the sequence (GIVEN), the options (WHEN) and what TF's allocator does (THEN),
+with the arithmetic in comments.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from memtrace.bfc import (
+    KIB,
+    MIB,
+    BFCOptions,
+    Requests,
+    bin_for_size,
+    fits,
+    min_limit,
+    rounded_bytes,
+    search_min_limit,
+    simulate,
+)
+
+
+def seq(*events: tuple) -> Requests:
+    return Requests.from_events(list(events))
+
+
+def test_requests_round_up_to_256_bytes_and_bins_double() -> None:
+    assert [rounded_bytes(n) for n in (1, 256, 257, 1000)] == [256, 256, 512, 1024]
+    # bin b holds [256 * 2**b, 256 * 2**(b+1)); bin 20 holds everything from 256 MiB up
+    assert [bin_for_size(n) for n in (1, 511, 512, 128 * MIB, 256 * MIB - 256, 256 * MIB, 1 << 40)] == [
+        0, 0, 1, 19, 19, 20, 20]
+
+
+def test_first_growth_region_is_2_mib_and_a_large_chunk_is_split() -> None:
+    # GIVEN one request of 1000 B WHEN growth is on under 10 MiB
+    sim = simulate(seq(("a", 1000)), BFCOptions(10 * MIB))
+    # THEN the pool is one 2 MiB region, the chunk 1024 B at offset 0, the rest free
+    assert sim.pool_bytes.tolist() == [2 * MIB]
+    assert (sim.region.tolist(), sim.offset.tolist(), sim.chunk_bytes.tolist()) == ([0], [0], [1024])
+    assert sim.largest_free_bytes.tolist() == [2 * MIB - 1024]
+    assert sim.fragmentation.tolist() == [0.0]  # one free chunk: (F - largest) / F = 0
+
+
+def test_split_at_exactly_twice_and_not_below() -> None:
+    # GIVEN one region of 4096 B (no growth): 2048 B leaves a free chunk of 2048 B
+    opts = BFCOptions(4096, allow_growth=False)
+    # WHEN 1024 B asks for it: 2048 >= 2 x 1024, split: 1024 B at offset 2048, 1024 B stay free
+    split = simulate(seq(("a", 2048), ("a", 1024)), opts)
+    assert split.offset.tolist() == [0, 2048] and split.chunk_bytes.tolist() == [2048, 1024]
+    assert split.bytes_in_use.tolist() == [2048, 3072]
+    # WHEN 1280 B asks for it: 2048 < 2 x 1280 and 768 B remain (< 128 MiB): the whole chunk is handed out
+    whole = simulate(seq(("a", 2048), ("a", 1280)), opts)
+    assert whole.chunk_bytes.tolist() == [2048, 2048] and whole.bytes_in_use.tolist() == [2048, 4096]
+    # THEN the pool is exactly full: no free bytes, TF's fragmentation is NaN
+    assert math.isnan(float(whole.fragmentation[-1]))
+
+
+def test_the_128_mib_rule_splits_below_twice() -> None:
+    opts = BFCOptions(512 * MIB, allow_growth=False)
+    # 300 MiB from 512: 512 < 600, but 212 MiB would remain (>= 128 MiB): split
+    assert simulate(seq(("a", 300 * MIB)), opts).chunk_bytes.tolist() == [300 * MIB]
+    # 400 MiB from 512: 112 MiB would remain (< 128 MiB): the whole 512 MiB is handed out
+    assert simulate(seq(("a", 400 * MIB)), opts).chunk_bytes.tolist() == [512 * MIB]
+    # 384 MiB: exactly 128 MiB would remain: split (the rule is >=)
+    assert simulate(seq(("a", 384 * MIB)), opts).chunk_bytes.tolist() == [384 * MIB]
+
+
+def test_fragmentation_fraction_sets_the_split_threshold_from_the_limit() -> None:
+    # 0.1 x 512 MiB = 53,687,091 B: 112 MiB remaining is above it, so 400 MiB is split off
+    frac = BFCOptions(512 * MIB, allow_growth=False, fragmentation_fraction=0.1)
+    assert frac.max_internal_fragmentation_bytes == 53_687_091
+    assert simulate(seq(("a", 400 * MIB)), frac).chunk_bytes.tolist() == [400 * MIB]
+    # 0.25 x 512 MiB = 128 MiB: 112 MiB remaining stays below it, the whole chunk is handed out
+    quarter = BFCOptions(512 * MIB, allow_growth=False, fragmentation_fraction=0.25)
+    assert simulate(seq(("a", 400 * MIB)), quarter).chunk_bytes.tolist() == [512 * MIB]
+
+
+def test_smallest_fitting_chunk_wins_and_ties_go_to_the_lowest_address() -> None:
+    # GIVEN 4 x 1024 B in a region of 8192, then frees of the 1st and 3rd: free chunks 1024@0, 1024@2048, 4096@4096
+    events = [("a", 1024), ("a", 1024), ("a", 1024), ("a", 1024), ("f", 0), ("f", 2)]
+    opts = BFCOptions(8192, allow_growth=False)
+    # WHEN 1024 B is asked: the two 1024 B chunks tie on size; the lower address wins
+    assert simulate(seq(*events, ("a", 1024)), opts).offset.tolist()[-1] == 0
+    # WHEN 512 B is asked: the smallest chunk that fits is a 1024 one (not the 4096), at 0, split in two
+    small = simulate(seq(*events, ("a", 512)), opts)
+    assert (small.offset.tolist()[-1], small.chunk_bytes.tolist()[-1]) == (0, 512)
+    # WHEN 2048 B is asked: only the 4096 B chunk fits
+    assert simulate(seq(*events, ("a", 2048)), opts).offset.tolist()[-1] == 4096
+
+
+@pytest.mark.parametrize(("descending", "region", "offset"), [(False, 0, 0), (True, 1, 2 * MIB)])
+def test_ties_across_regions_follow_their_address_order(descending: bool, region: int, offset: int) -> None:
+    # GIVEN 2 MiB (fills region 0 of 2 MiB), 2 MiB (region 1 of 4 MiB, split: 2 MiB free at 2 MiB),
+    # then the first freed: two free chunks of 2 MiB, region 0 offset 0 and region 1 offset 2 MiB
+    events = seq(("a", 2 * MIB), ("a", 2 * MIB), ("f", 0), ("a", 2 * MIB))
+    sim = simulate(events, BFCOptions(64 * MIB, regions_descending=descending))
+    assert [size for _, size in sim.regions] == [2 * MIB, 4 * MIB]
+    # THEN the tie goes to the chunk at the lower address: region 0 when regions ascend, region 1 when they descend
+    assert (int(sim.region[-1]), int(sim.offset[-1])) == (region, offset)
+
+
+@pytest.mark.parametrize(("order", "region", "offset"), [((0, 2, 1), 0, 0), ((2, 0, 1), 1, 2 * MIB),
+                                                       ((1, 2, 0), 0, 0), ((2, 1, 0), 1, 2 * MIB)])
+def test_ties_across_regions_follow_a_learned_address_order(order: tuple[int, ...], region: int, offset: int) -> None:
+    # GIVEN regions of 2, 4 and 8 MiB: 2 MiB fills region 0; 2 MiB splits region 1 (2 MiB stay free at
+    # 2 MiB); 6 MiB takes region 2 whole (8 < 12 MiB and 2 MiB would remain, < 128 MiB); then the first
+    # freed and 2 MiB asked: two free chunks of 2 MiB tie, region 0 at 0 and region 1 at 2 MiB
+    events = seq(("a", 2 * MIB), ("a", 2 * MIB), ("a", 6 * MIB), ("f", 0), ("a", 2 * MIB))
+    sim = simulate(events, BFCOptions(64 * MIB, region_order=order))
+    assert [size for _, size in sim.regions] == [2 * MIB, 4 * MIB, 8 * MIB]
+    # THEN the chunk in the region whose address ranks lower wins, whatever the third region's rank
+    assert (int(sim.region[-1]), int(sim.offset[-1])) == (region, offset)
+
+
+def test_a_freed_chunk_merges_with_both_neighbours() -> None:
+    # GIVEN 4 x 1024 B filling a 4096 B region, the 1st and 3rd freed, then the 2nd
+    sim = simulate(seq(("a", 1024), ("a", 1024), ("a", 1024), ("a", 1024), ("f", 0), ("f", 2), ("f", 1)),
+                   BFCOptions(4096, allow_growth=False))
+    # THEN after the 3rd free: 2048 free in two chunks of 1024: (2048 - 1024) / 2048 = 0.5
+    assert sim.largest_free_bytes.tolist()[4:] == [1024, 1024, 3072]
+    assert sim.fragmentation.tolist()[5] == 0.5
+    # AND freeing the 2nd merges next (1024@2048) and previous (1024@0): one 3072 B chunk at 0
+    assert sim.fragmentation.tolist()[6] == 0.0
+    assert [(c.offset, c.size_bytes, c.in_use) for c in sim.chunks] == [(0, 3072, False), (3072, 1024, True)]
+    # a free's event names the chunk freed, before merging
+    assert (sim.offset.tolist()[6], sim.chunk_bytes.tolist()[6]) == (1024, 1024)
+
+
+def test_region_sizes_double_by_tfs_extend_rule() -> None:
+    # 5 MiB: the size doubles 2 -> 4 -> 8 MiB for it (and does not double again); 8 MiB handed out whole
+    # (8 < 10 MiB and 3 MiB remain, < 128 MiB). Then 1 MiB: a new region of 8 MiB (the size did not
+    # have to grow, so it doubles afterwards to 16 MiB); then 9 MiB (the 7 MiB left in region 1 are too
+    # small): a region of 16 MiB, handed out whole (16 < 18 MiB and 7 MiB remain, < 128 MiB).
+    sim = simulate(seq(("a", 5 * MIB), ("a", 1 * MIB), ("a", 9 * MIB)), BFCOptions(1 << 40))
+    assert [size for _, size in sim.regions] == [8 * MIB, 8 * MIB, 16 * MIB]
+    assert sim.chunk_bytes.tolist() == [8 * MIB, 1 * MIB, 16 * MIB]
+    assert sim.region_rows == (0, 1, 2)
+
+
+def test_growth_cuts_the_last_region_to_the_limit_and_then_fails() -> None:
+    # GIVEN a 3 MiB limit: region 0 is 2 MiB; 1.5 MiB takes all of it (0.5 MiB would remain: unsplit)
+    # 0.5 MiB: a region of min(4 MiB, 3 - 2 MiB) = 1 MiB; 768 KiB: nothing left to grow into
+    events = seq(("a", 3 * MIB // 2, "big"), ("a", MIB // 2, "half"), ("a", 768 * KIB, "last"))
+    sim = simulate(events, BFCOptions(3 * MIB))
+    assert [size for _, size in sim.regions] == [2 * MIB, 1 * MIB]
+    assert not sim.fits and sim.failed_at == 2
+    assert sim.chunk_bytes.tolist() == [2 * MIB, MIB // 2]
+    assert (sim.in_use_bytes, sim.largest_free_chunk_bytes, sim.free_bytes) == (5 * MIB // 2, MIB // 2, MIB // 2)
+    assert [(c.region, c.offset, c.size_bytes, c.in_use, c.requested_bytes, c.op) for c in sim.chunks] == [
+        (0, 0, 2 * MIB, True, 3 * MIB // 2, "big"), (1, 0, MIB // 2, True, MIB // 2, "half"),
+        (1, MIB // 2, MIB // 2, False, 0, "")]
+    # under 4 MiB the second region is 2 MiB, and 768 KiB fits in its remaining 1.5 MiB
+    assert fits(events, BFCOptions(4 * MIB))
+    assert min_limit(events, BFCOptions(3 * MIB)) == 4 * MIB
+
+
+def test_garbage_collection_frees_wholly_free_regions_and_retries() -> None:
+    # GIVEN 2 MiB (region 0, exactly), freed, then 3 MiB under a 3 MiB limit
+    events = seq(("a", 2 * MIB), ("f", 0), ("a", 3 * MIB))
+    # WHEN garbage collection is off: 1 MiB is left to grow into, the 2 MiB chunk is too small: out of memory
+    assert simulate(events, BFCOptions(3 * MIB)).failed_at == 2
+    # WHEN on: region 0 is given back (3 <= 3 - 2 + 2 MiB), and a region of min(4, 3) = 3 MiB is made
+    sim = simulate(events, BFCOptions(3 * MIB, garbage_collection=True))
+    assert sim.fits and sim.regions == ((1, 3 * MIB),)
+    assert (int(sim.region[-1]), int(sim.offset[-1]), int(sim.chunk_bytes[-1])) == (1, 0, 3 * MIB)
+    assert sim.pool_bytes.tolist() == [2 * MIB, 2 * MIB, 3 * MIB]
+
+
+def test_without_growth_one_region_of_the_limit() -> None:
+    # the limit rounded down to 256: 10,000 -> 9,984
+    sim = simulate(seq(("a", 1000), ("a", 1000)), BFCOptions(10_000, allow_growth=False))
+    assert sim.regions == ((0, 9984),) and sim.offset.tolist() == [0, 1024]
+    assert sim.largest_free_bytes.tolist() == [9984 - 1024, 9984 - 2048]
+
+
+def test_a_limit_below_the_first_request_does_not_fit() -> None:
+    events = seq(("a", 2 * MIB))
+    sim = simulate(events, BFCOptions(MIB))
+    assert not sim.fits and sim.failed_at == 0 and sim.regions == () and len(sim.bytes_in_use) == 0
+    assert min_limit(events, BFCOptions(MIB)) == 2 * MIB
+
+
+def test_bad_options_are_refused() -> None:
+    with pytest.raises(ValueError, match="rank"):
+        BFCOptions(MIB, region_order=(0, 2))
+    with pytest.raises(ValueError, match="negative"):
+        BFCOptions(-1)
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        BFCOptions(MIB, fragmentation_fraction=1.5)
+
+
+def test_zero_byte_requests_and_frees_of_unknown_chunks_touch_nothing() -> None:
+    events = Requests(np.array([True, False, True]), np.array([0, 0, 512]), np.array([-1, -1, -1]),
+                      np.array([-1, -1, -1], dtype=np.int32), np.arange(3), ())
+    sim = simulate(events, BFCOptions(MIB, allow_growth=False))
+    assert sim.region.tolist() == [-1, -1, 0] and sim.bytes_in_use.tolist() == [0, 0, 512]
+
+
+def test_limit_search_reports_what_it_tried() -> None:
+    events = seq(("a", 3 * MIB // 2), ("a", MIB // 2), ("a", 768 * KIB))
+    search = search_min_limit(events, BFCOptions(0))
+    assert search.limit_bytes == 4 * MIB and search.monotone
+    assert (3 * MIB, False) in search.tried and (4 * MIB, True) in search.tried
+
+
+def test_the_limit_search_resumes_replays_exactly_as_full_ones_would_go() -> None:
+    # GIVEN a sequence that grows the pool region by region (sizes up to 8 MiB, some freed at random)
+    rng = np.random.default_rng(7)
+    events: list[tuple] = []
+    live: list[int] = []
+    for _ in range(400):
+        if live and rng.uniform() < 0.45:
+            events.append(("f", live.pop(int(rng.integers(0, len(live))))))
+        else:
+            live.append(len(events))
+            events.append(("a", int(2 ** rng.uniform(8, 23))))
+    requests = seq(*events)
+    # WHEN the smallest limit is searched (with growth, replays resume from the unlimited replay's state)
+    search = search_min_limit(requests, BFCOptions(0))
+    # THEN every limit it tried says what a replay from the first request says
+    assert len(search.tried) > 10
+    assert all(fits(requests, BFCOptions(limit)) == ok for limit, ok in search.tried)
+    assert fits(requests, BFCOptions(search.limit_bytes)) and not any(
+        fits(requests, BFCOptions(limit)) for limit in range(MIB, search.limit_bytes, MIB))

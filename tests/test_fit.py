@@ -1,0 +1,301 @@
+"""``memtrace fit``: the analysis on hand-made sequences and profiles (answers worked out by hand), the CLI, bad input.
+
+The real recordings (from the allocator's birth, with TF's own limit ladders) are in
+``tests/test_fit_recorded.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import memtrace
+import memtrace.testing
+from memtrace.bfc import KIB, MIB, BFCOptions, Requests
+from memtrace.cli import main
+from memtrace.errors import UsageError
+from memtrace.fit import defaults_for, fit, fit_requests, gpu_limit_bytes, requests_for
+from memtrace.read._proto import xplane_pb2 as pb
+
+from .conftest import ALEXNET, FIXTURES
+
+KERAS_CNN = FIXTURES / "profiles" / "keras_cnn.xplane.pb.gz"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# -- failures and what helps, on hand-made sequences ----------------------------------------------
+
+# Under 3 MiB with growth: region 0 is 2 MiB, 1.5 MiB takes all of it (unsplit: 0.5 MiB would
+# remain); 0.5 MiB makes region 1 of min(4, 3 - 2) = 1 MiB and takes half; 768 KiB finds 512 KiB
+# free and nothing left to grow into.
+GROWTH_AT_LIMIT = Requests.from_events([("a", 3 * MIB // 2, "big"), ("a", MIB // 2, "half"),
+                                        ("a", 768 * KIB, "last")])
+
+
+def test_first_failure_state_and_verdict_exhausted() -> None:
+    result = fit_requests(GROWTH_AT_LIMIT, BFCOptions(3 * MIB), allocator="x")
+    f = result.failure
+    assert not result.fits and f is not None
+    assert (f.row, f.op, f.requested_bytes, f.request_bytes) == (2, "last", 768 * KIB, 768 * KIB)
+    assert (f.in_use_bytes, f.pool_bytes, f.largest_free_bytes) == (5 * MIB // 2, 3 * MIB, MIB // 2)
+    # free = free chunks (512 KiB) + limit - pool (0): less than the request, so memory was exhausted
+    assert (f.free_bytes, f.verdict, f.missing_bytes) == (MIB // 2, "exhausted", 256 * KIB)
+    assert f.regions == ((0, 2 * MIB), (1, MIB))
+    assert [(c.region, c.offset, c.size_bytes, c.in_use, c.requested_bytes, c.op) for c in f.chunks] == [
+        (0, 0, 2 * MIB, True, 3 * MIB // 2, "big"), (1, 0, MIB // 2, True, MIB // 2, "half"),
+        (1, MIB // 2, MIB // 2, False, 0, "")]
+    # under 4 MiB region 1 is 2 MiB and 768 KiB fits in its free 1.5 MiB; 3 MiB does not fit
+    assert result.min_limit_bytes == 4 * MIB and result.monotone
+
+
+def test_what_would_help_is_measured_by_replaying() -> None:
+    result = fit_requests(GROWTH_AT_LIMIT, BFCOptions(3 * MIB))
+    helps = {a.change: (a.fits, a.min_limit_bytes) for a in result.alternatives}
+    # without growth: one region of 3 MiB; 1.5 and 0.5 MiB split off (3 >= 2 x 1.5, 1.5 >= 2 x 0.5),
+    # 768 KiB takes the last 1 MiB whole: it fits, and 3 MiB is the least (2.75 MiB are alive at once)
+    assert helps["allow_growth off"] == (True, 3 * MIB)
+    # garbage collection finds no wholly free region to give back
+    assert helps["garbage_collection on"] == (False, 4 * MIB)
+
+
+def test_fragmentation_verdict_when_enough_bytes_are_free_in_pieces() -> None:
+    # 4 x 1024 B fill a 4096 B region; the 1st and 3rd freed: 2048 B free, in two chunks of 1024
+    requests = Requests.from_events([("a", 1024), ("a", 1024), ("a", 1024), ("a", 1024), ("f", 0), ("f", 2),
+                                     ("a", 2048, "wide")])
+    f = fit_requests(requests, BFCOptions(4096, allow_growth=False), alternatives=False).failure
+    assert f is not None and (f.row, f.op, f.free_bytes, f.largest_free_bytes) == (6, "wide", 2048, 1024)
+    assert f.verdict == "fragmentation" and f.missing_bytes == 0
+
+
+def test_a_limit_below_the_first_request_is_a_clear_does_not_fit() -> None:
+    result = fit_requests(Requests.from_events([("a", 2 * MIB, "first")]), BFCOptions(MIB), alternatives=False)
+    f = result.failure
+    assert not result.fits and f is not None
+    assert (f.row, f.op, f.in_use_bytes, f.pool_bytes, f.free_bytes, f.verdict) == (0, "first", 0, 0, MIB, "exhausted")
+    assert result.min_limit_bytes == 2 * MIB
+
+
+def test_without_a_limit_the_smallest_is_searched_and_what_is_lost_said() -> None:
+    result = fit_requests(GROWTH_AT_LIMIT, BFCOptions(0))
+    assert result.fits and result.options.limit_bytes is None and result.min_limit_bytes == 4 * MIB
+    # under 4 MiB: 2 MiB (the first chunk, whole) + 512 KiB + 768 KiB in use at the end
+    assert result.peak_in_use_bytes == 2 * MIB + 512 * KIB + 768 * KIB
+    assert result.lost_bytes == 4 * MIB - result.peak_in_use_bytes
+    assert result.requested_peak_bytes == 3 * MIB // 2 + MIB // 2 + 768 * KIB
+
+
+def test_requests_beyond_what_the_model_holds_are_refused_not_crashed() -> None:
+    with pytest.raises(UsageError, match="no limit the model holds"):
+        fit_requests(Requests.from_events([("a", 9 << 40)]), BFCOptions(0))
+
+
+# -- TF's defaults and GPU limits -----------------------------------------------------------------
+
+
+def test_tfs_defaults_by_allocator_name() -> None:
+    gpu, cpu = defaults_for("GPU_0_bfc"), defaults_for("bfc_cpu_allocator_for_gpu")
+    assert (gpu.allow_growth, gpu.garbage_collection, gpu.limit_bytes) == (False, True, None)
+    assert (cpu.allow_growth, cpu.garbage_collection, cpu.limit_bytes) == (True, False, 65536 * MIB)
+    # the pinned host allocator (process_state.cc): growth on, TF_GPU_HOST_MEM_LIMIT_IN_MB default 2^17 MiB
+    host = defaults_for("cuda_host_bfc")
+    assert (host.allow_growth, host.garbage_collection, host.limit_bytes) == (True, False, 131072 * MIB)
+
+
+@pytest.mark.parametrize(("free", "major", "reserve_mib"), [
+    (16 << 30, 6, 500), (16 << 30, 7, 1050), (16 << 30, 8, 1536), (80 << 30, 9, 1800), (1 << 30, 8, 225)])
+def test_gpu_limit_is_free_memory_minus_tfs_reserve(free: int, major: int, reserve_mib: int) -> None:
+    # gpu_device.cc, MinSystemMemory: 225 MiB under 2 GiB, else by compute capability
+    assert gpu_limit_bytes(free, major) == free - reserve_mib * MIB
+
+
+# -- the self-check on a hand-made profile from the allocator's birth -----------------------------
+
+BASE = 0x7F00_0000_0000  # where the "system" put region 0
+
+
+def _profile(events: list[tuple[bool, int, int, int, int, float, str]]) -> pb.XSpace:
+    """An XSpace with TF's memory events: (alloc?, requested, chunk, addr, bytes in use after, fragmentation, op)."""
+    space = pb.XSpace(hostnames=["testhost"])
+    host = space.planes.add(id=1, name="/host:CPU")
+    names = ["allocator_name", "bytes_allocated", "allocation_bytes", "requested_bytes", "addr", "fragmentation",
+             "tf_op", "bfc_cpu_allocator_for_gpu"]
+    for number, name in enumerate(names, 1):
+        host.stat_metadata[number].CopyFrom(pb.XStatMetadata(id=number, name=name))
+    for key, name in ((1, "MemoryAllocation"), (2, "MemoryDeallocation")):
+        host.event_metadata[key].CopyFrom(pb.XEventMetadata(id=key, name=name))
+    line = host.lines.add(id=7, name="tf_Compute", timestamp_ns=1000)
+    for time, (alloc, requested, chunk, addr, in_use, fragmentation, op) in enumerate(events, 1):
+        event = line.events.add(metadata_id=1 if alloc else 2, offset_ps=time * 1_000_000)
+        event.stats.add(metadata_id=1, ref_value=8)
+        for number, value in ((2, in_use), (3, chunk), (4, requested), (5, addr)):
+            event.stats.add(metadata_id=number, int64_value=value)
+        event.stats.add(metadata_id=6, double_value=fragmentation)
+        if op:
+            event.stats.add(metadata_id=7, str_value=op)
+    return space
+
+
+# Growth from birth: region 0 is 2 MiB. 1000 B -> 1024 at 0; 2000 B -> 2048 at 1024; the first
+# freed (free: 1024 at 0 and the rest at 3072); 512 B -> the smallest chunk that fits, 1024 at 0, split.
+F0 = 2 * MIB
+BIRTH = [
+    (True, 1000, 1024, BASE, 1024, 0.0, "a"),
+    (True, 2000, 2048, BASE + 1024, 3072, 0.0, "b"),
+    (False, 1000, 1024, BASE, 2048, float(f"{1024 / (F0 - 2048):.6g}"), ""),
+    (True, 512, 512, BASE, 2560, float(f"{512 / (F0 - 2560):.6g}"), "c"),
+]
+
+
+def test_a_profile_from_birth_is_reproduced_event_by_event(tmp_path: Path) -> None:
+    path = tmp_path / "birth.xplane.pb"
+    path.write_bytes(_profile(BIRTH).SerializeToString())
+    trace = memtrace.load(path)
+    found = requests_for(trace, "bfc_cpu_allocator_for_gpu")
+    assert found.from_birth and found.bytes_before == 0 and found.assumptions == ()
+    assert found.requests.requested_bytes.tolist() == [1000, 2000, 0, 512]
+    assert found.requests.frees.tolist() == [-1, -1, 0, -1]
+    p = fit(trace, "bfc_cpu_allocator_for_gpu", alternatives=False).reproduced
+    assert p is not None and p.exact and p.first_difference is None
+    assert (p.allocations, p.addresses_equal, p.events, p.fragmentation_equal) == (3, 3, 4, 4)
+
+
+def test_the_self_check_counts_what_differs(tmp_path: Path) -> None:
+    # GIVEN the last chunk placed at 512 instead of 0, and the free's fragmentation value changed
+    wrong = [*BIRTH[:2], (*BIRTH[2][:5], 0.25, ""), (True, 512, 512, BASE + 512, 2560, BIRTH[3][5], "c")]
+    path = tmp_path / "wrong.xplane.pb"
+    path.write_bytes(_profile(wrong).SerializeToString())
+    p = fit(memtrace.load(path), "bfc_cpu_allocator_for_gpu", alternatives=False).reproduced
+    assert p is not None and not p.exact
+    assert (p.addresses_equal, p.chunks_equal, p.fragmentation_equal, p.bytes_in_use_equal) == (2, 3, 3, 4)
+    assert p.first_difference is not None and p.first_difference.startswith("event 2 (free)")
+
+
+def test_a_profile_that_starts_later_says_what_is_assumed() -> None:
+    found = requests_for(memtrace.load(KERAS_CNN), "CPU:0" and "bfc_cpu_allocator_for_gpu")
+    # its first event frees a chunk allocated before the profile: bytes in use after it + its size
+    assert not found.from_birth and found.bytes_before > 0 and found.dropped_frees > 0
+    assert found.assumptions and "starts after the allocator's birth" in found.assumptions[0]
+    assert fit(memtrace.load(KERAS_CNN), "bfc_cpu_allocator_for_gpu", alternatives=False).reproduced is None
+
+
+# -- the command, the API, check and testing ------------------------------------------------------
+
+
+def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "fit", str(ALEXNET), "--allocator", "GPU:0", "--limit", "1GiB", "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["schema"] == "memtrace.fit/1"
+    entry = doc["allocators"][0]
+    assert entry["allocator"] == "GPU_0_bfc" and entry["fits"] is False
+    assert entry["options"] == {"limit_bytes": 1 << 30, "allow_growth": False, "garbage_collection": True,
+                                "fragmentation_fraction": 0.0}
+    assert entry["reproduced"] is None and entry["failure"]["verdict"] in ("exhausted", "fragmentation")
+    assert entry["min_limit_bytes"] > 1 << 30
+    code, out, _ = run(capsys, "fit", str(ALEXNET), "--limit", f"{entry['min_limit_bytes']}")
+    assert code == 0 and "fits" in out
+    code, out, _ = run(capsys, "fit", str(ALEXNET), "--limit", f"{entry['min_limit_bytes'] - MIB}")
+    assert code == 1 and "does NOT fit" in out
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--limit=-1GiB"], "must not be negative"),
+    (["--fragmentation-fraction", "1.5"], "between 0 and 1"),
+    (["--fragmentation-fraction=-0.1"], "between 0 and 1"),
+    (["--allocator", "nope"], "no allocator 'nope'"),
+    (["--allocator", "cpu"], "no allocation records"),
+    (["--card", "16GB", "--compute-capability", "eight"], "not a compute capability"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], says: str) -> None:
+    code, out, err = run(capsys, "fit", str(ALEXNET), *argv)
+    assert code == 2 and out == "" and says in err and err.count("\n") == 1
+
+
+def test_card_gives_tfs_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "fit", str(ALEXNET), "--card", "16GiB", "--compute-capability", "7.5", "--json",
+                       "--no-alternatives")
+    assert code == 0 and json.loads(out)["allocators"][0]["options"]["limit_bytes"] == (16 << 30) - 1050 * MIB
+
+
+def test_api_testing_and_check_agree() -> None:
+    trace = memtrace.load(ALEXNET)
+    smallest = trace.fit("GPU:0", alternatives=False).min_limit_bytes
+    assert trace.fit("GPU:0", smallest, alternatives=False).fits
+    assert not trace.fit("GPU:0", smallest - MIB, alternatives=False).fits
+    memtrace.testing.assert_fits(trace, "GPU:0", smallest)
+    with pytest.raises(AssertionError, match="does not fit"):
+        memtrace.testing.assert_fits(trace, "GPU:0", smallest - MIB)
+    with pytest.raises(UsageError, match="negative"):
+        trace.fit("GPU:0", -1)
+
+
+def test_check_fits_key(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    budget = tmp_path / "budget.toml"
+    budget.write_text('["GPU:0"]\nfits = "1GiB"\n')
+    code, out, _ = run(capsys, "check", str(ALEXNET), "--budget", str(budget))
+    assert code == 1 and "GPU:0 (GPU_0_bfc) fits: does not fit under 1 GiB" in out
+    code, _, _ = run(capsys, "check", str(ALEXNET), "--fits", "GPU:0=2GiB")
+    assert code == 0
+
+
+# -- TF's own out-of-memory dumps (fixtures/oom, recorded by scripts/record_traces.py oom) ---------
+#
+# The programs are eager and tiny; their request sequences are read from the script and from the
+# chunks the dumps show: a small scalar first (the dumps' 256-byte chunk), then the tensors.
+
+
+def _map(regions: list[tuple[int, list[tuple[int, bool]]]]) -> list[tuple[int, tuple[tuple[int, bool], ...]]]:
+    """Regions as (size, chunks in address order), sorted: the dump lists regions by address, the model by creation."""
+    return sorted((size, tuple(chunks)) for size, chunks in regions)
+
+
+def _dump_map(dump: object) -> list[tuple[int, tuple[tuple[int, bool], ...]]]:
+    return _map([(r.size_bytes, [(c.size_bytes, c.in_use) for c in r.chunks]) for r in dump.regions])  # type: ignore[attr-defined]
+
+
+def _model_map(f: object) -> list[tuple[int, tuple[tuple[int, bool], ...]]]:
+    regions = dict(f.regions)  # type: ignore[attr-defined]
+    chunks: dict[int, list[tuple[int, bool]]] = {r: [] for r in regions}
+    for c in f.chunks:  # type: ignore[attr-defined]
+        chunks[c.region].append((c.size_bytes, c.in_use))
+    return _map([(regions[r], chunks[r]) for r in regions])
+
+
+def test_model_meets_tfs_dump_when_memory_is_exhausted() -> None:
+    from memtrace.read.oom import load_oom_dumps
+
+    # oom_exhausted: ones([1024, 1024]) and ones([2048, 1024]) kept (4 and 8 MiB), then ones([4096, 4096]): 64 MiB
+    requests = Requests.from_events([("a", 8), ("a", 4 * MIB, "Fill"), ("a", 8 * MIB, "Fill"), ("a", 64 * MIB, "Fill")])
+    f = fit_requests(requests, BFCOptions(32 * MIB), alternatives=False).failure  # TF_CPU_BFC_MEM_LIMIT_IN_MB=32
+    (logged,) = load_oom_dumps(str(FIXTURES / "oom" / "cpu_exhausted.log"))
+    (dumped,) = load_oom_dumps(str(FIXTURES / "oom" / "cpu_exhausted.memdump.pb"))
+    assert f is not None and (f.row, f.op, f.request_bytes) == (3, logged.op, logged.request_bytes)
+    assert _model_map(f) == _dump_map(logged) == _dump_map(dumped)
+    assert f.in_use_bytes == dumped.stats.in_use_bytes and f.verdict == "exhausted"
+
+
+def test_model_meets_tfs_dumps_when_memory_is_fragmented() -> None:
+    from memtrace.read.oom import load_oom_dumps
+
+    first, second = load_oom_dumps(str(FIXTURES / "oom" / "cpu_fragmented.log"))
+    (dumped,) = load_oom_dumps(str(FIXTURES / "oom" / "cpu_fragmented.memdump.pb"))
+    # oom_fragmented under 64 MiB: 1 MiB blocks until one is refused. Regions of 2, 4, 8, 16, 32 MiB
+    # and the last 2 MiB the limit leaves: 1 + 4 + 8 + 16 + 32 + 2 = 63 blocks (the first takes what
+    # the scalar left of region 0 whole: 2,096,896 < 2 x 1 MiB), and the 64th fails.
+    blocks = [("a", 4)] + [("a", MIB, "Fill")] * 64
+    f = fit_requests(Requests.from_events(blocks), BFCOptions(64 * MIB), alternatives=False).failure
+    assert f is not None and (f.row, f.op, f.request_bytes) == (64, first.op, first.request_bytes)
+    assert _model_map(f) == _dump_map(first)
+    # then every other block freed (blocks[::2] kept: rows 2, 4, ... freed) and 2 MiB asked: no chunk is large enough
+    after = blocks[:64] + [("f", row) for row in range(2, 64, 2)] + [("a", 2 * MIB, "Fill")]
+    g = fit_requests(Requests.from_events(after), BFCOptions(64 * MIB), alternatives=False).failure
+    assert g is not None and (g.op, g.request_bytes) == (second.op, second.request_bytes)
+    assert _model_map(g) == _dump_map(second) == _dump_map(dumped)
+    assert (g.largest_free_bytes, g.verdict) == (MIB, "fragmentation")
+    assert g.in_use_bytes == dumped.stats.in_use_bytes
