@@ -15,12 +15,15 @@ The step runs with ``RunOptions(trace_level=FULL_TRACE, output_partition_graphs=
 TF2 code (Keras, ``tf.function``, eager) has no ``RunMetadata``; :func:`profile` runs its steps
 under the TF2 profiler instead and reads the allocator's own memory events from the profile::
 
-    trace = memtrace.tensorflow.profile(model.train_on_batch, x, y, steps=3, warmup=1)
-    memtrace.testing.assert_peak_below(trace, "GPU_0_bfc", "2GiB")
+    memtrace.tensorflow.use_cpu_bfc()          # before the model is built
+    model = build_model()
+    trace = memtrace.tensorflow.profile(model.train_on_batch, x, y, steps=2)
+    memtrace.testing.assert_peak_below(trace, "CPU:0", "2GiB")
 
-On CPU, TensorFlow's default allocator writes no memory events; :func:`profile` sets
-``TF_CPU_ALLOCATOR_USE_BFC=true`` when TensorFlow has not started yet, and says so clearly when
-it is too late (set it before the program's first TensorFlow op, or in the environment).
+On CPU, TensorFlow's default allocator writes no memory events; :func:`use_cpu_bfc` makes the CPU
+allocator TensorFlow's BFC allocator, and runs ops on one inter-op and one intra-op thread so
+that the peak is the same run after run. Both are possible only before TensorFlow's runtime
+starts; :func:`profile` raises when it is too late.
 
 A whole program (every allocation from the allocator's birth, up to an out-of-memory error) is
 recorded by :func:`recording`, a context manager to put at the top of a script, or by
@@ -143,40 +146,112 @@ def _tensorflow_started() -> bool:
         return True  # cannot tell: assume the worst
 
 
-def use_cpu_bfc() -> bool:
+def use_cpu_bfc(*, threads: int | None = 1) -> bool:
     """Make TensorFlow's CPU allocator the BFC allocator, which writes memory events; True when it will be.
 
-    Only possible before TensorFlow's runtime starts; afterwards this changes nothing and returns
-    whether the variable was already set.
+    Call it before TensorFlow's runtime starts (before building a model). It also runs TensorFlow's
+    ops on ``threads`` inter-op and intra-op threads (1 by default; None leaves TensorFlow's
+    choice): with one of each, ops run one at a time in a fixed order, so the order of allocations,
+    and so the peak, is the same run after run, on a busy machine too; steps take longer where ops
+    could have run in parallel. Afterwards this changes nothing and returns whether the variable
+    was already set.
     """
-    if os.environ.get(CPU_BFC, "").lower() in ("1", "true"):
-        return True
     if _tensorflow_started():
-        return False
+        return os.environ.get(CPU_BFC, "").lower() in ("1", "true")
     os.environ[CPU_BFC] = "true"
+    if threads is not None:
+        _tf.config.threading.set_inter_op_parallelism_threads(threads)
+        _tf.config.threading.set_intra_op_parallelism_threads(threads)
     return True
 
 
-def _cpu_memory_info() -> dict[str, int] | None:
+def _has_gpu() -> bool:
+    return bool(_tf.config.list_logical_devices("GPU"))
+
+
+def _prepare_to_profile() -> bool:
+    """Before profiling: the BFC allocator (and one thread) where still possible; True where the CPU allocator is BFC.
+
+    Raises when TensorFlow's runtime has started with its default CPU allocator on a machine without
+    a GPU: the profile would hold the default allocator's few events, not the step's memory.
+    """
+    if not _tensorflow_started():
+        return use_cpu_bfc()
+    bfc = use_cpu_bfc()  # started: whether the variable was set (before the runtime started, as it must be)
+    if not bfc and not _has_gpu():
+        raise MemtraceError(_too_late_for_bfc())
+    threading = _tf.config.threading
+    if (threading.get_inter_op_parallelism_threads(), threading.get_intra_op_parallelism_threads()) != (1, 1):
+        import warnings
+
+        warnings.warn("memtrace: TensorFlow runs ops on several threads, so the order of allocations and the peak "
+                      "may vary from run to run; call memtrace.tensorflow.use_cpu_bfc() before building the model "
+                      "(it sets one inter-op and one intra-op thread)", stacklevel=3)
+    return bfc
+
+
+def _memory_info(device: str) -> dict[str, int] | None:
     try:
-        return dict(_tf.config.experimental.get_memory_info("CPU:0"))
+        return dict(_tf.config.experimental.get_memory_info(device))
     except (ValueError, RuntimeError, _tf.errors.OpError):
         return None  # this allocator keeps no statistics (TensorFlow's default CPU allocator)
 
 
-def record_profile(step: Callable[..., Any], *args: Any, steps: int = 1, warmup: int = 1,
+def _cpu_memory_info() -> dict[str, int] | None:
+    return _memory_info("CPU:0")
+
+
+MAX_WARMUP = 10
+# A settled step's peak and bytes in use may still differ from the last step's by a few small tensors (a Keras
+# CNN's alternate by 1,792 B, 0.002%, from step 1 on); its first step differs by about 10%.
+SETTLED_FRACTION = 0.01
+
+
+def _warm_up(step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], warmup: int | str) -> int:
+    """Run the warm-up steps; with ``"auto"``, until the step has settled. How many ran.
+
+    Settled: two steps in a row left the allocator with the same peak (its statistics reset before
+    each) and the same bytes in use after it, within 1%. Needs an allocator that keeps statistics (the BFC
+    allocator: CPU with :func:`use_cpu_bfc`, or a GPU).
+    """
+    if warmup != "auto":
+        for _ in range(int(warmup)):
+            step(*args, **kwargs)
+        return int(warmup)
+    device = "GPU:0" if _has_gpu() else "CPU:0"
+    if _memory_info(device) is None:
+        raise MemtraceError(f"warmup='auto' needs the allocator's own counters, which {device}'s allocator does not keep: "
+                            "call memtrace.tensorflow.use_cpu_bfc() before building the model, or give a number")
+    previous: tuple[int, int] | None = None
+    for count in range(1, MAX_WARMUP + 1):
+        _tf.config.experimental.reset_memory_stats(device)
+        step(*args, **kwargs)
+        info = _memory_info(device) or {}
+        now = (int(info.get("peak", 0)), int(info.get("current", 0)))
+        if previous is not None and all(abs(a - b) <= SETTLED_FRACTION * max(a, b) for a, b in zip(now, previous)):
+            return count
+        previous = now
+    import warnings
+
+    warnings.warn(f"memtrace: the step's memory had not settled after {MAX_WARMUP} warm-up steps "
+                  "(its peak or bytes in use still changed from one step to the next)", stacklevel=3)
+    return MAX_WARMUP
+
+
+def record_profile(step: Callable[..., Any], *args: Any, steps: int = 1, warmup: int | str = "auto",
                    logdir: str | os.PathLike[str], **kwargs: Any) -> list[StepMemory]:
     """Run ``warmup`` steps, then ``steps`` steps under the TF2 profiler, writing the profile to ``logdir``.
 
-    Each step is ``step(*args, **kwargs)``, marked ``tf.profiler.experimental.Trace("train",
+    ``warmup="auto"`` (the default) runs warm-up steps until the step has settled (two in a row with
+    the same peak and bytes in use after it, within 1%; at most 10): a Keras model's first steps build its
+    function and the optimizer's slots, and allocate differently. Each step is ``step(*args, **kwargs)``, marked ``tf.profiler.experimental.Trace("train",
     step_num=i)``. Returns the CPU allocator's own counters around each step where it keeps them
     (the BFC allocator does), else an empty list.
     """
-    if steps < 1 or warmup < 0:
-        raise MemtraceError(f"steps must be 1 or more and warmup 0 or more, not steps={steps}, warmup={warmup}")
-    bfc = use_cpu_bfc()
-    for _ in range(warmup):
-        step(*args, **kwargs)
+    if steps < 1 or not (warmup == "auto" or (isinstance(warmup, int) and warmup >= 0)):
+        raise MemtraceError(f"steps must be 1 or more and warmup 0 or more (or 'auto'), not steps={steps}, warmup={warmup!r}")
+    bfc = _prepare_to_profile()
+    _warm_up(step, args, kwargs, warmup)
     counters = []
     _tf.profiler.experimental.start(os.fspath(logdir))
     try:
@@ -194,32 +269,25 @@ def record_profile(step: Callable[..., Any], *args: Any, steps: int = 1, warmup:
     return counters
 
 
-def profile(step: Callable[..., Any], *args: Any, steps: int = 1, warmup: int = 1,
+def profile(step: Callable[..., Any], *args: Any, steps: int = 1, warmup: int | str = "auto",
             logdir: str | os.PathLike[str] | None = None, **kwargs: Any) -> Trace:
     """Run ``step(*args, **kwargs)`` ``warmup`` times, then ``steps`` times under the TF2 profiler; the :class:`Trace`.
 
+    ``warmup="auto"`` (the default) warms up until the step has settled (see :func:`record_profile`).
+
     The trace covers every profiled step (``memtrace.load(logdir, step=N)`` reads one; ``summary``
     lists each step's peak). ``logdir`` keeps the profile (for ``memtrace diff`` later, or
-    TensorBoard); by default it goes to a temporary directory, removed afterwards.
+    TensorBoard); by default it goes to a temporary directory, removed when the process ends unless
+    a failed ``memtrace.testing`` assertion cites it (the message then says where it is).
+    Raises when TensorFlow's runtime started before the CPU allocator could be made the BFC
+    allocator (call :func:`use_cpu_bfc` before building the model).
     """
-    import tempfile
-
+    from . import scratch
     from .api import load
-    from .errors import TraceFormatError
 
-    bfc = use_cpu_bfc()
-    with tempfile.TemporaryDirectory(prefix="memtrace-profile-") as scratch:
-        where = os.fspath(logdir) if logdir is not None else scratch
-        record_profile(step, *args, steps=steps, warmup=warmup, logdir=where, **kwargs)
-        try:
-            return load(where)
-        except TraceFormatError as error:
-            if "no memory events" in str(error) and not bfc:
-                raise MemtraceError(
-                    f"the profile holds no memory events: TensorFlow had started before {CPU_BFC} could be set, so "
-                    f"its CPU allocator writes none. Set {CPU_BFC}=true in the environment (or call "
-                    "memtrace.tensorflow.use_cpu_bfc() before the first TensorFlow op) and run again") from None
-            raise
+    where = os.fspath(logdir) if logdir is not None else scratch.directory()
+    record_profile(step, *args, steps=steps, warmup=warmup, logdir=where, **kwargs)
+    return load(where)
 
 
 # -- a whole program under the profiler --------------------------------------------------------
@@ -274,7 +342,7 @@ def recording(logdir: str | os.PathLike[str], *, cpu_bfc: bool = False, quiet: b
     ``quiet``, a line on stderr says how long and how large the profile got.
     """
     where = os.fspath(logdir)
-    if cpu_bfc and not use_cpu_bfc():
+    if cpu_bfc and not use_cpu_bfc(threads=None):  # (the threads stay as the program sets them)
         raise MemtraceError(_too_late_for_bfc())
     before = set(_profile_files(where, set()))
     result = Recording(where, not _tensorflow_started())

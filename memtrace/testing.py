@@ -25,6 +25,7 @@ from .model import TraceData
 from .reporters.check import explain
 from .reporters.common import clean
 from .reporters.diff import signed_bytes
+from .scratch import keep
 from .units import format_bytes, format_percent, parse_percent
 
 TraceLike = TraceData | str | os.PathLike[str]
@@ -41,11 +42,17 @@ def _trace(value: TraceLike) -> TraceData:
     return load(value)
 
 
+def _where(trace: TraceData) -> str:
+    """The trace's path for a failure message; a temporary profile it names is kept, and the message says so."""
+    kept = keep(trace.path) if trace.path and not trace.path.startswith("<") else None
+    return clean(trace.path) + (" (a temporary profile, kept for you)" if kept else "")
+
+
 def _assert_budgets(trace: TraceData, budgets: list[Budget]) -> CheckResult:
     __tracebackhide__ = True  # pytest shows the assertion in the caller
     result = check(trace, budgets)
     if not result.passed:
-        raise AssertionError("\n".join(explain(o, result.span) for o in result.failed) + f"\n  trace: {clean(trace.path)}")
+        raise AssertionError("\n".join(explain(o, result.span) for o in result.failed) + f"\n  trace: {_where(trace)}")
     return result
 
 
@@ -137,7 +144,7 @@ def assert_no_regression(
         lines.append("  ops that grew most:")
         lines.extend(f"    {clean(o.name)}: tfprof peak {signed_bytes(o.delta_bytes)}, "
                      f"held at the peaks {signed_bytes(o.at_peak_delta_bytes)}" for o in grown)
-    lines.append(f"  base: {clean(base_trace.path)}\n  new:  {clean(new_trace.path)}")
+    lines.append(f"  base: {_where(base_trace)}\n  new:  {_where(new_trace)}")
     raise AssertionError("\n".join(lines))
 
 

@@ -13,20 +13,30 @@ import pytest
 from .conftest import ROOT, require
 
 EXAMPLE = ROOT / "docs" / "examples" / "test_memory_budget.py"
+KERAS_EXAMPLE = ROOT / "docs" / "examples" / "test_keras_memory.py"
 
 
-def test_testing_page_shows_the_example_verbatim() -> None:
+@pytest.mark.parametrize("example", [EXAMPLE, KERAS_EXAMPLE], ids=lambda p: p.name)
+def test_testing_page_shows_the_example_verbatim(example) -> None:  # type: ignore[no-untyped-def]
     page = (ROOT / "docs" / "testing.md").read_text()
-    blocks = re.findall(r"<!-- docs/examples/test_memory_budget.py -->\n```python\n(.*?)```", page, re.DOTALL)
-    assert blocks == [EXAMPLE.read_text()]
+    blocks = re.findall(rf"<!-- docs/examples/{example.name} -->\n```python\n(.*?)```", page, re.DOTALL)
+    assert blocks == [example.read_text()]
 
 
-def test_memory_budget_example_passes_under_pytest() -> None:
+def test_testing_page_leads_with_the_keras_route() -> None:
+    page = (ROOT / "docs" / "testing.md").read_text()
+    assert page.index(KERAS_EXAMPLE.name) < page.index(EXAMPLE.name)
+    assert page.index("profile(model.train_on_batch") < page.index("tf.compat.v1.Session")
+
+
+@pytest.mark.parametrize("example", [EXAMPLE, KERAS_EXAMPLE], ids=lambda p: p.name)
+def test_memory_budget_example_passes_under_pytest(example) -> None:  # type: ignore[no-untyped-def]
     """In a pytest of its own, with memtrace's plugin loaded as its entry point loads it."""
     require("tensorflow")
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
+    env.pop("TF_CPU_ALLOCATOR_USE_BFC", None)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p", "no:cacheprovider", "-q", str(EXAMPLE)],
+        [sys.executable, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p", "no:cacheprovider", "-q", str(example)],
         capture_output=True, text=True, check=False, cwd=ROOT, env=env,
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -134,3 +134,45 @@ def test_run_keeps_tensorflow_out_of_the_memtrace_process() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60, check=False)
     assert done.returncode == 0 and done.stdout.strip().endswith("False") and "SCRIPT" in done.stdout
+
+
+def test_a_script_killed_by_a_signal_is_said_and_its_code_passed_on(tmp_path: Path) -> None:
+    done = memtrace_run(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    assert done.returncode == 128 + 9
+    assert "memtrace: the script was killed by signal 9 (SIGKILL) after " in done.stderr
+    assert "before a profile was written to" in done.stderr and not (tmp_path / "log" / "plugins").exists()
+
+
+_CONTEXT_SCRIPT = """
+import json, os, sys
+import tensorflow as tf
+import memtrace.tensorflow as mtf
+with mtf.recording(sys.argv[1]) as rec:  # TensorFlow's default CPU allocator: its few events
+    x = tf.ones((256, 256))
+sizes = sum(os.path.getsize(f) for f in rec.files)
+tf.constant(1.0) + 1
+try:
+    with mtf.recording(sys.argv[1] + "-late", cpu_bfc=True):
+        pass
+except mtf.MemtraceError as error:
+    late = str(error)
+print(json.dumps({"from_birth": rec.from_birth, "seconds": rec.seconds, "files": rec.files, "size": rec.size_bytes,
+                  "sizes": sizes, "late": late}))
+"""
+
+
+def test_the_context_manager_says_how_long_and_how_large_and_refuses_a_late_cpu_bfc(tmp_path: Path) -> None:
+    import json
+
+    require_tensorflow()
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    environment.pop("TF_CPU_ALLOCATOR_USE_BFC", None)
+    done = subprocess.run([sys.executable, "-c", _CONTEXT_SCRIPT, str(tmp_path / "log")], capture_output=True, text=True,
+                          env=environment, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["from_birth"] and found["seconds"] > 0 and found["size"] == found["sizes"] > 0
+    (path,) = found["files"]
+    assert path.startswith(str(tmp_path / "log" / "plugins" / "profile")) and path.endswith(".xplane.pb")
+    assert f"memtrace: profiled {found['seconds']:.1f} s into {path} (" in done.stderr
+    assert found["late"].startswith("TensorFlow's runtime has started already") and "TF_CPU_ALLOCATOR_USE_BFC" in found["late"]

@@ -1,0 +1,97 @@
+"""Measure how stable the documented TF2 recording route is: the same Keras model in fresh processes, at once.
+
+    python scripts/measure_profile_stability.py [--processes 3] [--rounds 2] [--busy] [--default-threads]
+
+Each process does what docs/testing.md says (``memtrace.tensorflow.use_cpu_bfc()`` before the model
+is built, then ``memtrace.tensorflow.profile(model.train_on_batch, x, y, steps=2)`` and
+``trace.peak("CPU:0")``) on the small CNN of ``docs/examples/test_keras_memory.py`` at batch 64, and
+prints its peak, each profiled step's peak, the allocator's own per-step peak counters and the
+step time. ``--processes`` run at once, ``--rounds`` times; ``--busy`` keeps one more process
+spinning on a core meanwhile; ``--default-threads`` leaves TensorFlow's thread pools as they are
+(``use_cpu_bfc(threads=None)``) to show what one thread buys. Prints one JSON line per process and
+the spread of the peaks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = """
+import json, sys, time
+import memtrace.tensorflow as mtf
+mtf.use_cpu_bfc(threads=None if sys.argv[1] == "default" else 1)
+import keras, numpy as np, tensorflow as tf
+keras.utils.set_random_seed(0)
+model = keras.Sequential([
+    keras.Input((32, 32, 3)),
+    keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+    keras.layers.Conv2D(64, 3, padding="same", activation="relu"),
+    keras.layers.MaxPooling2D(),
+    keras.layers.Flatten(),
+    keras.layers.Dense(128, activation="relu"),
+    keras.layers.Dense(10),
+])
+model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+x = np.ones((64, 32, 32, 3), np.float32)
+y = np.zeros(64, np.int64)
+started = time.perf_counter()
+trace = mtf.profile(model.train_on_batch, x, y, steps=2, logdir=sys.argv[2])
+seconds = time.perf_counter() - started
+steps = [s.number for s in trace.steps]
+print(json.dumps({
+    "threads": [tf.config.threading.get_inter_op_parallelism_threads(), tf.config.threading.get_intra_op_parallelism_threads()],
+    "peak": trace.peak("CPU:0").peak_bytes,
+    "peak_delta": trace.peak("CPU:0").peak_delta_bytes,
+    "step_peaks": [__import__("memtrace").load(sys.argv[2], step=n).peak("CPU:0").peak_bytes for n in steps],
+    "seconds": round(seconds, 2),
+}))
+"""
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--processes", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--busy", action="store_true")
+    parser.add_argument("--default-threads", action="store_true")
+    args = parser.parse_args()
+    import tempfile
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env.pop("TF_CPU_ALLOCATOR_USE_BFC", None)
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
+    results = []
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            for round_ in range(args.rounds):
+                children = [subprocess.Popen([sys.executable, "-c", CHILD, "default" if args.default_threads else "one",
+                                              os.path.join(scratch, f"{round_}-{i}")],
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            for i in range(args.processes)]
+                for child in children:
+                    out, err = child.communicate()
+                    if child.returncode != 0:
+                        raise SystemExit(err[-3000:])
+                    results.append(json.loads(out.strip().splitlines()[-1]))
+                    print(json.dumps(results[-1]), flush=True)
+    finally:
+        if busy is not None:
+            busy.kill()
+            busy.wait()
+    peaks = [r["peak"] for r in results]
+    highest = [max(r["step_peaks"]) for r in results]
+    deltas = [r["peak_delta"] for r in results]
+    print(json.dumps({"peaks": sorted(set(peaks)), "spread": (max(peaks) - min(peaks)) / min(peaks),
+                      "highest_step_spread": (max(highest) - min(highest)) / min(highest),
+                      "peak_deltas": sorted(set(deltas)), "delta_spread": (max(deltas) - min(deltas)) / min(deltas)}))
+
+
+if __name__ == "__main__":
+    main()
