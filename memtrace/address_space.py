@@ -97,10 +97,10 @@ def address_space(trace: TraceData, allocator: str, limit: int | None = None, al
     GPU's depends on its card) one region of a limit far above what the requests need, which lays
     the chunks out as any sufficient limit would.
     """
-    from .fit import defaults_for, reproduce, requests_for
+    from .fit import reproduce, requests_for, trace_defaults
 
     found = requests_for(trace, allocator)
-    defaults = defaults_for(allocator)
+    defaults = trace_defaults(trace, allocator)
     growth = defaults.allow_growth if allow_growth is None else allow_growth
     gc = defaults.garbage_collection if garbage_collection is None else garbage_collection
     chosen = limit if limit is not None else defaults.limit_bytes if growth else None

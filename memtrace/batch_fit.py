@@ -43,7 +43,7 @@ import numpy as np
 
 from .bfc import MIB, BFCOptions, LimitSearch, Requests, fits, search_min_limit, simulate
 from .errors import UsageError
-from .fit import FitResult, defaults_for, fit_requests, gpu_limit_bytes, requests_for
+from .fit import FitResult, card_limit_bytes, fit_requests, requests_for, trace_defaults
 from .model import TraceData
 from .read.xplane import NO_OP
 
@@ -532,7 +532,7 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
     model = batch_model(first.requests, second.requests, batch_sizes, names=(small.path, large.path))
     if batch is not None and batch < 1:
         raise BatchInputError(f"--batch must be 1 or more, not {batch}")
-    defaults = defaults_for(allocator)
+    defaults = trace_defaults(small, allocator)
     try:
         options = BFCOptions(
             limit if limit is not None else 0,
@@ -561,11 +561,12 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
     else:
         described = model.batch_sizes[1]
         # Each card's limit under this allocator's options (a CPU allocator's: the limit to set, not a card).
-        card_rows = tuple(Card(gb, gpu_limit_bytes(gb * GB, compute_capability), largest_batch(
-            model, _with_limit(options, gpu_limit_bytes(gb * GB, compute_capability)))) for gb in CARDS_GB)
+        card_rows = tuple(Card(gb, card_limit_bytes(gb * GB, compute_capability, defaults.runtime), largest_batch(
+            model, _with_limit(options, card_limit_bytes(gb * GB, compute_capability, defaults.runtime))))
+            for gb in CARDS_GB)
         limits = tuple(batch_limit(model, n, options) for n in table_batches(model, card_rows[-1].limit_bytes, options))
     result = fit_requests(model.requests_at(described), options, allocator=allocator, limit_given=given,
-                          defaults=defaults.source)
+                          defaults=defaults.source, runtime=defaults.runtime)
     checked = None
     if check_with is not None:
         third, b3 = check_with

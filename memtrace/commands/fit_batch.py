@@ -26,14 +26,15 @@ def add_batch_options(parser: argparse.ArgumentParser) -> None:
                        "prediction to it, size by size")
 
 
-def run_batches(args: argparse.Namespace, limit: int | None) -> int:
-    """``fit --vs``: ``limit`` is the limit in bytes (``--limit`` or ``--card``), None when neither was given."""
+def run_batches(args: argparse.Namespace, limit: int | None, card: tuple[int, int] | None = None) -> int:
+    """``fit --vs``: ``limit`` is ``--limit`` in bytes, ``card`` ``--card`` (bytes, compute capability major),
+    whose limit is the runtime's that recorded the traces; None where not given."""
     import sys
 
     from ..batch_fit import fit_batches
     from ..devices import meaning, resolve_allocator
     from ..errors import UsageError
-    from ..fit import bfc_allocators, parse_compute_capability
+    from ..fit import bfc_allocators, card_limit_bytes, parse_compute_capability
     from ..reporters import fit_batch as report
 
     sizes = _batch_sizes(args.batch_sizes)
@@ -57,7 +58,8 @@ def run_batches(args: argparse.Namespace, limit: int | None) -> int:
         if not allocators:
             raise UsageError(f"{small.path}, {large.path}: no BFC allocator made requests in both; name one with "
                              "--allocator")
-    results = [fit_batches(small, large, name, sizes, batch=args.batch, limit=limit, allow_growth=args.allow_growth,
+    limits = {name: limit if card is None else card_limit_bytes(*card, small.runtime_of(name)) for name in allocators}
+    results = [fit_batches(small, large, name, sizes, batch=args.batch, limit=limits[name], allow_growth=args.allow_growth,
                            garbage_collection=args.garbage_collection,
                            fragmentation_fraction=args.fragmentation_fraction, check_with=check_with,
                            compute_capability=parse_compute_capability(args.compute_capability))
@@ -69,7 +71,7 @@ def run_batches(args: argparse.Namespace, limit: int | None) -> int:
     write_report(args, lambda: report.to_json(small.path, large.path, results), render_text)
     if args.batch is not None:  # without a limit, fit.fits says it fits its smallest limit
         return 0 if all(r.fit.fits for r in results) else 1
-    if limit is not None:
+    if limit is not None or card is not None:
         return 0 if all(r.largest_batch for r in results) else 1
     return 0
 
