@@ -363,7 +363,7 @@ def test_scope_of_hand_worked() -> None:
 @pytest.mark.parametrize("path", [MLP, CNN, LSTM], ids=lambda p: p.name.split(".")[0])
 def test_peak_by_scope_lands_on_the_layers_the_layer_grouping_finds(capsys: pytest.CaptureFixture[str],
                                                                      path: Path) -> None:
-    model, layers, optimizer = KERAS_NAMES[path]
+    model, _, optimizer = KERAS_NAMES[path]
     code, out = run(capsys, "peak", str(path), "--json", "--group-by", "scope")
     assert code == 0
     (entry,) = json.loads(out)["allocators"]
@@ -400,6 +400,7 @@ def test_scope_default_of_the_cnn_in_numbers(capsys: pytest.CaptureFixture[str])
     batches = FIXTURES / "batches"  # the same CNN at batch 16 and 64: every layer's bytes grow
     code, out = run(capsys, "diff", str(batches / "cnn_b16.xplane.pb.gz"), str(batches / "cnn_b64.xplane.pb.gz"),
                     "--group-by", "scope", "--json")
+    assert code == 0
     changed = {o["name"] for o in json.loads(out)["ops"]}
     assert any(re.fullmatch(r"sequential(_\d+)?/conv2d(_\d+)?", n) for n in changed)
     assert any(re.fullmatch(r"gradient_tape/sequential(_\d+)?/\w+", n) for n in changed)
