@@ -57,6 +57,7 @@ GB = 10**9
 # :func:`memtrace.fit.gpu_limit_bytes`, the card less TF's reserve for the compute capability
 # asked (``fit``'s ``--compute-capability``, default 8: 1,536 MiB). Memory the CUDA context
 # already holds (a few hundred MiB) is not subtracted: TF takes its limit from the memory free.
+# Where XLA recorded the traces, its limit: 0.75 of the card (:func:`memtrace.fit.card_limit_bytes`).
 CARDS_GB = (8, 12, 16, 24, 32, 40, 48, 80)
 
 
@@ -522,7 +523,7 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
 
     ``small`` and ``large`` are two recordings of one step at ``batch_sizes`` (B1 < B2; read from
     the inputs' leading dimension when None and the traces carry shapes). Options left None take
-    TF's defaults for the allocator. ``check_with`` = (trace, B3): a recording of a third batch
+    the defaults of the runtime that recorded ``small`` (TF's or XLA's). ``check_with`` = (trace, B3): a recording of a third batch
     size to hold the prediction to. ``compute_capability`` (major) decides TF's reserve on the cards.
     """
     first, second = requests_for(small, allocator), requests_for(large, allocator)

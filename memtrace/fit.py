@@ -16,6 +16,9 @@ What a trace gives:
   chunk (address relative to its region, size), every bytes-in-use and fragmentation value: the
   self-check (:class:`Reproduction`). Where it starts later, the model starts from an empty
   allocator with only the profile's requests, and frees of chunks allocated before it are dropped.
+- **A profile XLA recorded** (JAX): the same events from XLA's own copy of the allocator, which
+  it builds with its own options (:func:`defaults_for` with ``runtime="XLA"``); the events show the
+  limit (``bytes_available`` + ``bytes_allocated``), which the self-check runs under.
 - **A TF1 StepStats**: ``allocation_records`` (chunk sizes, alloc and free) and outputs
   (``requested_bytes``). A request is the output's ``requested_bytes`` where the record is matched
   to an output, else the record's chunk size (an upper bound on the request, by up to the chunk's
