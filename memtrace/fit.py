@@ -17,8 +17,10 @@ What a trace gives:
   self-check (:class:`Reproduction`). Where it starts later, the model starts from an empty
   allocator with only the profile's requests, and frees of chunks allocated before it are dropped.
 - **A profile XLA recorded** (JAX): the same events from XLA's own copy of the allocator, which
-  it builds with its own options (:func:`defaults_for` with ``runtime="XLA"``); the events show the
-  limit (``bytes_available`` + ``bytes_allocated``), which the self-check runs under.
+  it builds with its own options (:func:`defaults_for` with ``runtime="XLA"``).
+
+Every profile's events show the allocator's limit (``bytes_available`` + ``bytes_allocated``): the
+self-check runs under it.
 - **A TF1 StepStats**: ``allocation_records`` (chunk sizes, alloc and free) and outputs
   (``requested_bytes``). A request is the output's ``requested_bytes`` where the record is matched
   to an output, else the record's chunk size (an upper bound on the request, by up to the chunk's
@@ -380,9 +382,10 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
 
     Options left None take the defaults of the runtime that recorded the trace, TF's or XLA's
     (:func:`trace_defaults`). ``recorded_limit`` is the limit the trace was recorded under, for the
-    self-check (default: the runtime's default for the allocator; where that depends on the card
-    (a GPU) or XLA recorded the trace, the limit the profile's events show, if they do; else no
-    self-check without it).
+    self-check (default: the limit the profile's events show, where they show one, which is said
+    where it is not the runtime's default (a GPU's, which depends on the card; a run under
+    TF_CPU_BFC_MEM_LIMIT_IN_MB); else the runtime's default for the allocator; else, for a GPU, no
+    self-check).
     """
     found = requests_for(trace, allocator)
     defaults = trace_defaults(trace, allocator)
@@ -395,7 +398,7 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
     if found.from_birth and found.addresses is not None:
         check_limit = recorded_limit if recorded_limit is not None else defaults.limit_bytes
         shown = trace.recorded_limit(allocator)
-        if recorded_limit is None and shown is not None and (defaults.limit_bytes is None or defaults.runtime == "XLA"):
+        if recorded_limit is None and shown is not None and shown != defaults.limit_bytes:
             check_limit = shown
             notes.append(f"the self-check runs under the limit the profile's events show ({shown:,} bytes: "
                          "bytes_available + bytes_allocated)")

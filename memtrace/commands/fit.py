@@ -40,7 +40,7 @@ def register(subparsers: Any) -> None:
                         "internal_fragmentation_fraction); default 0: the 128 MiB rule")
     parser.add_argument("--recorded-limit", metavar="SIZE",
                         help="the limit the trace was recorded under, for the self-check (default: TF's default, 65,536 "
-                        "MiB for CPU BFC; for a GPU or a profile XLA recorded, the limit its events show, if any)")
+                        "MiB for CPU BFC; where a profile's events show the limit, that one)")
     parser.add_argument("--no-alternatives", dest="alternatives", action="store_false",
                         help="do not replay the other options (faster on large traces)")
     add_output_options(parser)
