@@ -12,11 +12,15 @@ or free), as PyTorch's allocator history does: a trace's clock has long idle str
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import bfc
 from .model import TraceData
+
+if TYPE_CHECKING:
+    from .batch_fit import BatchFit
 
 LARGE_LIMIT_BYTES = 64 << 30  # TF's CPU default: a limit no step here comes near
 
@@ -97,10 +101,10 @@ def address_space(trace: TraceData, allocator: str, limit: int | None = None, al
     GPU's depends on its card) one region of a limit far above what the requests need, which lays
     the chunks out as any sufficient limit would.
     """
-    from .fit import defaults_for, reproduce, requests_for
+    from .fit import reproduce, requests_for, trace_defaults
 
     found = requests_for(trace, allocator)
-    defaults = defaults_for(allocator)
+    defaults = trace_defaults(trace, allocator)
     growth = defaults.allow_growth if allow_growth is None else allow_growth
     gc = defaults.garbage_collection if garbage_collection is None else garbage_collection
     chosen = limit if limit is not None else defaults.limit_bytes if growth else None
@@ -126,3 +130,29 @@ def address_space(trace: TraceData, allocator: str, limit: int | None = None, al
         note = (f"the BFC model's layout of the trace's requests from an empty allocator ({how}): the trace starts "
                 "after the allocator's birth")
     return lay_out(found.requests, options, allocator, exact, note)
+
+
+
+def predicted_address_space(fitted: BatchFit, batch: int, small: str, large: str) -> AddressSpace:
+    """The address space of batch ``batch`` predicted from two recordings (``memtrace fit --vs --html``).
+
+    The requests are the ones :mod:`memtrace.batch_fit` writes for the batch (each aligned
+    allocation's size affine in the batch, in the nearer recording's order), replayed under the
+    options of the fit: the limit asked for, else the batch's own smallest limit. ``small`` and
+    ``large`` name the two recordings. No trace recorded this layout: it is the model's, from an
+    empty allocator.
+    """
+    o = fitted.fit.options
+    requests = fitted.model.requests_at(batch)
+    limit = o.limit_bytes
+    if limit is None:
+        limit = bfc.min_limit(requests, bfc.BFCOptions(0, o.allow_growth, o.garbage_collection, o.fragmentation_fraction))
+        how = f"under its smallest limit ({limit:,} bytes)"
+    else:
+        how = f"under a limit of {limit:,} bytes"
+    b1, b2 = fitted.batch_sizes
+    note = (f"a prediction from two recordings, not a recorded layout: batch {batch:,}'s requests written from "
+            f"{small} (batch {b1:,}) and {large} (batch {b2:,}), replayed by the BFC model from an empty allocator "
+            f"{how}")
+    options = bfc.BFCOptions(limit, o.allow_growth, o.garbage_collection, o.fragmentation_fraction)
+    return lay_out(requests, options, f"{fitted.allocator}, batch {batch:,}", False, note)

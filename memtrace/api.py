@@ -78,7 +78,8 @@ class Trace(TraceData):
             recorded_limit: int | str | None = None, alternatives: bool = True) -> FitResult:
         """Replay the allocator's requests through TF's BFC allocator (see ``memtrace.fit``): the smallest
         limit, whether ``limit`` (bytes or ``"15GiB"``) fits, the first failure, what helps. A device
-        (``GPU:0``) names the allocator its memory went through; options left None take TF's defaults."""
+        (``GPU:0``) names the allocator its memory went through; options left None take the defaults of the
+        runtime that recorded the trace (TF's, or XLA's for a JAX profile)."""
         from .devices import resolve_allocator
         from .fit import fit
 

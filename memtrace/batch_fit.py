@@ -43,7 +43,7 @@ import numpy as np
 
 from .bfc import MIB, BFCOptions, LimitSearch, Requests, fits, search_min_limit, simulate
 from .errors import UsageError
-from .fit import FitResult, defaults_for, fit_requests, gpu_limit_bytes, requests_for
+from .fit import FitResult, card_limit_bytes, fit_requests, requests_for, trace_defaults
 from .model import TraceData
 from .read.xplane import NO_OP
 
@@ -57,6 +57,7 @@ GB = 10**9
 # :func:`memtrace.fit.gpu_limit_bytes`, the card less TF's reserve for the compute capability
 # asked (``fit``'s ``--compute-capability``, default 8: 1,536 MiB). Memory the CUDA context
 # already holds (a few hundred MiB) is not subtracted: TF takes its limit from the memory free.
+# Where XLA recorded the traces, its limit: 0.75 of the card (:func:`memtrace.fit.card_limit_bytes`).
 CARDS_GB = (8, 12, 16, 24, 32, 40, 48, 80)
 
 
@@ -522,7 +523,7 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
 
     ``small`` and ``large`` are two recordings of one step at ``batch_sizes`` (B1 < B2; read from
     the inputs' leading dimension when None and the traces carry shapes). Options left None take
-    TF's defaults for the allocator. ``check_with`` = (trace, B3): a recording of a third batch
+    the defaults of the runtime that recorded ``small`` (TF's or XLA's). ``check_with`` = (trace, B3): a recording of a third batch
     size to hold the prediction to. ``compute_capability`` (major) decides TF's reserve on the cards.
     """
     first, second = requests_for(small, allocator), requests_for(large, allocator)
@@ -532,7 +533,7 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
     model = batch_model(first.requests, second.requests, batch_sizes, names=(small.path, large.path))
     if batch is not None and batch < 1:
         raise BatchInputError(f"--batch must be 1 or more, not {batch}")
-    defaults = defaults_for(allocator)
+    defaults = trace_defaults(small, allocator)
     try:
         options = BFCOptions(
             limit if limit is not None else 0,
@@ -561,11 +562,12 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
     else:
         described = model.batch_sizes[1]
         # Each card's limit under this allocator's options (a CPU allocator's: the limit to set, not a card).
-        card_rows = tuple(Card(gb, gpu_limit_bytes(gb * GB, compute_capability), largest_batch(
-            model, _with_limit(options, gpu_limit_bytes(gb * GB, compute_capability)))) for gb in CARDS_GB)
+        card_rows = tuple(Card(gb, card_limit_bytes(gb * GB, compute_capability, defaults.runtime), largest_batch(
+            model, _with_limit(options, card_limit_bytes(gb * GB, compute_capability, defaults.runtime))))
+            for gb in CARDS_GB)
         limits = tuple(batch_limit(model, n, options) for n in table_batches(model, card_rows[-1].limit_bytes, options))
     result = fit_requests(model.requests_at(described), options, allocator=allocator, limit_given=given,
-                          defaults=defaults.source)
+                          defaults=defaults.source, runtime=defaults.runtime)
     checked = None
     if check_with is not None:
         third, b3 = check_with

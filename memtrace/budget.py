@@ -237,7 +237,7 @@ def check(trace: TraceData, budgets: Iterable[Budget]) -> CheckResult:
                     raise UsageError(f"{trace.path}: {b.metric} of {b.allocator} cannot be measured: its peak is unknown, "
                                      f"{unknown.reason} (oddity bytes-beyond-int64)")
                 peaks[b.allocator] = peak(trace, b.allocator)
-            outcomes.append(_peak_outcome(b, peaks[b.allocator]))
+            outcomes.append(_peak_outcome(b, peaks[b.allocator], trace.span_name))
         elif b.metric == "fits":
             outcomes.append(_fits_outcome(trace, b))
         else:
@@ -268,19 +268,21 @@ def peak_contributors(p: AllocatorPeak, top: int = TOP_CONTRIBUTORS) -> tuple[Co
     return tuple(Contributor(node, tuple(kinds[node]), held[node], requested[node]) for node in ranked)
 
 
-def peak_basis(p: AllocatorPeak) -> str:
-    """Whether ``peak_bytes`` is absolute, in words."""
+def peak_basis(p: AllocatorPeak, span: str = "step") -> str:
+    """Whether ``peak_bytes`` is absolute, in words; ``span`` is what the trace holds: ``"step"``, or
+    ``"profile"`` for a profile of several steps (:attr:`TraceData.span_name`)."""
     rec = p.reconciliation
     if p.baseline_bytes is None:
-        return "relative to the step start: no snapshot gives a baseline"
-    return (f"absolute: baseline {format_bytes(p.baseline_bytes)} live before the step "
+        return f"relative to the {span} start: no snapshot gives a baseline"
+    return (f"absolute: baseline {format_bytes(p.baseline_bytes)} live before the {span} "
             f"({rec.matched} of {rec.snapshots} snapshots agree)")
 
 
-def _peak_outcome(b: Budget, p: AllocatorPeak) -> Outcome:
+def _peak_outcome(b: Budget, p: AllocatorPeak, span: str = "step") -> Outcome:
     if b.metric == "max_peak":
-        return Outcome(b, p.peak_bytes, peak_basis(p), peak_contributors(p), p)
-    return Outcome(b, p.peak_delta_bytes, "bytes allocated during the step, baseline left out", peak_contributors(p), p)
+        return Outcome(b, p.peak_bytes, peak_basis(p, span), peak_contributors(p), p)
+    return Outcome(b, p.peak_delta_bytes, f"bytes allocated during the {span}, baseline left out", peak_contributors(p),
+                   p)
 
 
 def _fits_outcome(trace: TraceData, b: Budget) -> Outcome:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from .devices import device_allocator
 from .errors import UsageError
-from .layers import LayerNames
+from .layers import LayerNames, shows_keras
 from .model import TraceData
 from .ops import OpRow, group_rows, node_rows
 from .peak import AllocatorPeak, LiveAllocation, parse_group_by, peak
@@ -254,9 +254,13 @@ def diff(
     # Ops hold bytes at the peaks known in both traces: one known on one side only would show as a change.
     known = [(before, after) for (_, before, after), c in zip(pairs, changes) if not c.unknown]
     changes.sort(key=lambda c: (not c.unknown, -max(c.new_bytes or 0, c.base_bytes or 0), c.allocator))
+    base_rows = node_rows(base, [before for before, _ in known if before is not None])
+    new_rows = node_rows(new, [after for _, after in known if after is not None])
+    # Both sides cut their scopes alike, so that a group of one is the same group of the other.
+    layered = by == "scope" and depth is None and shows_keras(row.name for row in [*base_rows, *new_rows])
     ops = _op_changes(
-        group_rows(node_rows(base, [before for before, _ in known if before is not None]), by, depth, layer_names[0]),
-        group_rows(node_rows(new, [after for _, after in known if after is not None]), by, depth, layer_names[1]),
+        group_rows(base_rows, by, depth, layer_names[0], layered),
+        group_rows(new_rows, by, depth, layer_names[1], layered),
     )
     fresh = [
         NewAtPeak(c.allocator, a)

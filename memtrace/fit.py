@@ -16,6 +16,11 @@ What a trace gives:
   chunk (address relative to its region, size), every bytes-in-use and fragmentation value: the
   self-check (:class:`Reproduction`). Where it starts later, the model starts from an empty
   allocator with only the profile's requests, and frees of chunks allocated before it are dropped.
+- **A profile XLA recorded** (JAX): the same events from XLA's own copy of the allocator, which
+  it builds with its own options (:func:`defaults_for` with ``runtime="XLA"``).
+
+Every profile's events show the allocator's limit (``bytes_available`` + ``bytes_allocated``): the
+self-check runs under it.
 - **A TF1 StepStats**: ``allocation_records`` (chunk sizes, alloc and free) and outputs
   (``requested_bytes``). A request is the output's ``requested_bytes`` where the record is matched
   to an output, else the record's chunk size (an upper bound on the request, by up to the chunk's
@@ -88,17 +93,35 @@ def bfc_allocators(trace: TraceData) -> list[str]:
 
 @dataclass(frozen=True)
 class Defaults:
-    """The options TF gives an allocator of this name, and in whose words."""
+    """The options the runtime that made an allocator gives it, and in whose words."""
 
     allow_growth: bool
     garbage_collection: bool
     limit_bytes: int | None  # None where it depends on the device (a GPU card)
     source: str
+    runtime: str = "TensorFlow"  # or "XLA" (JAX and other PjRt clients build the allocator with their own options)
 
 
-def defaults_for(allocator: str) -> Defaults:
-    """TF's options for an allocator by its name: GPU (``GPU_n_bfc``), pinned host memory (``gpu_host_bfc``,
-    ``cuda_host_bfc``) or TF's CPU BFC (anything else)."""
+XLA_MEM_FRACTION = 0.75  # XLA_PYTHON_CLIENT_MEM_FRACTION's default (JAX 0.4 on; 0.9 before)
+XLA_HOST_DEFAULT_LIMIT_BYTES = 64 << 30  # XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB's default (pjrt gpu_helpers.cc)
+_XLA_HOST_ALLOCATOR = re.compile(r"(?:.*:)?xla_gpu_host_bfc", re.IGNORECASE)
+
+
+def defaults_for(allocator: str, runtime: str = "TensorFlow") -> Defaults:
+    """The options of an allocator by its name and the runtime that built it (:meth:`TraceData.runtime_of`).
+
+    TensorFlow: GPU (``GPU_n_bfc``), pinned host memory (``gpu_host_bfc``, ``cuda_host_bfc``) or
+    TF's CPU BFC (anything else). XLA (JAX's GPU client, pjrt's gpu_helpers.cc): its pinned host
+    allocator (``xla_gpu_host_bfc``) or a device's (``GPU_n_bfc``, anything else).
+    """
+    if runtime == "XLA":
+        if _XLA_HOST_ALLOCATOR.fullmatch(allocator):
+            return Defaults(True, False, XLA_HOST_DEFAULT_LIMIT_BYTES, "XLA's pinned host allocator (JAX): allow_growth "
+                            "on (off with XLA_PJRT_GPU_HOST_MEMORY_PREALLOCATE), garbage collection off, limit "
+                            "XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB (default 64 GiB)", "XLA")
+        return Defaults(False, False, None, "XLA's GPU allocator (JAX): allow_growth off (on with "
+                        "XLA_PYTHON_CLIENT_PREALLOCATE=false), garbage collection off, limit the card's memory x "
+                        "XLA_PYTHON_CLIENT_MEM_FRACTION (default 0.75)", "XLA")
     if _GPU_ALLOCATOR.fullmatch(allocator):
         return Defaults(False, True, None, "TF's GPU allocator: allow_growth off (TF_FORCE_GPU_ALLOW_GROWTH), "
                         "garbage collection on (TF_ENABLE_GPU_GARBAGE_COLLECTION)")
@@ -108,6 +131,19 @@ def defaults_for(allocator: str) -> Defaults:
                         "versions: 65,536)")
     return Defaults(True, False, CPU_DEFAULT_LIMIT_BYTES, "TF's CPU BFC allocator (TF_CPU_ALLOCATOR_USE_BFC): "
                     "allow_growth on, garbage collection off, limit TF_CPU_BFC_MEM_LIMIT_IN_MB (default 65,536 MiB)")
+
+
+def trace_defaults(trace: TraceData, allocator: str) -> Defaults:
+    """:func:`defaults_for` the runtime that recorded ``allocator``'s events in ``trace`` (XLA's or TF's)."""
+    return defaults_for(allocator, trace.runtime_of(allocator))
+
+
+def card_limit_bytes(card_bytes: int, compute_capability_major: int, runtime: str = "TensorFlow") -> int:
+    """The limit a runtime gives its GPU allocator on a card of ``card_bytes``: TF's, the card minus its
+    reserve (:func:`gpu_limit_bytes`); XLA's, the card x XLA_PYTHON_CLIENT_MEM_FRACTION's default."""
+    if runtime == "XLA":
+        return int(card_bytes * XLA_MEM_FRACTION)
+    return gpu_limit_bytes(card_bytes, compute_capability_major)
 
 
 @dataclass(frozen=True, eq=False)
@@ -336,6 +372,7 @@ class FitResult:
     failure: Failure | None
     alternatives: tuple[Alternative, ...]
     assumptions: tuple[str, ...] = field(default=())
+    runtime: str = "TensorFlow"  # whose defaults: "TensorFlow" or "XLA" (the runtime that recorded the trace)
 
 
 def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_growth: bool | None = None,
@@ -343,12 +380,15 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
         recorded_limit: int | None = None, alternatives: bool = True) -> FitResult:
     """Fit ``allocator``'s requests in ``trace`` (see the module's docstring).
 
-    Options left None take TF's defaults for the allocator (:func:`defaults_for`).
-    ``recorded_limit`` is the limit the trace was recorded under, for the self-check (default:
-    TF's default for the allocator; for a GPU, which has none, no self-check without it).
+    Options left None take the defaults of the runtime that recorded the trace, TF's or XLA's
+    (:func:`trace_defaults`). ``recorded_limit`` is the limit the trace was recorded under, for the
+    self-check (default: the limit the profile's events show, where they show one, which is said
+    where it is not the runtime's default (a GPU's, which depends on the card; a run under
+    TF_CPU_BFC_MEM_LIMIT_IN_MB); else the runtime's default for the allocator; else, for a GPU, no
+    self-check).
     """
     found = requests_for(trace, allocator)
-    defaults = defaults_for(allocator)
+    defaults = trace_defaults(trace, allocator)
     growth = defaults.allow_growth if allow_growth is None else allow_growth
     gc = defaults.garbage_collection if garbage_collection is None else garbage_collection
     fraction = 0.0 if fragmentation_fraction is None else fragmentation_fraction
@@ -357,6 +397,11 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
     notes = list(found.assumptions)
     if found.from_birth and found.addresses is not None:
         check_limit = recorded_limit if recorded_limit is not None else defaults.limit_bytes
+        shown = trace.recorded_limit(allocator)
+        if recorded_limit is None and shown is not None and shown != defaults.limit_bytes:
+            check_limit = shown
+            notes.append(f"the self-check runs under the limit the profile's events show ({shown:,} bytes: "
+                         "bytes_available + bytes_allocated)")
         if check_limit is None:
             notes.append("the limit this profile was recorded under is unknown (a GPU's depends on the card): no "
                          "self-check; give it with --recorded-limit")
@@ -364,7 +409,7 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
             reproduced = reproduce(found, BFCOptions(check_limit, growth, gc, fraction))
             descending, order = reproduced.regions_descending, reproduced.region_order
     result = fit_requests(found.requests, _options(limit, growth, gc, fraction, descending, order), allocator=allocator,
-                          alternatives=alternatives, defaults=defaults.source)
+                          alternatives=alternatives, defaults=defaults.source, runtime=defaults.runtime)
     return replace(result, reproduced=reproduced, assumptions=tuple(notes))
 
 
@@ -377,7 +422,7 @@ def _options(limit: int | None, growth: bool, gc: bool, fraction: float, descend
 
 
 def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = "", limit_given: bool | None = None,
-                 alternatives: bool = True, defaults: str = "") -> FitResult:
+                 alternatives: bool = True, defaults: str = "", runtime: str = "TensorFlow") -> FitResult:
     """Fit a request sequence not read from a trace (``memtrace fit --vs`` builds one per batch size).
 
     ``options.limit_bytes`` is the limit asked about; 0 (with ``limit_given`` not True) means
@@ -403,6 +448,7 @@ def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = ""
         lost_bytes=search.limit_bytes - at_min.peak_in_use_bytes,
         requested_peak_bytes=requests.peak_rounded_live_bytes(), events=len(requests),
         allocations=int(np.count_nonzero(requests.is_alloc)), reproduced=None, failure=failure, alternatives=alts,
+        runtime=runtime,
     )
 
 

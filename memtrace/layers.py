@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .errors import UsageError
@@ -150,3 +151,34 @@ def _user_name(scope: str, known: tuple[str, ...]) -> str:
         if scope in known:
             return scope
     return stripped
+
+
+def shows_keras(names: Iterable[str]) -> bool:
+    """Whether node names come from a Keras model run as a function (``Model.fit``, ``train_on_batch``,
+    a ``tf.function`` with a ``GradientTape``): some name has a function-call wrapper
+    (``StatefulPartitionedCall/``) or a ``gradient_tape/`` scope. TF1 graphs have neither."""
+    for name in names:
+        parts = name.split(":", 1)[0].split("/")
+        if any(_WRAPPER.match(p) for p in parts[:-1]) or _GRADIENTS[0] in parts[:-1]:
+            return True
+    return False
+
+
+def scope_of(name: str, depth: int | None = None, layers: bool = False) -> str:
+    """A node name's scope for ``--group-by scope[:DEPTH]``, the function-call wrappers left out.
+
+    With a ``depth``: the first ``depth`` levels (the op's name itself where the name has fewer
+    scopes). Without one, 1 level, or where ``layers`` (the names show a Keras model,
+    :func:`shows_keras`) the depth that lands on layers: the model's scope and the layer's below it
+    (``sequential_1/dense_1``), under ``gradient_tape/`` for the backward pass; a scope that is no
+    model's (the optimizer's ``adam``, the loss's) is cut at its first level.
+    """
+    parts = strip_wrappers(name)
+    if depth is not None or not layers:
+        return "/".join(parts[: depth or 1])
+    scopes = parts[:-1]
+    lead = scopes[:1] if scopes and scopes[0] in _GRADIENTS else []
+    rest = scopes[len(lead):]
+    keep = 2 if rest and not _is_optimizer(rest[0], None) and _is_model(rest[0], None) else 1
+    return "/".join(lead + rest[:keep]) or parts[-1]
+

@@ -219,6 +219,11 @@ class TraceData:
     oddities: tuple[Oddity, ...] = field(default=())
     steps: tuple[Step, ...] = field(default=())  # the steps a profile marks, in order; () for a StepStats
     step: int | None = None  # the step this trace was restricted to (``load(..., step=N)``), else None
+    # The allocators whose events XLA's runtime (JAX, another PjRt client) wrote, not TensorFlow's (a profile's).
+    xla_allocators: tuple[str, ...] = field(default=())
+    # (allocator, limit) where a profile's events say the allocator's limit: bytes_available +
+    # bytes_allocated, the same in every event of that allocator.
+    recorded_limits: tuple[tuple[str, int], ...] = field(default=())
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -264,6 +269,14 @@ class TraceData:
                 f"{len(self.nodes)} nodes, {len(self.records)} records, {len(self.outputs)} outputs, "
                 f"allocators {', '.join(self.allocators) or 'none'}{steps}{step}>")
 
+    def runtime_of(self, allocator: str) -> str:
+        """``"XLA"`` where XLA's runtime (JAX) wrote the allocator's events, else ``"TensorFlow"``."""
+        return "XLA" if allocator in self.xla_allocators else "TensorFlow"
+
+    def recorded_limit(self, allocator: str) -> int | None:
+        """The limit the allocator ran under, where the trace's events say it (a profile's ``bytes_available``)."""
+        return dict(self.recorded_limits).get(allocator)
+
     def _held_steps(self) -> tuple[Step, ...]:
         """The marked steps this trace holds: all of them, or the one it was restricted to."""
         return self.steps if self.step is None else tuple(s for s in self.steps if s.number == self.step)
@@ -285,6 +298,8 @@ class TraceData:
         if self.strings != other.strings or self.allocators != other.allocators:
             return False
         if self.message != other.message or self.oddities != other.oddities or self.steps != other.steps:
+            return False
+        if (self.xla_allocators, self.recorded_limits) != (other.xla_allocators, other.recorded_limits):
             return False
         if not all(getattr(self, t).same_as(getattr(other, t)) for t in tables):
             return False

@@ -21,7 +21,7 @@ import numpy as np
 
 from . import bfc
 from .errors import UsageError
-from .fit import FitResult, defaults_for, fit_requests, reproduce, requests_for
+from .fit import FitResult, fit_requests, reproduce, requests_for, trace_defaults
 from .model import TraceData
 from .oom import OomEvent
 
@@ -53,7 +53,7 @@ def avoidance(event: OomEvent, trace: TraceData, allocator: str | None = None) -
     if event.limit_bytes is None:
         raise UsageError(f"{dump.path}: the dump does not say the allocator's limit: give it with --limit")
     found = requests_for(trace, name)
-    defaults = defaults_for(name)
+    defaults = trace_defaults(trace, name)
     options = bfc.BFCOptions(event.limit_bytes, defaults.allow_growth, defaults.garbage_collection)
     notes = list(found.assumptions)
     if found.from_birth and found.addresses is not None:
@@ -68,7 +68,8 @@ def avoidance(event: OomEvent, trace: TraceData, allocator: str | None = None) -
         notes.append("the trace ends before the failed request (the run stopped there): the dump's request was "
                      "added after the trace's last allocation (among the frees that follow it, where the dump's bytes "
                      "in use say), so the limits below get the run past this failure, not necessarily to its end")
-    result = fit_requests(requests, options, allocator=name, limit_given=True, defaults=defaults.source)
+    result = fit_requests(requests, options, allocator=name, limit_given=True, defaults=defaults.source,
+                          runtime=defaults.runtime)
     failure = result.failure
     same_request = (failure is not None and failure.request_bytes == event.request_bytes
                     and (dump.op is None or failure.op == dump.op))

@@ -36,7 +36,7 @@ import numpy.typing as npt
 
 from .buffers import owned_outputs
 from .errors import UsageError
-from .layers import LayerNames, layer_of, strip_wrappers
+from .layers import LayerNames, layer_of, scope_of, shows_keras
 from .model import IntArray, TraceData
 from .peak import compile_name_filter, peak, peaks_and_unknown, split_freed_before_step
 from .replay import Uncounted, split_counted
@@ -235,27 +235,33 @@ def ops(
                      unknown=tuple(unknown), freed_before_step_bytes=freed)
 
 
-def group_rows(rows: Iterable[OpRow], by: str, depth: int | None = None, layer_names: LayerNames | None = None) -> list[OpRow]:
-    """Node rows added up by op type, name scope (``depth`` levels) or Keras layer and phase (the
-    row's name ``LAYER (PHASE)``); ``node`` keeps them as they are. In order of first appearance."""
+def group_rows(rows: Iterable[OpRow], by: str, depth: int | None = None, layer_names: LayerNames | None = None,
+               layered: bool | None = None) -> list[OpRow]:
+    """Node rows added up by op type, name scope (``depth`` levels; None: the depth that lands on layers
+    where the names show a Keras model, else 1, see :func:`memtrace.layers.scope_of`) or Keras layer
+    and phase (the row's name ``LAYER (PHASE)``); ``node`` keeps them as they are. In order of first
+    appearance. ``layered`` says whether the names show a Keras model (None: decided from ``rows``)."""
     rows = list(rows)
     if by == "node":
         return rows
+    if layered is None:
+        layered = by == "scope" and depth is None and shows_keras(row.name for row in rows)
     groups: dict[str, OpRow] = {}
     for row in rows:
-        key = _group_key(row, by, depth, layer_names)
+        key = _group_key(row, by, depth, layer_names, layered)
         named = replace(row, name=key)
         groups[key] = groups[key] + named if key in groups else named
     return list(groups.values())
 
 
-def _group_key(row: OpRow, by: str, depth: int | None, layer_names: LayerNames | None = None) -> str:
+def _group_key(row: OpRow, by: str, depth: int | None, layer_names: LayerNames | None = None,
+               layered: bool = False) -> str:
     if by == "type":
         return row.op_type or "(unknown)"
     if by == "layer":  # the Keras layer as the user named it, and the phase of the step
         where = layer_of(row.name, layer_names)
         return f"{where.layer} ({where.phase})"
-    return "/".join(strip_wrappers(row.name)[: depth or 1])  # StatefulPartitionedCall/ is no scope of the model's
+    return scope_of(row.name, depth, layered)  # StatefulPartitionedCall/ is no scope of the model's
 
 
 def _bytes_at_peak(trace: TraceData, allocators: Iterable[str] | None) -> dict[str, int]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import UsageError
-from .layers import LayerNames, LayerPhase, layer_of, strip_wrappers
+from .layers import LayerNames, LayerPhase, layer_of, scope_of, shows_keras
 from .model import IntArray, TraceData
 from .replay import Reconciliation, Replay, Uncounted, reconcile, replay, split_counted
 
@@ -169,10 +169,12 @@ def peaks_and_unknown(trace: TraceData, allocators: Iterable[str] | None = None)
 
 
 def group_live_set(
-    trace: TraceData, found: AllocatorPeak, by: str = "scope", depth: int = 1, live: Iterable[LiveAllocation] | None = None,
-    layer_names: LayerNames | None = None,
+    trace: TraceData, found: AllocatorPeak, by: str = "scope", depth: int | None = 1,
+    live: Iterable[LiveAllocation] | None = None, layer_names: LayerNames | None = None,
 ) -> list[LiveGroup]:
-    """The live set at the peak added up by ``node`` (op name), op ``type`` or name ``scope`` (``depth`` levels).
+    """The live set at the peak added up by ``node`` (op name), op ``type`` or name ``scope`` (``depth`` levels;
+    None: the depth that lands on layers where the trace's names show a Keras model, else 1, see
+    :func:`memtrace.layers.scope_of`).
 
     Largest first, ties by key. The groups' bytes add up to ``peak_delta_bytes`` exactly, as
     the live set does; a name without a scope is its own scope; frees of chunks allocated before
@@ -184,6 +186,8 @@ def group_live_set(
     if by not in GROUPINGS:
         raise UsageError(f"cannot group by {by!r}: choose one of {', '.join(GROUPINGS)}")
     op_type = _op_types(trace) if by == "type" else {}
+    layered = by == "scope" and depth is None and shows_keras(
+        trace.strings[int(s)] for s in np.unique(trace.nodes.name).tolist())
     totals: dict[str, list[int]] = {}
     layers: dict[str, LayerPhase] = {}
     for allocation in found.live_at_peak if live is None else live:
@@ -199,7 +203,7 @@ def group_live_set(
             key = f"{where.layer} ({where.phase})"
             layers[key] = where
         else:  # the wrappers TensorFlow adds (StatefulPartitionedCall/) are no scope of the model's
-            key = "/".join(strip_wrappers(name)[: max(depth, 1)])
+            key = scope_of(name, None if depth is None else max(depth, 1), layered)
         count_bytes = totals.setdefault(key, [0, 0, 0])
         count_bytes[0] += 1
         count_bytes[1] += allocation.bytes
@@ -295,13 +299,14 @@ def allocation_kinds(trace: TraceData, replayed: Replay, allocations: IntArray) 
     kind = np.where(row >= 0, listed, np.where(temp, 1, np.where(free < 0, 2, 3)))
     return list(map(_KINDS.__getitem__, kind.tolist()))
 
-def parse_group_by(text: str) -> tuple[str, int]:
-    """``"node"``, ``"type"``, ``"scope"``, ``"scope:DEPTH"`` or ``"layer"`` -> (grouping, depth)."""
+def parse_group_by(text: str) -> tuple[str, int | None]:
+    """``"node"``, ``"type"``, ``"scope"``, ``"scope:DEPTH"`` or ``"layer"`` -> (grouping, depth); the depth is
+    None where none was given (scope's default: :func:`memtrace.layers.scope_of`)."""
     by, _, depth_text = text.partition(":")
     if by not in GROUPINGS:
         raise UsageError(f"cannot group by {by!r}: choose one of node, type, scope, scope:DEPTH or layer")
     if not depth_text:
-        return by, 1
+        return by, None
     if by != "scope" or not depth_text.isdigit() or int(depth_text) < 1:
         raise UsageError(f"not a grouping: {text!r} (a depth goes with scope, as in scope:2)")
     return by, int(depth_text)

@@ -54,14 +54,14 @@ def regions_of(trace: TraceData, allocator: str) -> Regions | None:
 
     Only an allocator that grows (TF's CPU BFC; a GPU's with ``allow_growth``) makes more than one
     region; the model replays with growth under TF's limit for the allocator
-    (:func:`memtrace.fit.defaults_for`; a GPU's, which depends on the card, a large one), and its
+    (:func:`memtrace.fit.trace_defaults`; a GPU's, which depends on the card, a large one), and its
     regions count only when every address of the profile is reproduced.
     """
-    from .fit import defaults_for, reproduce, requests_for
+    from .fit import reproduce, requests_for, trace_defaults
 
     if trace.message != "XSpace" or allocator not in trace.allocators:
         return None
-    defaults = defaults_for(allocator)
+    defaults = trace_defaults(trace, allocator)
     try:
         found = requests_for(trace, allocator)
     except MemtraceError:

@@ -8,6 +8,7 @@ Chromium that opens the pages without a script error and draws them (as tests/te
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 
 import numpy as np
@@ -151,3 +152,100 @@ def test_a_stepstats_report_has_no_address_space(tmp_path: Path) -> None:
 def test_fit_html_needs_an_output_file(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["fit", str(JAX), *args]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+# -- fit SMALL --vs LARGE --html: the address space of a batch predicted from two recordings -----------------
+
+BATCHES = FIXTURES / "batches"
+_CHUNK = re.compile(r"chunk .* \(([\d,]+) B, requested ([\d,]+) B\) at offset ([\d,]+) of region (\d+); "
+                    r"allocated at event ([\d,]+), (?:freed at event ([\d,]+)|never freed)")
+
+
+def _sections(text: str) -> list[str]:
+    return text.split("<section>")[1:]
+
+
+def _drawn(section: str) -> list[tuple[int, ...]]:
+    """Each drawn chunk of a section as (offset, region, size, requested, start event, end event or -1)."""
+    def number(s: str | None) -> int:
+        return -1 if s is None else int(s.replace(",", ""))
+    return sorted((number(m[3]), number(m[4]), number(m[1]), number(m[2]), number(m[5]), number(m[6]))
+                  for m in (_CHUNK.search(t.text) for t in Page(section).find("title")) if m)
+
+
+def _replayed(requests: bfc.Requests, options: bfc.BFCOptions) -> list[tuple[int, ...]]:
+    """The same, from the BFC model's replay of the requests (each free found from the requests' own pairing)."""
+    sim = bfc.simulate(requests, options)
+    done = len(sim.bytes_in_use)
+    freed_at = {int(requests.frees[row]): row for row in range(done) if not requests.is_alloc[row] and requests.frees[row] >= 0}
+    return sorted((int(sim.offset[row]), int(sim.region[row]), int(sim.chunk_bytes[row]),
+                   int(requests.requested_bytes[row]), row, freed_at.get(row, -1))
+                  for row in range(done) if requests.is_alloc[row] and sim.region[row] >= 0)
+
+
+def test_fit_vs_html_draws_the_largest_batch_that_fits_and_the_first_that_does_not(tmp_path: Path) -> None:
+    from memtrace.batch_fit import batch_model
+    from memtrace.fit import requests_for
+
+    small, large = BATCHES / "cnn_b16.xplane.pb.gz", BATCHES / "cnn_b64.xplane.pb.gz"
+    page = tmp_path / "batch.html"
+    # GIVEN the CNN at batch 16 and 64, asked for the largest batch under 16 MiB (36: see tests/test_batch_fit.py)
+    assert main(["fit", str(small), "--vs", str(large), "--limit", "16MiB", "--no-alternatives", "--html",
+                 "-o", str(page)]) == 0
+    text = page.read_text()
+    dom = Page(text)
+    # THEN a page says it is a prediction from two recordings, with one picture per batch: 36 fits, 37 fails
+    [h1] = dom.find("h1")
+    assert h1.text == (f"memtrace fit: predicted from two recordings, {small} (batch 16) and {large} (batch 64)")
+    assert [h.text for h in dom.find("h2")] == [f"{CPU}, batch 36", f"{CPU}, batch 37"]
+    assert len(dom.find("svg", "address-space")) == 2 and not dom.find("script")
+    fits, fails = _sections(text)
+    assert "A prediction from two recordings, not a recorded layout" in fits
+    assert not Page(fits).find("line", "failure") and len(Page(fails).find("line", "failure")) == 1
+    # the request fit --vs says fails at batch 37 (37 x 30 x 30 x 32 float32: 4.06 MiB, tests/test_batch_fit.py)
+    assert f"out of memory: {37 * 30 * 30 * 32 * 4 / MIB:.2f} MiB for gradient_tape/sequential_1/max_pooling2d_1/" \
+           "MaxPool2d/MaxPoolGrad" in fails
+    # AND every box is a chunk of the BFC model's replay of that batch's predicted requests, no more, no fewer
+    model = batch_model(requests_for(memtrace.load(small), CPU).requests,
+                        requests_for(memtrace.load(large), CPU).requests, (16, 64))
+    options = bfc.BFCOptions(16 * MIB, allow_growth=True, garbage_collection=False)
+    for batch, section in ((36, fits), (37, fails)):
+        ours = _drawn(section)
+        assert ours == _replayed(model.requests_at(batch), options) and len(ours) > 500
+
+
+def test_fit_vs_html_batch_n_and_names_escaped(tmp_path: Path) -> None:
+    # GIVEN two hand-made recordings at batch 1 and 2 whose ops carry markup; sizes double with the batch
+    hostile = '<img src=x onerror="alert(1)">/op'
+
+    def recording(batch: int) -> Path:
+        a, b = 1024 * batch, 256
+        events = [_event("alloc", 10, a, a, 0x1000, hostile), _event("alloc", 20, b, a + b, 0x9000, "ok/b"),
+                  _event("dealloc", 30, a, b, 0x1000), _event("dealloc", 40, b, 0, 0x9000)]
+        return _write(tmp_path, _space(events), f"b{batch}.xplane.pb")
+
+    small, large = recording(1), recording(2)
+    page = tmp_path / "batch.html"
+    assert main(["fit", str(small), "--vs", str(large), "--batch-sizes", "1,2", "--batch", "4", "--html",
+                 "-o", str(page)]) == 0
+    text = page.read_text()
+    # THEN the names are text, never markup; batch 4's chunks: 4,096 B for the hostile op, 256 B for the other
+    assert "<img" not in text and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in text
+    assert not Page(text).find("img")
+    assert [h.text for h in Page(text).find("h2")] == ["cpu_bfc, batch 4"]
+    [section] = _sections(text)
+    assert [(size, requested) for _, _, size, requested, _, _ in _drawn(section)] == [(4096, 4096), (256, 256)]
+    assert "under its smallest limit (1,048,576 bytes)" in section
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--html", "-o", "OUT"], "give --batch N, or --limit SIZE"),
+    (["--html", "--batch", "4"], "needs -o/--output FILE"),
+])
+def test_fit_vs_html_refuses_what_it_cannot_draw(args: list[str], says: str, capsys: pytest.CaptureFixture[str],
+                                                 tmp_path: Path) -> None:
+    small, large = BATCHES / "cnn_b16.xplane.pb.gz", BATCHES / "cnn_b64.xplane.pb.gz"
+    out = tmp_path / "x.html"
+    assert main(["fit", str(small), "--vs", str(large), *[str(out) if a == "OUT" else a for a in args]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err and not out.exists()

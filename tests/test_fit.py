@@ -299,3 +299,23 @@ def test_model_meets_tfs_dumps_when_memory_is_fragmented() -> None:
     assert _model_map(g) == _dump_map(second) == _dump_map(dumped)
     assert (g.largest_free_bytes, g.verdict) == (MIB, "fragmentation")
     assert g.in_use_bytes == dumped.stats.in_use_bytes
+
+
+def test_the_self_check_runs_under_the_limit_the_profiles_events_show() -> None:
+    # GIVEN TF's CPU BFC run under TF_CPU_BFC_MEM_LIMIT_IN_MB=50 (fixtures/oom/cpu_regions.py): its last
+    # region is cut to what the 50 MiB limit leaves, which TF's default 65,536 MiB would not cut
+    path = FIXTURES / "oom" / "cpu_regions_50mib.xplane.pb.gz"
+    trace = memtrace.load(path)
+    assert trace.recorded_limit("bfc_cpu_allocator_for_gpu") == 50 * MIB  # bytes_available + bytes_allocated
+    # WHEN fit is given no recorded limit
+    result = fit(trace, "bfc_cpu_allocator_for_gpu", alternatives=False)
+    # THEN it replays under the events' 50 MiB, says so, and reproduces every decision of the allocator
+    r = result.reproduced
+    assert r is not None and r.limit_bytes == 50 * MIB and r.exact and r.first_difference is None
+    assert (r.allocations, r.chunks_equal, r.events, r.bytes_in_use_equal) == (21, 21, 35, 35)
+    assert any("the limit the profile's events show (52,428,800 bytes" in note for note in result.assumptions)
+    # AND a profile recorded under TF's default limit says nothing more than before
+    default = fit(memtrace.load(FIXTURES / "profiles" / "cpu_bfc_regions.xplane.pb.gz"), "bfc_cpu_allocator_for_gpu",
+                  alternatives=False)
+    assert default.reproduced is not None and default.reproduced.limit_bytes == 65536 * MIB
+    assert not any("events show" in note for note in default.assumptions)

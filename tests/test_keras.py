@@ -337,3 +337,93 @@ def test_scopes_and_layers_of_fit_names_see_through_statefulpartitionedcall() ->
         ("small_cnn_1", 3 << 20), ("gradient_tape", 2 << 20), ("adam", 1 << 20)]
     assert [(g.layer, g.phase) for g in group_live_set(trace, whole, "layer")] == [
         ("conv_b", "forward"), ("hidden", "backward"), ("adam", "optimizer")]
+
+
+# -- --group-by scope without a depth lands on layers (issue 27, item 6) --------------------------------
+
+
+def test_scope_of_hand_worked() -> None:
+    from memtrace.layers import scope_of, shows_keras
+
+    fit_names = ["StatefulPartitionedCall/small_cnn_1/conv_b_1/Relu",
+                 "StatefulPartitionedCall/gradient_tape/small_cnn_1/hidden_1/MatMul/MatMul_1",
+                 "StatefulPartitionedCall/adam/Sqrt_9", "StatefulPartitionedCall/compile_loss/mean/Sum", "Add_1"]
+    assert shows_keras(fit_names) and shows_keras(["gradient_tape/model/dense/MatMul"])
+    # the model's scope and the layer's; under gradient_tape/ the same; the optimizer's and the loss's first level;
+    # a name without a scope is its own
+    assert [scope_of(n, None, layers=True) for n in fit_names] == [
+        "small_cnn_1/conv_b_1", "gradient_tape/small_cnn_1/hidden_1", "adam", "compile_loss", "Add_1"]
+    # a depth given is kept as it is, and so is 1 where the names show no Keras model (a TF1 graph's)
+    assert scope_of(fit_names[1], 3, layers=True) == "gradient_tape/small_cnn_1/hidden_1"
+    assert scope_of(fit_names[0], None, layers=False) == "small_cnn_1"
+    tf1 = ["conv1/weights/read", "gradients/conv1/Conv2D_grad/Conv2DBackpropFilter", "tower_0/conv1/Conv2D"]
+    assert not shows_keras(tf1)
+
+
+@pytest.mark.parametrize("path", [MLP, CNN, LSTM], ids=lambda p: p.name.split(".")[0])
+def test_peak_by_scope_lands_on_the_layers_the_layer_grouping_finds(capsys: pytest.CaptureFixture[str],
+                                                                     path: Path) -> None:
+    model, _, optimizer = KERAS_NAMES[path]
+    code, out = run(capsys, "peak", str(path), "--json", "--group-by", "scope")
+    assert code == 0
+    (entry,) = json.loads(out)["allocators"]
+    scopes = {g["key"]: g["bytes"] for g in entry["groups"]}
+    assert sum(scopes.values()) == entry["peak_delta_bytes"]
+    code, out = run(capsys, "peak", str(path), "--json", "--group-by", "layer")
+    (grouped,) = json.loads(out)["allocators"]
+    by_layer = {(g["layer"], g["phase"]): g["bytes"] for g in grouped["groups"]}
+    # THEN every forward and backward layer group is one scope group, the model's scope and the layer's
+    # (Keras spells both with one more _N than the user), under gradient_tape/ for the backward pass
+    for (layer, phase), size in by_layer.items():
+        if phase in ("forward", "backward"):
+            prefix = "gradient_tape/" if phase == "backward" else ""
+            [key] = [k for k in scopes if re.fullmatch(re.escape(prefix + model) + r"_\d+/" + re.escape(layer) + r"_\d+", k)]
+            assert scopes[key] == size
+        elif phase == "optimizer":
+            assert scopes[optimizer] == size
+    assert any(phase == "backward" for _, phase in by_layer)  # the gradients are split by layer, not one bucket
+
+
+def test_scope_default_of_the_cnn_in_numbers(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(capsys, "peak", str(CNN), "--group-by", "scope")
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["scope", "count"]) + 2
+    # conv2d's ReLU output chunk (91,136 B) and the pooling gradient's (50,176 B), as by layer above
+    assert lines[start].split() == ["sequential_1_1/conv2d_1", "x1", "89", "KiB", "49", "KiB", "91,136", "46.5%"]
+    assert lines[start + 1].split() == ["gradient_tape/sequential_1_1/max_pooling2d_1", "x1", "49", "KiB", "49", "KiB",
+                                        "50,176", "25.6%"]
+    # ops and diff group alike
+    code, out = run(capsys, "ops", str(CNN), "--group-by", "scope", "--json")
+    names = {r["name"] for r in json.loads(out)["rows"]}
+    assert {"sequential_1_1/conv2d_1", "gradient_tape/sequential_1_1/conv2d_1", "adam_1"} <= names
+    assert run(capsys, "ops", str(CNN), "--by", "scope", "--json")[1] == out
+    batches = FIXTURES / "batches"  # the same CNN at batch 16 and 64: every layer's bytes grow
+    code, out = run(capsys, "diff", str(batches / "cnn_b16.xplane.pb.gz"), str(batches / "cnn_b64.xplane.pb.gz"),
+                    "--group-by", "scope", "--json")
+    assert code == 0
+    changed = {o["name"] for o in json.loads(out)["ops"]}
+    assert any(re.fullmatch(r"sequential(_\d+)?/conv2d(_\d+)?", n) for n in changed)
+    assert any(re.fullmatch(r"gradient_tape/sequential(_\d+)?/\w+", n) for n in changed)
+
+
+@pytest.mark.parametrize("name", ["alexnet_train_gpu.pb", "ptb_lstm_train_gpu.pbtxt"])
+def test_scope_default_of_a_tf1_graph_stays_one_level(capsys: pytest.CaptureFixture[str], name: str) -> None:
+    path = str(FIXTURES / name)
+    for command in (["peak", "--top", "50"], ["ops"]):
+        default = run(capsys, command[0], path, "--group-by", "scope", *command[1:])
+        assert default == run(capsys, command[0], path, "--group-by", "scope:1", *command[1:])
+
+
+# -- check on a profile of several steps: the baseline is what was live before the profile -------------
+
+
+def test_check_says_before_the_profile_where_the_trace_is_a_profile_of_steps(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(capsys, "check", str(CNN), "--max-peak", "CPU:0=100KiB", "--max-peak-delta", "CPU:0=100KiB")
+    text = " ".join(out.split())
+    assert code == 1 and "before the step" not in text and "during the step" not in text
+    assert "absolute: baseline 120 KiB live before the profile (272 of 272 snapshots agree)" in text
+    assert "live before the profile (baseline): 120 KiB (40.6%)" in text
+    assert "bytes allocated during the profile, baseline left out" in text
+    assert "shares of the bytes allocated during the profile" in text
+    code, out = run(capsys, "check", str(CNN), "--step", "2", "--max-peak", "CPU:0=100KiB", "--json")
+    assert "live before the step" in json.loads(out)["budgets"][0]["note"]

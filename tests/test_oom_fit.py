@@ -54,8 +54,11 @@ def test_the_run_that_completed_replays_under_its_limit_and_not_below() -> None:
     # exact, the last region included: TF cut it to what the limit left (20 MiB, not 32), so the
     # 20 MiB Fill got a 20 MiB chunk; under TF's default limit the model would hand out 32 MiB
     assert at_50.fits and at_50.reproduced is not None and at_50.reproduced.exact
-    unlimited = fit(trace, ALLOCATOR, limit=50 * MIB)
+    unlimited = fit(trace, ALLOCATOR, limit=50 * MIB, recorded_limit=65536 * MIB)
     assert unlimited.reproduced is not None and unlimited.reproduced.chunks_equal == 20
+    # (without recorded_limit the self-check takes the limit the profile's events show: 50 MiB)
+    shown = fit(trace, ALLOCATOR, limit=50 * MIB).reproduced
+    assert shown is not None and shown.exact and shown.limit_bytes == 50 * MIB
     at_49 = fit(trace, ALLOCATOR, limit=49 * MIB)
     assert not at_49.fits and at_49.failure is not None
     assert (at_49.failure.op, at_49.failure.request_bytes) == ("Fill", 20 * MIB)

@@ -158,9 +158,10 @@ def test_select_live_by_name_and_size() -> None:
         select_live(p, "(")
 
 
-@pytest.mark.parametrize(("text", "parsed"), [("node", ("node", 1)), ("type", ("type", 1)), ("scope", ("scope", 1)),
-                                              ("scope:3", ("scope", 3))])
-def test_parse_group_by(text: str, parsed: tuple[str, int]) -> None:
+# No depth given: None, which scope grouping reads as "down to the layers where the names show a Keras model, else 1".
+@pytest.mark.parametrize(("text", "parsed"), [("node", ("node", None)), ("type", ("type", None)),
+                                              ("scope", ("scope", None)), ("scope:3", ("scope", 3))])
+def test_parse_group_by(text: str, parsed: tuple[str, int | None]) -> None:
     assert parse_group_by(text) == parsed
 
 

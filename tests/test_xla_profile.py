@@ -223,3 +223,75 @@ def test_fit_cli_reports_the_self_check_on_xla(capsys: pytest.CaptureFixture[str
                  "--no-garbage-collection"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "the model reproduces 80 of 80 addresses and 157 of 157 fragmentation values" in text
+
+
+# -- fit's defaults follow the runtime that recorded the trace (XLA's, not TF's) ----------------------
+
+
+def _shown_limit(allocator: str) -> int:
+    """The allocator's limit as its raw events say it: bytes_available + bytes_allocated, the same in every event."""
+    limits = {int(e["bytes_available"]) + int(e["bytes_allocated"]) for e in _raw_events(allocator)}  # type: ignore[call-overload]
+    assert len(limits) == 1
+    return limits.pop()
+
+
+def test_the_trace_says_xla_recorded_it_and_under_which_limits(trace: memtrace.Trace) -> None:
+    from memtrace.read import xplane, xplane_binary
+    from memtrace.read.binary import _PAD
+
+    assert trace.xla_allocators == ("GPU_0_bfc", "xla_gpu_host_bfc")
+    assert trace.runtime_of("GPU_0_bfc") == trace.runtime_of("xla_gpu_host_bfc") == "XLA"
+    assert trace.recorded_limit("GPU_0_bfc") == _shown_limit("GPU_0_bfc") == 63_763_906_560
+    assert trace.recorded_limit("xla_gpu_host_bfc") == _shown_limit("xla_gpu_host_bfc") == 64 << 30
+    # both ways of reading take bytes_available alike
+    data = gzip.decompress(JAX.read_bytes())
+    fast, reference = xplane.Events(), xplane.Events()
+    xplane_binary.collect(bytearray(data) + bytes(_PAD), fast)
+    xplane.collect(xplane.parse(str(JAX), data), reference)
+    assert fast.same_as(reference) and (fast.column("available") > 0).all()
+
+
+def test_a_tensorflow_profile_is_tensorflows() -> None:
+    keras = memtrace.load(JAX.parent / "keras_mlp.xplane.pb.gz")
+    assert keras.xla_allocators == () and keras.runtime_of("bfc_cpu_allocator_for_gpu") == "TensorFlow"
+
+
+def test_fit_takes_xlas_defaults_and_the_limit_the_events_show(trace: memtrace.Trace) -> None:
+    from memtrace.fit import fit
+
+    # WHEN fit is given no option at all
+    gpu = fit(trace, "GPU_0_bfc")
+    # THEN XLA's GPU allocator's options: preallocated (no growth), no garbage collection (TF's GPU: on)
+    assert (gpu.runtime, gpu.options.allow_growth, gpu.options.garbage_collection) == ("XLA", False, False)
+    assert gpu.defaults.startswith("XLA's GPU allocator")
+    # AND the self-check runs under the limit the events show, reproducing every decision of the allocator
+    r = gpu.reproduced
+    assert r is not None and r.limit_bytes == _shown_limit("GPU_0_bfc") and r.exact
+    assert (r.addresses_equal, r.events, r.fragmentation_equal) == (80, 157, 157)
+    assert any("bytes_available + bytes_allocated" in note for note in gpu.assumptions)
+    # AND XLA's pinned host allocator: growth on, no garbage collection, 64 GiB
+    host = fit(trace, "xla_gpu_host_bfc")
+    assert (host.runtime, host.options.allow_growth, host.options.garbage_collection) == ("XLA", True, False)
+    assert host.reproduced is not None and host.reproduced.limit_bytes == 64 << 30 and host.reproduced.exact
+
+
+def test_fit_says_whose_defaults_apply(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fit", str(JAX), "--json"]) == 0
+    entries = {e["allocator"]: e for e in json.loads(capsys.readouterr().out)["allocators"]}
+    assert {name: e["runtime"] for name, e in entries.items()} == {"GPU_0_bfc": "XLA", "xla_gpu_host_bfc": "XLA"}
+    assert entries["GPU_0_bfc"]["options"]["garbage_collection"] is False
+    assert entries["GPU_0_bfc"]["reproduced"]["addresses_equal"] == 80
+    assert main(["fit", str(JAX), "--allocator", "GPU_0_bfc"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "options not given are XLA's GPU allocator (JAX)" in text
+    assert "the model reproduces 80 of 80 addresses and 157 of 157 fragmentation values" in text
+    keras = str(JAX.parent / "keras_mlp.xplane.pb.gz")
+    assert main(["fit", keras, "--json", "--no-alternatives"]) == 0
+    assert [e["runtime"] for e in json.loads(capsys.readouterr().out)["allocators"]] == ["TensorFlow"]
+
+
+def test_a_card_gives_xlas_limit_on_an_xla_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    # XLA takes XLA_PYTHON_CLIENT_MEM_FRACTION (0.75) of the card; TF the card less its reserve
+    assert main(["fit", str(JAX), "--allocator", "GPU_0_bfc", "--card", "16GB", "--json", "--no-alternatives"]) == 0
+    [entry] = json.loads(capsys.readouterr().out)["allocators"]
+    assert entry["options"]["limit_bytes"] == 12_000_000_000

@@ -26,20 +26,21 @@ def register(subparsers: Any) -> None:
     limit = parser.add_mutually_exclusive_group()
     limit.add_argument("--limit", metavar="SIZE", help="the allocator's memory limit to try (e.g. 15GiB, 682MiB)")
     limit.add_argument("--card", metavar="SIZE", help="a GPU's memory (e.g. 16GB): the limit TF derives from it, "
-                       "free memory minus its reserve (see --compute-capability)")
+                       "free memory minus its reserve (see --compute-capability); XLA's: 0.75 of it")
     parser.add_argument("--compute-capability", metavar="X.Y", default="8.0",
                         help="the GPU's compute capability for --card (default 8.0): decides TF's reserve")
     parser.add_argument("--allow-growth", action=argparse.BooleanOptionalAction, default=None,
-                        help="grow the pool region by region (default: TF's for the allocator: on for CPU BFC, off "
-                        "for GPU)")
+                        help="grow the pool region by region (default: that of the runtime that recorded the trace: "
+                        "TF's on for CPU BFC, off for GPU; XLA's off for GPU)")
     parser.add_argument("--garbage-collection", action=argparse.BooleanOptionalAction, default=None,
-                        help="free wholly free regions before giving up (default: TF's: off for CPU BFC, on for GPU)")
+                        help="free wholly free regions before giving up (default: TF's off for CPU BFC, on for GPU; "
+                        "XLA's off)")
     parser.add_argument("--fragmentation-fraction", metavar="F", type=float, default=None,
                         help="split a chunk whose remainder is at least F x limit (TF's "
                         "internal_fragmentation_fraction); default 0: the 128 MiB rule")
     parser.add_argument("--recorded-limit", metavar="SIZE",
                         help="the limit the trace was recorded under, for the self-check (default: TF's default, 65,536 "
-                        "MiB for CPU BFC; a GPU has none: without this, no self-check)")
+                        "MiB for CPU BFC; where a profile's events show the limit, that one)")
     parser.add_argument("--no-alternatives", dest="alternatives", action="store_false",
                         help="do not replay the other options (faster on large traces)")
     add_output_options(parser)
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ..devices import meaning, resolve_allocator
     from ..errors import UsageError
-    from ..fit import bfc_allocators, fit, gpu_limit_bytes, parse_compute_capability
+    from ..fit import bfc_allocators, card_limit_bytes, fit, parse_compute_capability
     from ..reporters import fit as report
     from ..units import parse_size
 
@@ -62,13 +63,13 @@ def run(args: argparse.Namespace) -> int:
     if fraction is not None and not 0.0 <= fraction <= 1.0:
         raise UsageError(f"--fragmentation-fraction must be between 0 and 1 (got {fraction:g})")
     limit = _size(args.limit, "--limit", parse_size)
-    if args.card is not None:
-        major = parse_compute_capability(args.compute_capability)
-        limit = gpu_limit_bytes(_size(args.card, "--card", parse_size) or 0, major)
+    card = None
+    if args.card is not None:  # the limit on the card is the runtime's: TF's (less a reserve) or XLA's (a fraction)
+        card = (_size(args.card, "--card", parse_size) or 0, parse_compute_capability(args.compute_capability))
     recorded = _size(args.recorded_limit, "--recorded-limit", parse_size)
     check_options(args)
     if args.vs is not None:
-        return run_batches(args, limit)
+        return run_batches(args, limit, card)
     trace = load_trace(args)
     if args.allocator is not None:
         allocator = resolve_allocator(trace, args.allocator)
@@ -80,12 +81,13 @@ def run(args: argparse.Namespace) -> int:
         if not allocators:
             raise UsageError(f"{trace.path}: no allocator here made BFC requests (it has: "
                              f"{', '.join(trace.allocators) or 'none'}); name one with --allocator")
-    results = [fit(trace, name, limit=limit, allow_growth=args.allow_growth, garbage_collection=args.garbage_collection,
+    limits = {name: limit if card is None else card_limit_bytes(*card, trace.runtime_of(name)) for name in allocators}
+    results = [fit(trace, name, limit=limits[name], allow_growth=args.allow_growth, garbage_collection=args.garbage_collection,
                    fragmentation_fraction=fraction, recorded_limit=recorded, alternatives=args.alternatives)
                for name in allocators]
 
     if args.html:
-        return _write_html(args, trace, allocators, limit, fraction, results)
+        return _write_html(args, trace, allocators, limits, fraction, results)
 
     from ..reporters.common import with_notes, write_notes
 
@@ -97,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
     return 0 if all(r.fits for r in results) else 1
 
 
-def _write_html(args: argparse.Namespace, trace: Any, allocators: list[str], limit: int | None, fraction: float | None,
-                results: list[Any]) -> int:
+def _write_html(args: argparse.Namespace, trace: Any, allocators: list[str], limits: dict[str, int | None],
+                fraction: float | None, results: list[Any]) -> int:
     """``--html``: the address space of each allocator (memtrace.address_space), under the options asked for."""
     from ..address_space import address_space
     from ..errors import UsageError
@@ -108,7 +110,7 @@ def _write_html(args: argparse.Namespace, trace: Any, allocators: list[str], lim
 
     if args.output is None or args.json:
         raise UsageError("fit --html needs -o/--output FILE (and no --json)")
-    spaces = [address_space(trace, name, limit=limit, allow_growth=args.allow_growth,
+    spaces = [address_space(trace, name, limit=limits[name], allow_growth=args.allow_growth,
                             garbage_collection=args.garbage_collection, fragmentation_fraction=fraction or 0.0)
               for name in allocators]
     with open_output(args.output, input_paths(args)) as out:

@@ -26,17 +26,24 @@ def add_batch_options(parser: argparse.ArgumentParser) -> None:
                        "prediction to it, size by size")
 
 
-def run_batches(args: argparse.Namespace, limit: int | None) -> int:
-    """``fit --vs``: ``limit`` is the limit in bytes (``--limit`` or ``--card``), None when neither was given."""
+def run_batches(args: argparse.Namespace, limit: int | None, card: tuple[int, int] | None = None) -> int:
+    """``fit --vs``: ``limit`` is ``--limit`` in bytes, ``card`` ``--card`` (bytes, compute capability major),
+    whose limit is the runtime's that recorded the traces; None where not given."""
     import sys
 
     from ..batch_fit import fit_batches
     from ..devices import meaning, resolve_allocator
     from ..errors import UsageError
-    from ..fit import bfc_allocators, parse_compute_capability
+    from ..fit import bfc_allocators, card_limit_bytes, parse_compute_capability
     from ..reporters import fit_batch as report
 
     sizes = _batch_sizes(args.batch_sizes)
+    if args.html:
+        if args.output is None or args.json:
+            raise UsageError("fit --html needs -o/--output FILE (and no --json)")
+        if args.batch is None and limit is None and card is None:
+            raise UsageError("fit --vs --html draws one predicted batch: give --batch N, or --limit SIZE (or --card) "
+                             "for the largest batch that fits and the first that does not")
     small, large = load_trace(args), load_trace(args, args.vs)
     check_with = None
     if args.check is not None:
@@ -57,21 +64,43 @@ def run_batches(args: argparse.Namespace, limit: int | None) -> int:
         if not allocators:
             raise UsageError(f"{small.path}, {large.path}: no BFC allocator made requests in both; name one with "
                              "--allocator")
-    results = [fit_batches(small, large, name, sizes, batch=args.batch, limit=limit, allow_growth=args.allow_growth,
+    limits = {name: limit if card is None else card_limit_bytes(*card, small.runtime_of(name)) for name in allocators}
+    results = [fit_batches(small, large, name, sizes, batch=args.batch, limit=limits[name], allow_growth=args.allow_growth,
                            garbage_collection=args.garbage_collection,
                            fragmentation_fraction=args.fragmentation_fraction, check_with=check_with,
                            compute_capability=parse_compute_capability(args.compute_capability))
                for name in allocators]
 
-    def render_text(out: IO[str]) -> None:
-        report.render_text(small.path, large.path, results, out, check_with[0].path if check_with else None)
+    if args.html:
+        _write_html(args, small.path, large.path, results)
+    else:
+        def render_text(out: IO[str]) -> None:
+            report.render_text(small.path, large.path, results, out, check_with[0].path if check_with else None)
 
-    write_report(args, lambda: report.to_json(small.path, large.path, results), render_text)
+        write_report(args, lambda: report.to_json(small.path, large.path, results), render_text)
     if args.batch is not None:  # without a limit, fit.fits says it fits its smallest limit
         return 0 if all(r.fit.fits for r in results) else 1
-    if limit is not None:
+    if limit is not None or card is not None:
         return 0 if all(r.largest_batch for r in results) else 1
     return 0
+
+
+def _write_html(args: argparse.Namespace, small: str, large: str, results: list[Any]) -> None:
+    """``--html``: the address space of each predicted batch: the one asked for (--batch), else under a limit the
+    largest that fits and the first that does not (the one whose failure the text describes)."""
+    from ..address_space import AddressSpace, predicted_address_space
+    from ..reporters.address_space import render
+    from ..reporters.common import open_output
+    from . import input_paths
+
+    spaces: list[AddressSpace] = []
+    for r in results:
+        batches = [r.batch] if r.batch is not None else [n for n in (r.largest_batch, r.described_batch) if n]
+        spaces.extend(predicted_address_space(r, n, small, large) for n in dict.fromkeys(batches))
+    b1, b2 = results[0].batch_sizes
+    title = f"memtrace fit: predicted from two recordings, {small} (batch {b1:,}) and {large} (batch {b2:,})"
+    with open_output(args.output, input_paths(args)) as out:
+        render(spaces, out, title)
 
 
 def _batch_sizes(text: str | None) -> tuple[int, int] | None:

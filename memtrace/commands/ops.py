@@ -32,11 +32,11 @@ def register(subparsers: Any) -> None:
     )
     add_trace_options(parser)
     parser.add_argument("--group-by", metavar="node|type|scope[:DEPTH]|layer",
-                        help="one row per op type (default), per node, per name scope (DEPTH levels, default 1), "
-                        "or per Keras layer and phase (forward, backward, optimizer, other), as peak groups")
+                        help="one row per op type (default), per node, per name scope (DEPTH levels; default: "
+                        "where the names show a Keras model, down to its layers, else 1), or per Keras layer and phase (forward, backward, optimizer, other), as peak groups")
     parser.add_argument("--by", choices=("type", "node", "scope", "layer"),
                         help="the same as --group-by (its older spelling; --depth K with --by scope)")
-    parser.add_argument("--depth", type=positive_int, metavar="K", help="with --by scope: scope levels to keep (default 1)")
+    parser.add_argument("--depth", type=positive_int, metavar="K", help="with --by scope: scope levels to keep (default: down to a Keras model's layers, else 1)")
     parser.add_argument("--sort", default="peak_bytes", metavar="COLUMN",
                         help=f"sort by a column: {', '.join(SORT_NAMES)} (default peak)")
     parser.add_argument("--device", metavar="TEXT", help="only ops on devices whose name contains TEXT (e.g. gpu:0)")

@@ -30,9 +30,9 @@ def register(subparsers: Any) -> None:
     add_trace_options(parser)
     add_allocator_option(parser)
     parser.add_argument("--group-by", metavar="node|type|scope[:DEPTH]|layer",
-                        help="add the live set up by op, op type, name scope (DEPTH levels, default 1) or Keras "
-                        "layer and phase (forward, backward, optimizer, other; a layers.json beside the profile "
-                        "names the layers)")
+                        help="add the live set up by op, op type, name scope (DEPTH levels; default: where the "
+                        "names show a Keras model, down to its layers, else 1) or Keras layer and phase (forward, "
+                        "backward, optimizer, other; a layers.json beside the profile names the layers)")
     add_filter_options(parser, "only live allocations whose node name matches REGEX (a search, as in tfprof)",
                        "only live allocations of at least SIZE (e.g. 1MiB)")
     parser.add_argument("--top", type=positive_int, metavar="N",

@@ -379,6 +379,8 @@ class TraceBuilder:
         self._oddities: dict[tuple[str, str | None], list[object]] = {}  # (kind, allocator) -> [count, example]
         self._freed = 0  # bytes of merged column parts not yet given back (see release_memory)
         self._steps: tuple[tuple[Step, ...], int | None] = ((), None)
+        self._xla_allocators: tuple[str, ...] = ()
+        self._recorded_limits: dict[str, int] = {}
 
     # -- facts, in trace order ---------------------------------------------------------------
 
@@ -723,6 +725,14 @@ class TraceBuilder:
         """The steps a profile marks, and the one the trace is restricted to (None: all of it)."""
         self._steps = (tuple(steps), step)
 
+    def set_xla_allocators(self, names: Sequence[str]) -> None:
+        """The allocators whose events XLA's runtime wrote (a profile JAX recorded)."""
+        self._xla_allocators = tuple(names)
+
+    def set_recorded_limit(self, allocator: str, limit_bytes: int) -> None:
+        """The limit an allocator's events say it ran under."""
+        self._recorded_limits[allocator] = limit_bytes
+
     def build(self, path: str, source_format: str, message: str) -> TraceData:
         strings = self._strings
         graph = None
@@ -833,4 +843,7 @@ class TraceBuilder:
                            for (kind, allocator), (c, e) in self._oddities.items()),
             steps=self._steps[0],
             step=self._steps[1],
+            xla_allocators=tuple(name for name in self._allocators if name in self._xla_allocators),
+            recorded_limits=tuple((name, self._recorded_limits[name]) for name in self._allocators
+                                  if name in self._recorded_limits),
         )

@@ -188,6 +188,7 @@ def collect(space: object, into: Events) -> None:
                 columns["shape"].append(str(stats.get("shape", "")))
                 columns["region"].append(str(stats.get("region_type", "")))
                 columns["peak_in_use"].append(_integer(stats, "peak_bytes_in_use"))
+                columns["available"].append(_integer(stats, "bytes_available"))
                 columns["thread"].append(line.id)
                 fragmentation = stats.get("fragmentation")
                 columns["fragmentation"].append(float(fragmentation) if isinstance(fragmentation, (int, float))
@@ -316,6 +317,7 @@ def read(files: Sequence[tuple[str, str]], content: Callable[[str], bytearray], 
     read_gzip = [] if read_gzip is None else read_gzip
     several = len(files) > 1
     xla_allocations = 0
+    xla_allocators: list[str] = []
     for path, host in files:
         mine = Events()
         streamed = read_file_events(path, mine, jobs) if fast else None
@@ -340,12 +342,14 @@ def read(files: Sequence[tuple[str, str]], content: Callable[[str], bytearray], 
                                    f"events (MemoryAllocation, MemoryDeallocation). {NO_XLA_EVENTS_HINT}")
         if xla:
             xla_allocations += int(mine.column("is_alloc").sum())
+            xla_allocators.extend(mine.text("allocator").distinct())
         if not len(mine):
             raise TraceFormatError(path, f"the profile holds no memory events (MemoryAllocation, MemoryDeallocation). {NO_EVENTS_HINT}")
         events.extend(mine)
         del mine
     if xla_allocations:
         builder.note("ops-unknown", f"{OPS_UNKNOWN} (every allocation is shown as {NO_OP})", xla_allocations)
+    builder.set_xla_allocators(xla_allocators)
     steps = [Step(number, start // 1000, end // 1000) for number, (start, end) in sorted(events.steps.items())]
     window = None
     if step is not None:
@@ -415,6 +419,18 @@ def _check_peak_counter(builder: TraceBuilder, allocator_names: CodedTexts, allo
                          f"says {theirs} bytes over the {what}, its bytes in use rise to {ours}")
 
 
+def _recorded_limits(builder: TraceBuilder, names: list[str], allocator: IntArray, available: IntArray,
+                     in_use: IntArray) -> None:
+    """Each allocator's limit, where its events say it: ``bytes_available`` is the limit minus the bytes
+    in use (BFC's stats), so ``bytes_available + bytes_allocated`` is the limit, the same in every event."""
+    said = available > 0
+    limit = available + in_use
+    for code, name in enumerate(names):
+        mine = limit[said & (allocator == code)]
+        if len(mine) and (mine == mine[0]).all():
+            builder.set_recorded_limit(name, int(mine[0]))
+
+
 def _block(events: Events, builder: TraceBuilder, window: tuple[int, int] | None, hosts: list[str] | None) -> NodeBlock:
     # The events in replay order (time, ties in file order); each file-order column is dropped as
     # soon as it is reordered, and a profile already in time order (one line) is not copied.
@@ -469,6 +485,7 @@ def _block(events: Events, builder: TraceBuilder, window: tuple[int, int] | None
     _check_peak_counter(builder, allocator_names, allocator, rows, is_alloc, size, column["bytes_allocated"],
                         column["peak_in_use"], "step" if window else "profile")
     del column["peak_in_use"]
+    _recorded_limits(builder, allocator_order, allocator, column.pop("available"), column["bytes_allocated"])
 
     devices: dict[str, int] = {}
     device_of_code = []

@@ -495,7 +495,8 @@ def _line(data: bytearray, padded: _Padded, line_id: int, timestamp_ns: int, sta
         return
     n = len(memory)
     _check_times(base_ps, None)  # before any sum of the line's start and an offset is taken
-    int_names = ("bytes_allocated", "requested_bytes", "allocation_bytes", "addr", "data_type", "peak_bytes_in_use")
+    int_names = ("bytes_allocated", "requested_bytes", "allocation_bytes", "addr", "data_type", "peak_bytes_in_use",
+                 "bytes_available")
     text_names = ("allocator_name", "tf_op", "shape", "region_type")  # after the one double, fragmentation
     wanted = {key: k for k, name in enumerate((*int_names, "fragmentation", *text_names))
               for key, stat in names.items() if stat == name}
@@ -523,10 +524,10 @@ def _line(data: bytearray, padded: _Padded, line_id: int, timestamp_ns: int, sta
     _check_times(base_ps, offset)
     into.add(
         time_ps=base_ps + offset, is_alloc=_member(metadata_id[memory], alloc_ids),
-        allocator=text_column(7), bytes_allocated=numbers[0], requested=numbers[1], allocation=numbers[2],
-        addr=numbers[3].view(np.uint64), tf_op=text_column(8).map(lambda op: "" if op == "(null)" else op),
-        dtype=numbers[4], shape=text_column(9), region=text_column(10),
-        peak_in_use=numbers[5],
+        allocator=text_column(len(int_names) + 1), bytes_allocated=numbers[0], requested=numbers[1], allocation=numbers[2],
+        addr=numbers[3].view(np.uint64), tf_op=text_column(len(int_names) + 2).map(lambda op: "" if op == "(null)" else op),
+        dtype=numbers[4], shape=text_column(len(int_names) + 3), region=text_column(len(int_names) + 4),
+        peak_in_use=numbers[5], available=numbers[6],
         thread=np.full(n, line_id, dtype=np.int64), fragmentation=fragmentation,
     )
 

@@ -21,7 +21,7 @@ XLA_SIGNS = ("pjrt", "jit_", "xla/python", "torch_xla")
 
 NUMBERS = {"time_ps": np.int64, "is_alloc": np.bool_, "bytes_allocated": np.int64, "requested": np.int64,
            "allocation": np.int64, "addr": np.uint64, "dtype": np.int64, "thread": np.int64,
-           "fragmentation": np.float64, "peak_in_use": np.int64}
+           "fragmentation": np.float64, "peak_in_use": np.int64, "available": np.int64}
 # An event's time in picoseconds (its line's timestamp_ns x 1000 + its offset_ps, + duration_ps for a
 # step) must be under this in magnitude (53 days from the profile's origin): int64 with room for sums.
 PS_LIMIT = 1 << 62
@@ -35,7 +35,8 @@ class Events:
     ``bytes_allocated`` after the event, ``requested``/``allocation`` bytes, ``addr``, ``dtype``
     (DataType number), the line's id as ``thread``, TF's own ``fragmentation`` metric after the
     event (-1 where absent), the allocator's own ``peak_in_use`` counter (``peak_bytes_in_use``, 0
-    where absent); ``allocator``, ``tf_op``, ``shape`` and ``region`` (``region_type``) texts;
+    where absent), ``available`` (``bytes_available``: the limit minus the bytes in use, 0 where
+    absent); ``allocator``, ``tf_op``, ``shape`` and ``region`` (``region_type``) texts;
     plus the step windows and op types the file holds and whether it shows signs of XLA.
     """
 

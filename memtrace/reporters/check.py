@@ -143,14 +143,14 @@ def explain(outcome: Outcome, span: str = "step") -> str:
     if outcome.contributors:
         if p is not None:
             whole = p.peak_bytes if b.metric == "max_peak" else p.peak_delta_bytes
-            of = "the peak, baseline included" if b.metric == "max_peak" else "the bytes allocated during the step"
+            of = "the peak, baseline included" if b.metric == "max_peak" else f"the bytes allocated during the {span}"
             lines.append(f"  top contributors at the peak (shares of {of}, {format_bytes(whole)}):")
         else:
             lines.append("  most wasteful ops:")
             whole = 0  # no share: the note says the total waste
         lines.extend(_contributor_line(c, whole) for c in outcome.contributors)
     if p is not None and b.metric == "max_peak" and p.baseline_bytes:
-        lines.append(f"    live before the step (baseline): {format_bytes(p.baseline_bytes)} "
+        lines.append(f"    live before the {span} (baseline): {format_bytes(p.baseline_bytes)} "
                      f"({100 * p.baseline_bytes / p.peak_bytes:.1f}%)")
     return "\n".join(lines)
 

@@ -30,6 +30,7 @@ def _result_json(r: FitResult, chunks: bool) -> dict[str, Any]:
         "allocator": r.allocator,
         "options": _options_json(r.options),
         "defaults": r.defaults,
+        "runtime": r.runtime,
         "fits": r.fits,
         "min_limit_bytes": r.min_limit_bytes,
         "monotone": r.monotone,
