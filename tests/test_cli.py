@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -363,6 +366,35 @@ def test_files_that_are_no_trace_are_named_for_what_they_are(
     path.write_text(content)
     code, _, err = run(capsys, "peak", str(path))
     assert code == 2 and message in err and err.count("\n") == 1
+
+
+def _as_a_user_permissions_stop(argv: list[str]) -> list[str]:
+    """``argv`` run so that file permissions apply: as root, with the capabilities that override them
+    (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH) dropped by util-linux's setpriv."""
+    if os.geteuid() != 0:
+        return argv
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        if os.environ.get("MEMTRACE_CI"):
+            pytest.fail("setpriv (util-linux) is needed to test permissions as root")
+        pytest.skip("running as root without setpriv: permissions cannot be made to apply")
+    return [setpriv, "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", *argv]
+
+
+@pytest.mark.parametrize("locked", ["logs", "logs/plugins/profile"])
+def test_an_unreadable_logdir_is_one_line(tmp_path: Path, locked: str) -> None:
+    run_dir = tmp_path / "logs" / "plugins" / "profile" / "2026_01_31_12_00_00"
+    run_dir.mkdir(parents=True)
+    (run_dir / "host.xplane.pb").write_bytes(gzip.decompress((FIXTURES / "profiles" / "keras_mlp.xplane.pb.gz").read_bytes()))
+    (tmp_path / locked).chmod(0)
+    try:
+        done = subprocess.run(_as_a_user_permissions_stop([sys.executable, "-m", "memtrace", "summary", "logs"]),
+                              cwd=tmp_path, capture_output=True, text=True, check=False)
+    finally:
+        (tmp_path / locked).chmod(0o755)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"memtrace: error: {locked}: cannot read the directory: Permission denied\n"
+
 
 
 @pytest.mark.parametrize("command", ["summary", "peak", "timeline", "ops", "frag", "tensor", "graph", "check", "diff",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import positive_int
+from . import input_paths, positive_int
 
 
 def register(subparsers: Any) -> None:
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     request = parse_size(args.request) if args.request else None
     limit = parse_size(args.limit) if args.limit else None
     events = [e for path in args.files for e in analyse_all(load_oom_dumps(path), request, limit)]
-    with open_output(args.output, args.files) as out:
+    with open_output(args.output, input_paths(args)) as out:
         if args.json:
             write_json(report.to_json(events), out)
         elif args.html:
