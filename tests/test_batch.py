@@ -441,3 +441,62 @@ def test_a_fifo_in_a_directory_is_skipped_and_one_named_is_an_error_row(tmp_path
     done = _cli(["batch", str(tmp_path / "pipe.pbtxt"), "-o", str(tmp_path / "out"), "--workers", "1"], timeout=60)
     assert done.returncode == 1
     assert done.stderr == f"memtrace: {tmp_path / 'pipe.pbtxt'}: is a FIFO, not a regular file; batch reads regular files only\n"
+
+
+def _tables_with(tmp_path: Path, **columns: object) -> Path:
+    """An OUTDIR whose allocators.parquet is memtrace's own with some columns replaced (None: dropped)."""
+    out = tmp_path / "out"
+    _write([TINY / "ties.pbtxt", TINY / "live_groups.pbtxt"], out)
+    table = pq.read_table(out / "allocators.parquet")
+    for name, values in columns.items():
+        index = table.column_names.index(name)
+        table = table.remove_column(index) if values is None else table.set_column(index, name, values)
+    pq.write_table(table, out / "allocators.parquet")
+    return out
+
+
+@pytest.mark.parametrize(("columns", "why"), [
+    ({"peak_bytes": None}, "no column 'peak_bytes'"),
+    ({"peak_bytes": pa.array(["768", "2816"])}, "column 'peak_bytes' holds string, not integers"),
+    ({"allocator": pa.array([1, 2])}, "column 'allocator' holds int64, not strings"),
+    ({"allocator": pa.array([None, "bfc"], pa.string())}, "column 'allocator' has nulls"),
+    # float peaks: NaN and infinity would be written as JSON no parser accepts
+    ({"peak_bytes": pa.array([float("nan"), float("inf")])}, "column 'peak_bytes' holds double, not integers"),
+])
+def test_trend_on_a_table_memtrace_did_not_write_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             columns: dict[str, object], why: str) -> None:
+    out = _tables_with(tmp_path, **columns)
+    for argv in (["trend", str(out)], ["trend", str(out), "--json"], ["trend", str(out), "-o", str(tmp_path / "t.html")]):
+        assert main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err == f"memtrace: error: {out / 'allocators.parquet'}: not a table memtrace batch wrote ({why})\n"
+    assert not (tmp_path / "t.html").exists()
+
+
+def test_trend_on_a_damaged_table_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN runs.parquet whose footer is zeroed: pyarrow's message for it ends in a newline
+    out = tmp_path / "out"
+    _write([TINY / "ties.pbtxt"], out)
+    data = (out / "runs.parquet").read_bytes()
+    footer = int.from_bytes(data[-8:-4], "little")
+    (out / "runs.parquet").write_bytes(data[:-8 - footer] + bytes(footer) + data[-8:])
+    assert main(["trend", str(out), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err == (f"memtrace: error: {out / 'runs.parquet'}: not a table memtrace batch wrote "
+                            "(Couldn't deserialize thrift: TProtocolException: Invalid data)\n")
+
+
+def test_trend_json_is_strict_json_at_int64_extremes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Integer peaks at both ends of int64 are numbers JSON holds exactly; nothing is NaN or Infinity.
+    extremes = pa.array([-(2**63), 2**63 - 1], pa.int64())
+    out = _tables_with(tmp_path, peak_bytes=extremes, peak_delta_bytes=extremes)
+    assert main(["trend", str(out), "--json"]) == 0
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"not JSON: {constant}")
+
+    document = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert sorted(p["peak_bytes"] for a in document["allocators"] for p in a["points"]) == [-(2**63), 2**63 - 1]
+    assert main(["trend", str(out)]) == 0 and main(["trend", str(out), "-o", str(tmp_path / "t.html")]) == 0
