@@ -416,7 +416,9 @@ def outputs(outdir: str | os.PathLike[str]) -> list[str]:
 
 def refuse_outputs(outdir: str | os.PathLike[str], inputs: Sequence[str]) -> None:
     """A UsageError where a table would replace one of the ``inputs`` (a trace named ``ops.parquet``
-    in ``outdir``, say), or a write-protected file."""
+    in ``outdir``, say), or a write-protected file; or where ``outdir`` is not a directory."""
+    if os.path.exists(outdir) and not os.path.isdir(outdir):
+        raise UsageError(f"{os.fspath(outdir)}: exists and is not a directory")
     for target in outputs(outdir):
         refuse_input_as_output(target, inputs)
         refuse_protected(target)
@@ -432,10 +434,7 @@ def write_tables(built: dict[str, Any], outdir: str | os.PathLike[str]) -> list[
     """
     pq = require_extra("pyarrow.parquet")
     outdir = os.fspath(outdir)
-    if os.path.exists(outdir) and not os.path.isdir(outdir):
-        raise UsageError(f"{outdir}: exists and is not a directory")
-    if "runs" in built:
-        refuse_outputs(outdir, built["runs"].column("run").to_pylist())
+    refuse_outputs(outdir, built["runs"].column("run").to_pylist() if "runs" in built else [])
     try:
         os.makedirs(outdir, exist_ok=True)
         written = []

@@ -500,3 +500,11 @@ def test_trend_json_is_strict_json_at_int64_extremes(tmp_path: Path, capsys: pyt
     document = json.loads(capsys.readouterr().out, parse_constant=refuse)
     assert sorted(p["peak_bytes"] for a in document["allocators"] for p in a["points"]) == [-(2**63), 2**63 - 1]
     assert main(["trend", str(out)]) == 0 and main(["trend", str(out), "-o", str(tmp_path / "t.html")]) == 0
+
+
+def test_an_outdir_that_is_a_file_is_one_line_and_the_file_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("mine\n")
+    assert main(["batch", str(TINY / "ties.pbtxt"), "-o", str(taken)]) == 2
+    assert capsys.readouterr().err == f"memtrace: error: {taken}: exists and is not a directory\n"
+    assert taken.read_text() == "mine\n"
