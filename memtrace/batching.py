@@ -25,14 +25,18 @@ the same tables wherever they ran. Dask and pyarrow are the ``batch`` extra.
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import glob
 import os
+import stat
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import MemtraceError, UsageError
+from .errors import MemtraceError, TraceFormatError, UsageError
+from .output import refuse_input_as_output, refuse_protected, replacing
 from .read import detect, files
 
 INSTALL_HINT = "pip install 'memtrace[batch]'"
@@ -80,30 +84,130 @@ class TraceRows:
 # -- finding the traces ---------------------------------------------------------------------------
 
 
+# Names that say "a trace" (each also with .gz): a file so named is taken from a directory whatever
+# its content, so that a damaged or empty one is an error row instead of being left out unseen.
+TRACE_SUFFIXES = (".pb", ".pbtxt", ".pbtext", ".txtpb", ".textproto")
+
+
 def find_traces(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
-    """Every trace the paths name, sorted and without repeats.
+    """Every trace the paths name, sorted, each file once.
 
     A file named directly is taken as it is (a bad one becomes a row with an error); a directory
-    is searched recursively for files whose first bytes look like a trace; a pattern with ``*``,
-    ``?`` or ``[`` is expanded. A path that names nothing is a usage error.
+    is searched recursively for regular files named like a trace (:data:`TRACE_SUFFIXES`) or
+    whose first bytes look like one (FIFOs, sockets and devices are passed over: reading one
+    could wait forever); a pattern with ``*``, ``?`` or ``[`` is expanded, ``**`` entering each
+    directory once however symlinks loop. A file reached by several paths (links, a directory
+    and a pattern naming it both) is taken once, by device and inode, under its shortest path.
+    A path that names nothing is a usage error.
     """
     found: set[str] = set()
     for given in paths:
         path = os.fspath(given)
         if os.path.isdir(path):
-            for root, dirs, files in os.walk(path):
+            for root, dirs, names in os.walk(path):
                 dirs.sort()
-                found.update(os.path.join(root, name) for name in files if looks_like_trace(os.path.join(root, name)))
+                found.update(candidate for candidate in (os.path.join(root, name) for name in names)
+                             if _regular(candidate) and (named_like_trace(candidate) or looks_like_trace(candidate)))
         elif os.path.exists(path) or os.path.islink(path):
             found.add(path)
         elif glob.has_magic(path):
-            matches = glob.glob(path, recursive=True)
+            matches = expand(path)
             if not matches:
                 raise UsageError(f"{path}: the pattern matches no file")
             found.update(find_traces(matches))
         else:
             raise UsageError(f"{path}: no such file or directory")
-    return sorted(found)
+    once: dict[tuple[int, int] | str, str] = {}
+    for path in sorted(found, key=lambda p: (p.count(os.sep), p)):
+        try:
+            status = os.stat(path)
+            key: tuple[int, int] | str = (status.st_dev, status.st_ino)
+        except OSError:
+            key = path  # it cannot be read: its own row says why
+        once.setdefault(key, path)
+    return sorted(once.values())
+
+
+def named_like_trace(path: str) -> bool:
+    """Whether the file's name says it is a trace (``run.pbtxt``, ``host.xplane.pb.gz``, ...)."""
+    name = path.lower().removesuffix(".gz")
+    return name.endswith(TRACE_SUFFIXES)
+
+
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def expand(pattern: str) -> list[str]:
+    """The paths a glob pattern matches, as ``glob.glob(pattern, recursive=True)`` finds them, except
+    that ``**`` enters each directory once (by device and inode): a symlink loop (``a/up -> ..``)
+    ends there instead of being followed 40 levels deep, or exponentially with two loops."""
+    if "**" not in pattern:
+        return glob.glob(pattern)
+    directories_only = pattern.endswith(os.sep)  # as glob: "runs/**/" matches directories only
+    parts = pattern.rstrip(os.sep).split(os.sep)
+    fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+    base, wanted = os.sep.join(parts[:fixed]), tuple(parts[fixed:])
+    if parts[:fixed] == [""]:
+        base = os.sep
+    matches = [os.path.join(base, "")] if base and set(wanted) == {"**"} and os.path.isdir(base) else []
+    # A directory matched by a last ``**`` standing for nothing is named with a separator at its end, as glob names it.
+    stem = wanted
+    while stem and stem[-1] == "**":
+        stem = stem[:-1]
+    for names, is_directory in _tree(base or os.curdir):
+        if (is_directory or not directories_only) and _matches(wanted, tuple(names)):
+            path = os.path.join(base, *names) if base else os.path.join(*names)
+            slash = directories_only or (is_directory and stem != wanted and _matches(stem, tuple(names)))
+            matches.append(os.path.join(path, "") if slash else path)
+    return matches
+
+
+def _tree(top: str) -> Iterator[tuple[list[str], bool]]:
+    """The path (as names under ``top``) of everything under ``top`` and whether it is a directory,
+    following symlinks but entering each directory once; unreadable directories are passed over,
+    as glob passes them."""
+    seen: set[tuple[int, int]] = set()
+    stack: list[list[str]] = [[]]
+    while stack:
+        names = stack.pop()
+        directory = os.path.join(top, *names)
+        try:
+            status = os.stat(directory)
+            if (status.st_dev, status.st_ino) in seen:
+                continue
+            seen.add((status.st_dev, status.st_ino))
+            with os.scandir(directory) as entries:
+                found = sorted((entry.name, _is_directory(entry)) for entry in entries)
+        except OSError:
+            continue
+        for name, is_directory in found:
+            yield [*names, name], is_directory
+        stack.extend([*names, name] for name, is_directory in reversed(found) if is_directory)
+
+
+def _is_directory(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+@functools.lru_cache(maxsize=4096)
+def _matches(pattern: tuple[str, ...], names: tuple[str, ...]) -> bool:
+    """Whether the path ``names`` matches the pattern's components as glob matches them (``**``: any
+    number of components; a name starting with a dot only where the pattern's component does)."""
+    if not pattern:
+        return not names
+    head = pattern[0]
+    if head == "**":
+        return any(_matches(pattern[1:], names[skip:]) for skip in range(len(names) + 1)
+                   if not any(name.startswith(".") for name in names[:skip]))
+    return (bool(names) and fnmatch.fnmatchcase(names[0], head)
+            and (not names[0].startswith(".") or head.startswith(".")) and _matches(pattern[1:], names[1:]))
 
 
 def looks_like_trace(path: str) -> bool:
@@ -139,11 +243,14 @@ def analyse_trace(path: str, allocators: Sequence[str] | None = None) -> TraceRo
     run: Row = {name: None for name, _ in COLUMNS["runs"]}
     run["run"] = path
     try:
-        stat = os.stat(path)
-        run["size_bytes"], run["mtime_ns"] = stat.st_size, stat.st_mtime_ns
+        status = os.stat(path)
+        run["size_bytes"], run["mtime_ns"] = status.st_size, status.st_mtime_ns
     except OSError:
-        pass
+        status = None
     try:
+        if status is not None and not stat.S_ISREG(status.st_mode) and not stat.S_ISDIR(status.st_mode):
+            # A FIFO waits for a writer that may never come; a device may never end.
+            raise TraceFormatError(path, f"is {_kind(status.st_mode)}, not a regular file; batch reads regular files only")
         trace = load(path, jobs=1)
         # An allocator asked for may be a device (CPU:0): it means that device's allocator in each trace.
         wanted = None if allocators is None else {device_allocator(trace, a) or a for a in allocators}
@@ -190,6 +297,15 @@ def analyse_trace(path: str, allocators: Sequence[str] | None = None) -> TraceRo
         run["error"] = f"{path}: memtrace failed on this trace ({type(error).__name__}: {error})"
     result.rows["runs"] = [run]
     return result
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file"
 
 
 # -- many traces ------------------------------------------------------------------------------------
@@ -255,30 +371,77 @@ def run_tasks(paths: list[str], allocators: tuple[str, ...] | None, client: Any,
 
 
 def tables(results: Sequence[TraceRows]) -> dict[str, Any]:
-    """The rows of every trace, in order, as one ``pyarrow.Table`` per table name."""
+    """The rows of every trace, in order, as one ``pyarrow.Table`` per table name.
+
+    A trace with a value no column holds (a number beyond int64, say) becomes its own error row,
+    as a trace that cannot be read does: the other traces' rows are kept.
+    """
     pa = require_extra("pyarrow")
-    built = {}
-    for name in TABLES:
-        schema = pa.schema([(column, getattr(pa, kind)()) for column, kind in COLUMNS[name]])
-        rows = [row for result in results for row in result.rows[name]]
-        built[name] = pa.Table.from_pylist(rows, schema=schema)
-    return built
+    schemas = {name: pa.schema([(column, getattr(pa, kind)()) for column, kind in COLUMNS[name]]) for name in TABLES}
+    try:
+        return _tables(pa, schemas, results)
+    except (OverflowError, ValueError, TypeError, pa.ArrowException):
+        pass  # some trace's rows do not fit: find which, one by one (the common case pays nothing)
+    fitting = []
+    for result in results:
+        try:
+            _tables(pa, schemas, [result])
+        except (OverflowError, ValueError, TypeError, pa.ArrowException) as error:
+            result = _unfit(result, error)
+        fitting.append(result)
+    return _tables(pa, schemas, fitting)
+
+
+def _tables(pa: Any, schemas: dict[str, Any], results: Sequence[TraceRows]) -> dict[str, Any]:
+    return {name: pa.Table.from_pylist([row for result in results for row in result.rows[name]], schema=schemas[name])
+            for name in TABLES}
+
+
+def _unfit(result: TraceRows, error: Exception) -> TraceRows:
+    """The trace as one error row: a value of its rows does not fit its column."""
+    found = result.rows["runs"][0] if result.rows["runs"] else {}
+    run: Row = {name: None for name, _ in COLUMNS["runs"]}
+    run.update(run=result.run, size_bytes=found.get("size_bytes"), mtime_ns=found.get("mtime_ns"))
+    detail = " ".join(str(error).split()) or type(error).__name__
+    run["error"] = f"{result.run}: a value of this trace does not fit the tables' columns ({detail})"
+    unfit = TraceRows(result.run)
+    unfit.rows["runs"] = [run]
+    return unfit
+
+
+def outputs(outdir: str | os.PathLike[str]) -> list[str]:
+    """The files ``write_tables`` writes in ``outdir``, in order."""
+    return [os.path.join(os.fspath(outdir), f"{name}.parquet") for name in TABLES]
+
+
+def refuse_outputs(outdir: str | os.PathLike[str], inputs: Sequence[str]) -> None:
+    """A UsageError where a table would replace one of the ``inputs`` (a trace named ``ops.parquet``
+    in ``outdir``, say), or a write-protected file; or where ``outdir`` is not a directory."""
+    if os.path.exists(outdir) and not os.path.isdir(outdir):
+        raise UsageError(f"{os.fspath(outdir)}: exists and is not a directory")
+    for target in outputs(outdir):
+        refuse_input_as_output(target, inputs)
+        refuse_protected(target)
 
 
 def write_tables(built: dict[str, Any], outdir: str | os.PathLike[str]) -> list[str]:
-    """Write each table as ``NAME.parquet`` in ``outdir`` (made if missing), each file renamed into place whole."""
+    """Write each table as ``NAME.parquet`` in ``outdir`` (made if missing), each file renamed into place whole.
+
+    Each file is written to a temporary file created exclusively in ``outdir`` (never through a
+    link planted there) and renamed over ``NAME.parquet``; a ``NAME.parquet`` that is a symlink is
+    replaced, not followed. A table that would replace one of the traces read (``built``'s runs)
+    or a write-protected file is refused before anything is written.
+    """
     pq = require_extra("pyarrow.parquet")
     outdir = os.fspath(outdir)
-    if os.path.exists(outdir) and not os.path.isdir(outdir):
-        raise UsageError(f"{outdir}: exists and is not a directory")
+    refuse_outputs(outdir, built["runs"].column("run").to_pylist() if "runs" in built else [])
     try:
         os.makedirs(outdir, exist_ok=True)
         written = []
         for name, table in built.items():
             target = os.path.join(outdir, f"{name}.parquet")
-            partial = target + ".partial"
-            pq.write_table(table, partial)
-            os.replace(partial, target)
+            with replacing(target, binary=True) as handle:
+                pq.write_table(table, handle)
             written.append(target)
     except OSError as error:
         raise UsageError(f"{outdir}: cannot write the tables ({error.strerror or error})") from None

@@ -77,10 +77,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _refuse_input_as_output(args: argparse.Namespace) -> None:
-    """Refuse ``-o`` naming an input before reading anything (``open_output`` checks again when it opens)."""
+    """Refuse ``-o`` naming an input or a write-protected file before reading anything (``open_output``
+    checks again when it opens)."""
     output = getattr(args, "output", None)
     if output is not None and output != "-":
         from .commands import input_paths
-        from .reporters.common import refuse_input_as_output
+        from .output import refuse_input_as_output, refuse_protected
 
         refuse_input_as_output(output, input_paths(args))
+        refuse_protected(output)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from .batching import require_extra
 from .errors import UsageError
@@ -44,6 +45,39 @@ class Trend:
     allocators: tuple[AllocatorTrend, ...]  # highest peak first
 
 
+# The columns trend reads, the kind of values each must hold, and those that may not be null: a
+# table without them (or with other types: float peaks, string sizes) is not one memtrace batch wrote.
+READS = {
+    "runs": {"run": "string", "mtime_ns": "integer", "error": "string"},
+    "allocators": {"run": "string", "allocator": "string", "peak_bytes": "integer", "peak_delta_bytes": "integer"},
+}
+NOT_NULL = {"runs": ("run",), "allocators": ("run", "allocator")}
+
+
+def _read(pa: Any, pq: Any, path: str, name: str) -> list[dict[str, Any]]:
+    """The columns trend reads of one table, as rows; one line saying why where it is not a table
+    memtrace batch wrote (unreadable, a column missing, of another type, or null where it may not be)."""
+    def refuse(why: object) -> UsageError:
+        return UsageError(f"{path}: not a table memtrace batch wrote ({' '.join(str(why).split())})")
+
+    try:
+        schema = pq.read_schema(path)
+        for column, kind in READS[name].items():
+            if schema.names.count(column) != 1:
+                raise refuse(f"no column {column!r}" if column not in schema.names else f"column {column!r} twice")
+            found = schema.field(column).type
+            if not (pa.types.is_integer(found) if kind == "integer" else pa.types.is_string(found) or pa.types.is_large_string(found)):
+                raise refuse(f"column {column!r} holds {found}, not {'integers' if kind == 'integer' else 'strings'}")
+        table = pq.read_table(path, columns=list(READS[name]))
+        for column in NOT_NULL[name]:
+            if table.column(column).null_count:
+                raise refuse(f"column {column!r} has nulls")
+        rows: list[dict[str, Any]] = table.to_pylist()
+    except (OSError, ValueError, TypeError, KeyError, IndexError, pa.ArrowException) as error:
+        raise refuse(error) from None
+    return rows
+
+
 def trend(outdir: str | os.PathLike[str], by: str = "run") -> Trend:
     """Read ``runs.parquet`` and ``allocators.parquet`` from ``outdir`` and order each allocator's peaks."""
     if by not in ORDERS:
@@ -55,10 +89,7 @@ def trend(outdir: str | os.PathLike[str], by: str = "run") -> Trend:
         path = os.path.join(outdir, f"{name}.parquet")
         if not os.path.isfile(path):
             raise UsageError(f"{outdir}: no {name}.parquet here; write the tables with 'memtrace batch PATH... -o {outdir}'")
-        try:
-            tables[name] = pq.read_table(path).to_pylist()
-        except (OSError, ValueError, pa.ArrowException) as error:
-            raise UsageError(f"{path}: not a table memtrace batch wrote ({error})") from None
+        tables[name] = _read(pa, pq, path, name)
     read = [r for r in tables["runs"] if r.get("error") is None]
     mtime = {r["run"]: r.get("mtime_ns") for r in read}
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +20,7 @@ from memtrace.errors import UsageError
 from memtrace.ops import ops
 from memtrace.peak import group_live_set
 
-from .conftest import ALEXNET, FIXTURES, RECORDED, TINY, require
+from .conftest import ALEXNET, FIXTURES, RECORDED, ROOT, TINY, require
 
 pa = require("pyarrow")
 pq = require("pyarrow.parquet")
@@ -273,3 +275,236 @@ def test_profiles_in_a_tensorboard_logdir_are_read_and_its_other_files_skipped(t
     assert row["error"] is None and row["steps"] == 3
     peaks = {r["allocator"]: r["peak_bytes"] for r in built["allocators"].to_pylist()}
     assert peaks == {a: p.peak_bytes for a, p in ((p.allocator, p) for p in memtrace.load(profile).peaks())}
+
+
+# -- hostile files (issue 25) -----------------------------------------------------------------------
+
+
+def _cli(argv: list[str], cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The command in a process of its own, so that a hang fails the test instead of stalling it."""
+    return subprocess.run([sys.executable, "-m", "memtrace", *argv], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, check=False, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_tables_are_never_written_through_a_planted_symlink(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN an OUTDIR where someone planted links: the old temporary name and a table itself, both to a file outside
+    precious = tmp_path / "precious.txt"
+    precious.write_text("precious\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "runs.parquet.partial").symlink_to("../precious.txt")
+    (out / "ops.parquet").symlink_to("../precious.txt")
+    # WHEN batch writes its tables there
+    assert main(["batch", str(TINY / "ties.pbtxt"), "-o", str(out), "--workers", "1"]) == 0
+    capsys.readouterr()
+    # THEN the file outside is untouched, each table is a regular file, and the planted temporary link is left alone
+    assert precious.read_text() == "precious\n"
+    for name in TABLES:
+        assert not (out / f"{name}.parquet").is_symlink()
+        assert pq.read_table(out / f"{name}.parquet").column_names == [c for c, _ in COLUMNS[name]]
+    assert (out / "runs.parquet.partial").is_symlink()
+    assert sorted(p.name for p in out.iterdir()) == sorted([*(f"{n}.parquet" for n in TABLES), "runs.parquet.partial"])
+
+
+def test_a_table_that_fails_to_write_leaves_no_temporary_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    built = batch([TINY / "ties.pbtxt"], workers=1)
+
+    def full_disk(table: object, where: object) -> None:  # writes a little, then the disk is full
+        with open(where, "wb") if isinstance(where, str) else contextlib.nullcontext(where) as handle:
+            handle.write(b"PAR1")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pq, "write_table", full_disk)
+    with pytest.raises(UsageError, match="cannot write the tables .No space left on device."):
+        write_tables(built, tmp_path / "out")
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_a_table_that_would_replace_an_input_trace_is_refused(tmp_path: Path) -> None:
+    # GIVEN a trace that happens to be named ops.parquet WHEN batch . -o . THEN refused before anything is written
+    (tmp_path / "ops.parquet").write_bytes((TINY / "ties.pbtxt").read_bytes())
+    done = _cli(["batch", ".", "-o", ".", "--workers", "1"], cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("memtrace: error: ./ops.parquet: is the input ./ops.parquet; "
+                           "writing the output there would destroy it\n")
+    assert (tmp_path / "ops.parquet").read_bytes() == (TINY / "ties.pbtxt").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ops.parquet"]
+    # and from Python: write_tables refuses a table over one of the traces it read
+    with pytest.raises(UsageError, match="is the input"):
+        write_tables(batch([tmp_path / "ops.parquet"], workers=1), tmp_path)
+
+
+def test_a_write_protected_table_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "runs.parquet").write_text("keep\n")
+    (out / "runs.parquet").chmod(0o444)
+    assert main(["batch", str(TINY / "ties.pbtxt"), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"memtrace: error: {out / 'runs.parquet'}: is write-protected (mode 0444); memtrace does not " \
+                  "replace it (make it writable, or write elsewhere)\n"
+    assert (out / "runs.parquet").read_text() == "keep\n" and len(list(out.iterdir())) == 1
+
+
+def test_a_trace_with_a_value_beyond_int64_is_its_own_error_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a trace whose requested_bytes are INT64_MIN (its waste, allocated - requested, is beyond int64)
+    bad = tmp_path / "min.pbtxt"
+    bad.write_text((TINY / "outputs_snapshots.pbtxt").read_text().replace(
+        "requested_bytes: 648\n", "requested_bytes: -9223372036854775808\n"))
+    good = TINY / "ties.pbtxt"
+    out = tmp_path / "out"
+    # WHEN it is batched with a good trace THEN the batch completes, exit 1, and the good trace's rows are all there
+    assert main(["batch", str(bad), str(good), "-o", str(out), "--workers", "1"]) == 1
+    _, err = capsys.readouterr()
+    assert err.count("\n") == 1 and err.startswith(f"memtrace: {bad}: ")
+    runs = pq.read_table(out / "runs.parquet").to_pylist()
+    assert [(r["run"], r["error"] is None) for r in runs] == [(str(bad), False), (str(good), True)]
+    alone = batch([good], workers=1)
+    for name in ("allocators", "ops", "live_at_peak"):
+        assert pq.read_table(out / f"{name}.parquet").equals(alone[name]), name
+
+
+def test_rows_that_do_not_fit_a_column_become_that_traces_error_row() -> None:
+    # Hand-made rows: the second trace's peak is 2^63, one past int64; the first and third are kept whole.
+    from memtrace.batching import TraceRows, tables
+
+    results = [analyse_trace(str(TINY / "ties.pbtxt")), analyse_trace(str(TINY / "live_groups.pbtxt")),
+               analyse_trace(str(TINY / "producer_free.pbtxt"))]
+    results[1].rows["allocators"][0]["peak_bytes"] = 2**63
+    built = tables(results)
+    runs = built["runs"].to_pylist()
+    assert [r["error"] for r in runs][::2] == [None, None]
+    assert runs[1]["error"] == (f"{TINY / 'live_groups.pbtxt'}: a value of this trace does not fit the tables' "
+                                "columns (Python int too large to convert to C long)")
+    assert runs[1]["size_bytes"] == (TINY / "live_groups.pbtxt").stat().st_size
+    kept = tables([results[0], results[2]])
+    for name in ("allocators", "ops", "live_at_peak"):
+        assert built[name].equals(kept[name]), name
+    assert isinstance(results[1], TraceRows)
+
+
+def test_files_named_as_traces_are_taken_from_a_directory_whatever_they_hold(tmp_path: Path) -> None:
+    # GIVEN damaged and empty files named as traces, beside a good trace and files that are no trace
+    import gzip as gzip_module
+
+    shutil.copy(TINY / "ties.pbtxt", tmp_path / "good.pbtxt")
+    claimed = {"empty.pbtxt": b"", "host.xplane.pb": b"", "cut.pb": b"\x0a\xff\xff",
+               "garbage.pb.gz": gzip_module.compress(b"\x00\x01garbage", mtime=0),
+               "truncated.pbtxt.gz": gzip_module.compress(BROKEN.encode(), mtime=0)[:20],
+               "binary.textproto": bytes(range(256))}
+    for name, data in claimed.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "README.md").write_text("# not a trace\n")
+    (tmp_path / "notes.txt").write_bytes(bytes(range(256)))
+    # WHEN the directory is searched THEN every file named as a trace is taken; the others are skipped
+    assert [Path(p).name for p in find_traces([tmp_path])] == sorted([*claimed, "good.pbtxt"])
+    done = _cli(["batch", str(tmp_path), "-o", str(tmp_path / "out"), "--workers", "1"])
+    assert done.returncode == 1
+    assert done.stdout.splitlines()[0] == f"7 traces, 1 read, 6 could not be -> {tmp_path / 'out'}"
+    assert sorted(line.split(":")[1].strip().rsplit("/", 1)[-1] for line in done.stderr.splitlines()) == sorted(claimed)
+
+
+def test_a_glob_through_a_symlink_loop_counts_each_file_once(tmp_path: Path) -> None:
+    # GIVEN two symlink loops (a/up -> .., b/up -> ..): glob.glob would follow them 2^40 ways
+    shutil.copy(TINY / "ties.pbtxt", tmp_path / "ties.pbtxt")
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "up").symlink_to("..")
+    os.link(tmp_path / "ties.pbtxt", tmp_path / "a" / "hard.pbtxt")
+    # WHEN the pattern is expanded THEN each file once (by device and inode), under its shortest path, no ELOOP
+    assert find_traces([str(tmp_path / "**" / "*.pbtxt")]) == [str(tmp_path / "ties.pbtxt")]
+    assert find_traces([str(tmp_path / "**" / "*.pbtxt"), tmp_path, tmp_path / "a" / "up" / "ties.pbtxt"]) == [
+        str(tmp_path / "ties.pbtxt")]
+    [row] = batch([str(tmp_path / "**" / "*.pbtxt")], workers=1)["runs"].to_pylist()
+    assert row["error"] is None
+
+
+def test_a_glob_matches_what_glob_matches_without_loops(traces: Path) -> None:
+    # The expansion of ** is memtrace's own (to end at loops); on a tree without links it is glob's.
+    import glob as glob_module
+
+    from memtrace.batching import expand
+
+    (traces / ".hidden").mkdir()
+    (traces / ".hidden" / "x.pbtxt").write_text(BROKEN)
+    for pattern in ("**/*.pbtxt", "**", "**/nested/*", "*/**/*.pbtxt", "**/.hidden/*", "nes*/**", "**/", "**/*/"):
+        full = str(traces / pattern)
+        assert sorted(expand(full)) == sorted(glob_module.glob(full, recursive=True)), pattern
+
+
+def test_a_fifo_in_a_directory_is_skipped_and_one_named_is_an_error_row(tmp_path: Path) -> None:
+    shutil.copy(TINY / "ties.pbtxt", tmp_path / "ties.pbtxt")
+    os.mkfifo(tmp_path / "pipe.pbtxt")  # nobody ever writes to it: opening it to read would wait forever
+    done = _cli(["batch", str(tmp_path), "-o", str(tmp_path / "out"), "--workers", "1"], timeout=60)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines()[0] == f"1 traces, 1 read, 0 could not be -> {tmp_path / 'out'}"
+    done = _cli(["batch", str(tmp_path / "pipe.pbtxt"), "-o", str(tmp_path / "out"), "--workers", "1"], timeout=60)
+    assert done.returncode == 1
+    assert done.stderr == f"memtrace: {tmp_path / 'pipe.pbtxt'}: is a FIFO, not a regular file; batch reads regular files only\n"
+
+
+def _tables_with(tmp_path: Path, **columns: object) -> Path:
+    """An OUTDIR whose allocators.parquet is memtrace's own with some columns replaced (None: dropped)."""
+    out = tmp_path / "out"
+    _write([TINY / "ties.pbtxt", TINY / "live_groups.pbtxt"], out)
+    table = pq.read_table(out / "allocators.parquet")
+    for name, values in columns.items():
+        index = table.column_names.index(name)
+        table = table.remove_column(index) if values is None else table.set_column(index, name, values)
+    pq.write_table(table, out / "allocators.parquet")
+    return out
+
+
+@pytest.mark.parametrize(("columns", "why"), [
+    ({"peak_bytes": None}, "no column 'peak_bytes'"),
+    ({"peak_bytes": pa.array(["768", "2816"])}, "column 'peak_bytes' holds string, not integers"),
+    ({"allocator": pa.array([1, 2])}, "column 'allocator' holds int64, not strings"),
+    ({"allocator": pa.array([None, "bfc"], pa.string())}, "column 'allocator' has nulls"),
+    # float peaks: NaN and infinity would be written as JSON no parser accepts
+    ({"peak_bytes": pa.array([float("nan"), float("inf")])}, "column 'peak_bytes' holds double, not integers"),
+])
+def test_trend_on_a_table_memtrace_did_not_write_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             columns: dict[str, object], why: str) -> None:
+    out = _tables_with(tmp_path, **columns)
+    for argv in (["trend", str(out)], ["trend", str(out), "--json"], ["trend", str(out), "-o", str(tmp_path / "t.html")]):
+        assert main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert captured.err == f"memtrace: error: {out / 'allocators.parquet'}: not a table memtrace batch wrote ({why})\n"
+    assert not (tmp_path / "t.html").exists()
+
+
+def test_trend_on_a_damaged_table_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN runs.parquet whose footer is zeroed: pyarrow's message for it ends in a newline
+    out = tmp_path / "out"
+    _write([TINY / "ties.pbtxt"], out)
+    data = (out / "runs.parquet").read_bytes()
+    footer = int.from_bytes(data[-8:-4], "little")
+    (out / "runs.parquet").write_bytes(data[:-8 - footer] + bytes(footer) + data[-8:])
+    assert main(["trend", str(out), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err == (f"memtrace: error: {out / 'runs.parquet'}: not a table memtrace batch wrote "
+                            "(Couldn't deserialize thrift: TProtocolException: Invalid data)\n")
+
+
+def test_trend_json_is_strict_json_at_int64_extremes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Integer peaks at both ends of int64 are numbers JSON holds exactly; nothing is NaN or Infinity.
+    extremes = pa.array([-(2**63), 2**63 - 1], pa.int64())
+    out = _tables_with(tmp_path, peak_bytes=extremes, peak_delta_bytes=extremes)
+    assert main(["trend", str(out), "--json"]) == 0
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"not JSON: {constant}")
+
+    document = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert sorted(p["peak_bytes"] for a in document["allocators"] for p in a["points"]) == [-(2**63), 2**63 - 1]
+    assert main(["trend", str(out)]) == 0 and main(["trend", str(out), "-o", str(tmp_path / "t.html")]) == 0
+
+
+def test_an_outdir_that_is_a_file_is_one_line_and_the_file_kept(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("mine\n")
+    assert main(["batch", str(TINY / "ties.pbtxt"), "-o", str(taken)]) == 2
+    assert capsys.readouterr().err == f"memtrace: error: {taken}: exists and is not a directory\n"
+    assert taken.read_text() == "mine\n"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +13,7 @@ import pytest
 
 from memtrace.cli import main
 
-from .conftest import ALEXNET, FIXTURES, PTB
+from .conftest import ALEXNET, FIXTURES, PTB, as_unprivileged
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -54,7 +56,6 @@ def test_output_file_is_written_whole(capsys: pytest.CaptureFixture[str], tmp_pa
 
 def test_output_file_gets_the_mode_a_new_file_would_get(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Written through a private temporary file, a report must still be as readable as any new file."""
-    import os
 
     old_umask = os.umask(0o022)
     try:
@@ -369,6 +370,23 @@ def test_files_that_are_no_trace_are_named_for_what_they_are(
     path.write_text(content)
     code, _, err = run(capsys, "peak", str(path))
     assert code == 2 and message in err and err.count("\n") == 1
+
+
+
+@pytest.mark.parametrize("locked", ["logs", "logs/plugins/profile"])
+def test_an_unreadable_logdir_is_one_line(tmp_path: Path, locked: str) -> None:
+    run_dir = tmp_path / "logs" / "plugins" / "profile" / "2026_01_31_12_00_00"
+    run_dir.mkdir(parents=True)
+    (run_dir / "host.xplane.pb").write_bytes(gzip.decompress((FIXTURES / "profiles" / "keras_mlp.xplane.pb.gz").read_bytes()))
+    (tmp_path / locked).chmod(0)
+    try:
+        done = subprocess.run(as_unprivileged([sys.executable, "-m", "memtrace", "summary", "logs"]),
+                              cwd=tmp_path, capture_output=True, text=True, check=False)
+    finally:
+        (tmp_path / locked).chmod(0o755)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"memtrace: error: {locked}: cannot read the directory: Permission denied\n"
+
 
 
 @pytest.mark.parametrize("command", ["summary", "peak", "timeline", "ops", "frag", "tensor", "graph", "check", "diff",

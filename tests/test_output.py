@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import os
 import resource
 import signal
@@ -15,9 +16,10 @@ import pytest
 
 from memtrace.cli import main
 
-from .conftest import ROOT, TINY, as_unprivileged
+from .conftest import FIXTURES, ROOT, TINY, as_unprivileged
 
 TRACE = TINY / "ties.pbtxt"
+PROFILE = FIXTURES / "profiles" / "keras_mlp.xplane.pb.gz"
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -57,6 +59,57 @@ def test_output_that_is_a_budget_file_or_a_diff_input_is_refused(capsys: pytest.
     new.write_bytes(TRACE.read_bytes())
     code, _, err = run(capsys, "diff", str(TRACE), str(new), "-o", str(new))
     assert one_error_line(code, err) and new.read_bytes() == TRACE.read_bytes()
+
+
+def _logdir(tmp_path: Path) -> tuple[Path, Path]:
+    """A TensorFlow 2 logdir with one run and its host's profile; returns the logdir and the profile."""
+    run = tmp_path / "logs" / "plugins" / "profile" / "2026_01_31_12_00_00"
+    run.mkdir(parents=True)
+    host = run / "host.xplane.pb"
+    host.write_bytes(gzip.decompress(PROFILE.read_bytes()))
+    return tmp_path / "logs", host
+
+
+@pytest.mark.parametrize("case", ["logdir", "run-directory", "symlink", "diff", "older-run"])
+def test_output_that_is_a_file_a_directory_input_stands_for_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, case: str
+) -> None:
+    # GIVEN a logdir whose profile is the input WHEN -o names that profile, in whatever way THEN one line, exit 2.
+    logdir, host = _logdir(tmp_path)
+    original = host.read_bytes()
+    if case == "older-run":  # a run --run could pick is an input as well as the newest one
+        older = logdir / "plugins" / "profile" / "2026_01_01_00_00_00"
+        older.mkdir()
+        host = older / "other.xplane.pb"
+        host.write_bytes(original)
+    output = host
+    if case == "symlink":
+        output = tmp_path / "link.pb"
+        output.symlink_to(host)
+    argv = {"logdir": ["summary", str(logdir)], "run-directory": ["report", str(host.parent)],
+            "symlink": ["summary", str(logdir)], "diff": ["diff", str(logdir), str(TRACE)],
+            "older-run": ["peak", str(logdir)]}[case]
+    code, out, err = run(capsys, *argv, "-o", str(output))
+    assert one_error_line(code, err) and out == ""
+    assert f"{output}: is the input " in err and err.rstrip().endswith("writing the output there would destroy it")
+    assert host.read_bytes() == original
+
+
+@pytest.mark.parametrize("command", [["summary"], ["report"], ["peak", "--json"]])
+def test_output_onto_a_write_protected_file_is_refused_even_as_root(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, command: list[str]
+) -> None:
+    # Renaming over a file needs only the directory's permission (and root passes every check):
+    # a file with no write bit for anyone is refused by its mode bits.
+    protected = tmp_path / "keep.txt"
+    protected.write_text("precious\n")
+    protected.chmod(0o444)
+    code, out, err = run(capsys, command[0], str(TRACE), *command[1:], "-o", str(protected))
+    assert one_error_line(code, err) and out == ""
+    assert err == (f"memtrace: error: {protected}: is write-protected (mode 0444); memtrace does not replace it "
+                   "(make it writable, or write elsewhere)\n")
+    assert protected.read_text() == "precious\n" and stat.S_IMODE(protected.stat().st_mode) == 0o444
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]  # no temporary file left either
 
 
 def test_output_through_a_symlink_writes_its_target_and_keeps_the_link(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -104,8 +104,13 @@ def positive_int(text: str) -> int:
 
 
 def input_paths(args: argparse.Namespace) -> list[str | None]:
-    """Every file a command reads (trace, graph, budget file, both traces of a diff): never an output."""
-    return [getattr(args, name, None) for name in ("trace", "graph", "base", "new", "budget", "vs", "check_trace")]
+    """Every file a command reads (trace, graph, budget file, both traces of a diff, oom's logs): never
+    an output. A directory (a profile's logdir or run directory) stands for every file it may resolve to."""
+    from ..read import input_files
+
+    named = [getattr(args, name, None) for name in ("trace", "graph", "base", "new", "budget", "vs", "check_trace")]
+    named += getattr(args, "files", None) or []
+    return [found for path in named for found in ([path] if path is None or path == "-" else input_files(path))]
 
 
 def write_report(args: argparse.Namespace, to_json: Callable[[], dict[str, Any]], render_text: Callable[[IO[str]], None]) -> None:

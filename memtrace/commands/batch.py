@@ -32,17 +32,19 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..batching import batch, write_tables
+    from ..batching import batch, find_traces, refuse_outputs, write_tables
     from ..errors import UsageError
     from ..reporters.common import clean, write_json
     from ..reporters.progress import CountLine
 
     if args.scheduler is not None and args.workers is not None:
         raise UsageError("--workers is for local processes; with --scheduler the cluster has its own workers")
+    found = find_traces(args.paths)
+    refuse_outputs(args.output, found)  # before the work: no table may replace a trace it reads
     progress = CountLine(sys.stderr, "analysing traces")
     client = _client(args.scheduler) if args.scheduler is not None else None
     try:
-        built = batch(args.paths, client=client, workers=args.workers, allocators=args.allocator, progress=progress)
+        built = batch(found, client=client, workers=args.workers, allocators=args.allocator, progress=progress)
     finally:
         progress.close()
         if client is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import positive_int
+from . import input_paths, positive_int
 
 
 def register(subparsers: Any) -> None:
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     limit = parse_size(args.limit) if args.limit else None
     events = [e for path in args.files for e in analyse_all(load_oom_dumps(path), request, limit)]
     avoided = _avoidances(args, events)
-    with open_output(args.output, [*args.files, args.trace]) as out:
+    with open_output(args.output, input_paths(args)) as out:
         if args.json:
             document = report.to_json(events)
             if avoided is not None:

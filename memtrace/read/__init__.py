@@ -164,10 +164,28 @@ def _runs(path: str) -> dict[str, str]:
     roots = [root for root in roots if os.path.isdir(root)] or [path]
     runs: dict[str, str] = {}
     for root in roots:
-        for name in sorted(os.listdir(root)):
+        try:
+            names = os.listdir(root)
+        except OSError as error:
+            raise TraceFormatError(root, f"cannot read the directory: {error.strerror or error}") from None
+        for name in sorted(names):
             if name not in runs and _host_files(os.path.join(root, name)):
                 runs[name] = os.path.join(root, name)
     return runs
+
+
+def input_files(path: str) -> list[str]:
+    """Every file reading ``path`` may read, so that no output replaces one: the file itself, or for a
+    directory every profile file in it and in each of its runs (whichever ``--run`` picks)."""
+    if not os.path.isdir(path):
+        return [path]
+    found = _host_files(path)
+    try:
+        runs = _runs(path)
+    except TraceFormatError:
+        runs = {}  # reading it says so in one line
+    found += [name for directory in runs.values() for name in _host_files(directory)]
+    return list(dict.fromkeys(found)) or [path]
 
 
 def _host_files(directory: str) -> list[str]:

@@ -8,11 +8,11 @@ import math
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Collection, Iterator, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import OutputError, UsageError
+from ..output import refuse_input_as_output, refuse_protected, replacing
 
 if TYPE_CHECKING:
     from ..model import Oddity
@@ -170,10 +170,11 @@ def open_output(path: str | None, inputs: Sequence[str | None] = ()) -> Iterator
 
     A regular file (new or existing, reached through any symlinks) is written next to its
     destination and renamed into place only when the report is complete, so an error never
-    leaves a half-written report (or clobbers the old one). Anything else (a device such as
-    ``/dev/null``, a FIFO, ``/dev/stdout``) is written in place: renaming over it would replace
-    it with a regular file. An output that is one of ``inputs`` is refused. Every way writing can
-    fail is an :class:`OutputError` naming the output.
+    leaves a half-written report (or clobbers the old one); see :mod:`memtrace.output`. Anything
+    else (a device such as ``/dev/null``, a FIFO, ``/dev/stdout``) is written in place: renaming
+    over it would replace it with a regular file. An output that is one of ``inputs``, or a
+    write-protected file, is refused. Every way writing can fail is an :class:`OutputError`
+    naming the output.
     """
     if path is None or path == "-":
         with _writing("standard output"):
@@ -189,6 +190,7 @@ def open_output(path: str | None, inputs: Sequence[str | None] = ()) -> Iterator
                 raise
         return
     refuse_input_as_output(path, inputs)
+    refuse_protected(path)
     with _writing(path):
         try:
             status: os.stat_result | None = os.stat(path)
@@ -204,42 +206,8 @@ def open_output(path: str | None, inputs: Sequence[str | None] = ()) -> Iterator
         directory = os.path.dirname(target)
         if not os.path.isdir(directory):
             raise UsageError(f"{path}: the directory {directory} does not exist")
-        # Closed by the `with handle` below; it must outlive that block to be renamed.
-        handle = tempfile.NamedTemporaryFile(  # noqa: SIM115
-            "w", dir=directory, prefix=".memtrace-", suffix=".tmp", delete=False, encoding="utf-8"
-        )
-        try:
-            with handle:
-                yield handle
-            # The temporary file is private (0600); the report gets the mode a new file would get,
-            # or keeps the mode of the file it replaces.
-            os.chmod(handle.name, _mode_for(target))
-            os.replace(handle.name, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(handle.name)
-            raise
-
-
-def refuse_input_as_output(path: str | None, inputs: Sequence[str | None]) -> None:
-    """A UsageError where the output ``path`` is the same file as one of ``inputs`` (through any link)."""
-    if path is None or path == "-":
-        return
-    try:
-        output = os.stat(path)
-    except OSError:
-        return  # no such file yet (or not reachable): it cannot be an input
-    if not stat.S_ISREG(output.st_mode):
-        return  # /dev/stdout and friends: writing to them destroys nothing
-    for source in inputs:
-        if source is None or source == "-":
-            continue
-        try:
-            same = os.path.samestat(output, os.stat(source))
-        except OSError:
-            continue
-        if same:
-            raise UsageError(f"{path}: is the input {source}; writing the output there would destroy it")
+        with replacing(target) as handle:
+            yield handle
 
 
 @contextlib.contextmanager
@@ -259,12 +227,3 @@ def _quiet_stdout() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-
-
-def _mode_for(path: str) -> int:
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
