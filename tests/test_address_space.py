@@ -7,7 +7,6 @@ Chromium that opens the pages without a script error and draws them (as tests/te
 
 from __future__ import annotations
 
-import gzip
 import re
 from pathlib import Path
 
@@ -18,12 +17,12 @@ import memtrace
 from memtrace import bfc
 from memtrace.address_space import Box, address_space, lay_out
 from memtrace.cli import main
-from memtrace.read._proto import xplane_pb2 as pb
 
 from .pngimage import read_png
 from .test_report import Page
 from .test_report_browser import console_errors, run_chromium
 from .test_xplane import _event, _space, _write
+from .xspace_events import memory_events
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 JAX = FIXTURES / "profiles" / "jax_gpu.xplane.pb.gz"
@@ -47,30 +46,8 @@ def test_hand_worked_boxes_peak_and_failure() -> None:
     assert space.events == 4
 
 
-def _raw(allocator: str) -> list[dict[str, object]]:
-    space = pb.XSpace()
-    space.ParseFromString(gzip.decompress(JAX.read_bytes()))
-    events = []
-    for plane in space.planes:
-        names = {key: meta.name for key, meta in plane.stat_metadata.items()}
-        kinds = {key: meta.name for key, meta in plane.event_metadata.items()}
-        for line in plane.lines:
-            for event in line.events:
-                kind = kinds.get(event.metadata_id)
-                if kind in ("MemoryAllocation", "MemoryDeallocation"):
-                    stats: dict[str, object] = {"alloc": kind == "MemoryAllocation",
-                                                "time_ps": line.timestamp_ns * 1000 + event.offset_ps}
-                    for stat in event.stats:
-                        which = stat.WhichOneof("value")
-                        value = getattr(stat, which) if which else 0
-                        stats[names[stat.metadata_id]] = names.get(value, "") if which == "ref_value" else value
-                    if stats["allocator_name"] == allocator:
-                        events.append(stats)
-    return sorted(events, key=lambda e: e["time_ps"])  # type: ignore[arg-type,return-value]
-
-
 def test_the_jax_profiles_boxes_are_its_own_chunks() -> None:
-    events = _raw("GPU_0_bfc")
+    events = memory_events(JAX, "GPU_0_bfc")
     space = address_space(memtrace.load(JAX), "GPU_0_bfc")
     assert space.exact and len(space.regions) == 1
     base = int(events[0]["addr"])  # type: ignore[call-overload]

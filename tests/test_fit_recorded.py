@@ -14,7 +14,6 @@ need no model; the rest need ``memtrace.bfc`` / ``memtrace.fit`` (the interface 
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
@@ -25,9 +24,9 @@ import numpy as np
 import pytest
 
 import memtrace
-from memtrace.read._proto import xplane_pb2 as pb
 
 from .conftest import FIXTURES
+from .xspace_events import memory_events
 
 FIT = FIXTURES / "fit"
 PROGRAMS = sorted(p.stem for p in FIT.glob("*.json"))
@@ -38,27 +37,6 @@ DEFAULT_LIMIT = 65536 * MIB  # TF_CPU_BFC_MEM_LIMIT_IN_MB's default
 
 def evidence(name: str) -> dict[str, Any]:
     return json.loads((FIT / f"{name}.json").read_text())  # type: ignore[no-any-return]
-
-
-def memory_events(path: Path) -> list[dict[str, Any]]:
-    """The profile's memory events in time order, each with its stats, read with protobuf (not memtrace's reader)."""
-    space = pb.XSpace()
-    space.ParseFromString(gzip.decompress(path.read_bytes()))
-    events = []
-    for plane in space.planes:
-        names = {k: m.name for k, m in plane.stat_metadata.items()}
-        kinds = {k: m.name for k, m in plane.event_metadata.items() if m.name in ("MemoryAllocation", "MemoryDeallocation")}
-        for line in plane.lines:
-            for event in line.events:
-                if event.metadata_id in kinds:
-                    stats: dict[str, Any] = {"alloc": kinds[event.metadata_id] == "MemoryAllocation",
-                                             "time_ps": line.timestamp_ns * 1000 + event.offset_ps}
-                    for s in event.stats:
-                        value = s.WhichOneof("value")
-                        stats[names[s.metadata_id]] = names[s.ref_value] if value == "ref_value" else getattr(s, value)
-                    events.append(stats)
-    events.sort(key=lambda e: e["time_ps"])
-    return events
 
 
 def test_there_are_four_programs_at_least() -> None:

@@ -9,7 +9,6 @@ live chunks plus each region's free head and tail, so those stats pin the region
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
@@ -18,34 +17,13 @@ import pytest
 import memtrace
 from memtrace.cli import main
 from memtrace.frag import fragmentation
-from memtrace.read._proto import xplane_pb2 as pb
 from memtrace.regions import regions_of
+
+from .xspace_events import memory_events
 
 PROFILE = Path(__file__).parent.parent / "fixtures" / "profiles" / "cpu_bfc_regions.xplane.pb.gz"
 ALLOCATOR = "bfc_cpu_allocator_for_gpu"
 MIB = 1 << 20
-
-
-def _raw_events() -> list[dict[str, object]]:
-    """The allocator's memory events, in time order, as the profile holds them."""
-    space = pb.XSpace()
-    space.ParseFromString(gzip.decompress(PROFILE.read_bytes()))
-    events = []
-    for plane in space.planes:
-        names = {key: meta.name for key, meta in plane.stat_metadata.items()}
-        kinds = {key: meta.name for key, meta in plane.event_metadata.items()}
-        for line in plane.lines:
-            for event in line.events:
-                kind = kinds.get(event.metadata_id)
-                if kind in ("MemoryAllocation", "MemoryDeallocation"):
-                    stats: dict[str, object] = {"alloc": kind == "MemoryAllocation",
-                                                "time_ps": line.timestamp_ns * 1000 + event.offset_ps}
-                    for stat in event.stats:
-                        which = stat.WhichOneof("value")
-                        value = getattr(stat, which) if which else 0
-                        stats[names[stat.metadata_id]] = names.get(value, "") if which == "ref_value" else value
-                    events.append(stats)
-    return sorted(events, key=lambda e: e["time_ps"])  # type: ignore[arg-type,return-value]
 
 
 @pytest.fixture(scope="module")
@@ -62,13 +40,13 @@ def test_regions_are_tfs_growth_placed_where_the_profile_put_them(trace: memtrac
     gaps = [b.start - a.end for a, b in zip(regions.regions, regions.regions[1:])]
     assert gaps == [4096, 4096, 4096, 203_411_456]  # what frag counted as holes before (the last 194 MiB)
     # every chunk the profile allocated lies inside one region
-    chunks = [(int(e["addr"]), int(e["allocation_bytes"])) for e in _raw_events() if e["alloc"]]  # type: ignore[call-overload]
+    chunks = [(int(e["addr"]), int(e["allocation_bytes"])) for e in memory_events(PROFILE) if e["alloc"]]  # type: ignore[call-overload]
     holding = [sum(r.start <= addr and addr + size <= r.end for r in regions.regions) for addr, size in chunks]
     assert len(chunks) == 27 and holding == [1] * 27
 
 
 def test_holes_at_the_peak_are_only_those_inside_a_region(trace: memtrace.Trace) -> None:
-    events = _raw_events()
+    events = memory_events(PROFILE)
     moment = fragmentation(trace, ALLOCATOR).at_peak
     assert moment is not None and moment.external is not None
     e = moment.external

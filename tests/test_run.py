@@ -7,7 +7,6 @@ against the allocator's own counters), also when the script raises or runs out o
 
 from __future__ import annotations
 
-import gzip
 import os
 import subprocess
 import sys
@@ -16,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import memtrace
-from memtrace.read._proto import xplane_pb2 as pb
 
 from .conftest import ROOT
+from .xspace_events import memory_events as profile_events
 
 BFC = "bfc_cpu_allocator_for_gpu"
 
@@ -43,25 +42,9 @@ def memtrace_run(tmp_path: Path, script: str, *args: str, env: dict[str, str] | 
 
 
 def memory_events(logdir: Path) -> list[dict[str, object]]:
-    """Every MemoryAllocation/MemoryDeallocation event of the profile, in time order, read with protobuf."""
+    """Every MemoryAllocation/MemoryDeallocation event of the run's profile, in time order, read with protobuf."""
     (path,) = (logdir / "plugins" / "profile").glob("*/*.xplane.pb")
-    space = pb.XSpace()
-    data = path.read_bytes()
-    space.ParseFromString(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
-    events = []
-    for plane in space.planes:
-        names = {k: m.name for k, m in plane.stat_metadata.items()}
-        kinds = {k: m.name for k, m in plane.event_metadata.items() if m.name in ("MemoryAllocation", "MemoryDeallocation")}
-        for line in plane.lines:
-            for event in line.events:
-                if event.metadata_id in kinds:
-                    stats: dict[str, object] = {"kind": kinds[event.metadata_id],
-                                                "time_ps": line.timestamp_ns * 1000 + event.offset_ps}
-                    for s in event.stats:
-                        value = s.WhichOneof("value")
-                        stats[names[s.metadata_id]] = names[s.ref_value] if value == "ref_value" else getattr(s, value)
-                    events.append(stats)
-    return sorted(events, key=lambda e: e["time_ps"])  # type: ignore[arg-type,return-value]
+    return profile_events(path)
 
 
 TINY = """

@@ -19,31 +19,9 @@ from memtrace import bfc
 from memtrace.cli import main
 from memtrace.read._proto import xplane_pb2 as pb
 
+from .xspace_events import memory_events
+
 JAX = Path(__file__).parent.parent / "fixtures" / "profiles" / "jax_gpu.xplane.pb.gz"
-
-
-def _raw_events(allocator: str) -> list[dict[str, object]]:
-    """The allocator's memory events as the profile holds them, in time order (ties in file order)."""
-    space = pb.XSpace()
-    space.ParseFromString(gzip.decompress(JAX.read_bytes()))
-    events = []
-    for plane in space.planes:
-        names = {key: meta.name for key, meta in plane.stat_metadata.items()}
-        kinds = {key: meta.name for key, meta in plane.event_metadata.items()}
-        for line in plane.lines:
-            for event in line.events:
-                kind = kinds.get(event.metadata_id)
-                if kind not in ("MemoryAllocation", "MemoryDeallocation"):
-                    continue
-                stats: dict[str, object] = {"alloc": kind == "MemoryAllocation",
-                                            "time_ps": line.timestamp_ns * 1000 + event.offset_ps}
-                for stat in event.stats:
-                    which = stat.WhichOneof("value")
-                    value = getattr(stat, which) if which else 0
-                    stats[names[stat.metadata_id]] = names.get(value, "") if which == "ref_value" else value
-                if stats.get("allocator_name") == allocator:
-                    events.append(stats)
-    return sorted(events, key=lambda e: e["time_ps"])  # type: ignore[arg-type,return-value]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +31,7 @@ def trace() -> memtrace.Trace:
 
 def test_xla_profile_is_read_with_its_allocators(trace: memtrace.Trace) -> None:
     assert trace.message == "XSpace" and set(trace.allocators) == {"GPU_0_bfc", "xla_gpu_host_bfc"}
-    gpu = _raw_events("GPU_0_bfc")
+    gpu = memory_events(JAX, "GPU_0_bfc")
     assert len(gpu) == 157 and sum(bool(e["alloc"]) for e in gpu) == 80
     # every allocation is a (no op) node: XLA names none
     assert {trace.node_name(int(n)) for n in trace.outputs.node} == {"(no op)"}
@@ -62,7 +40,7 @@ def test_xla_profile_is_read_with_its_allocators(trace: memtrace.Trace) -> None:
 
 
 def test_peak_is_the_allocators_own_peak_counter(trace: memtrace.Trace) -> None:
-    gpu = _raw_events("GPU_0_bfc")
+    gpu = memory_events(JAX, "GPU_0_bfc")
     peak = trace.peak("GPU_0_bfc")
     # the allocator's own counter (it starts at the allocator's birth: the first event's own chunk)
     assert gpu[0]["peak_bytes_in_use"] == gpu[0]["bytes_allocated"] == 256
@@ -72,11 +50,11 @@ def test_peak_is_the_allocators_own_peak_counter(trace: memtrace.Trace) -> None:
     assert peak.live_bytes_total == peak.peak_delta_bytes == 184_549_632
     assert len(peak.live_at_peak) == 6
     host = trace.peak("xla_gpu_host_bfc")
-    assert host.peak_bytes == max(int(e["peak_bytes_in_use"]) for e in _raw_events("xla_gpu_host_bfc")) == 256  # type: ignore[call-overload]
+    assert host.peak_bytes == max(int(e["peak_bytes_in_use"]) for e in memory_events(JAX, "xla_gpu_host_bfc")) == 256  # type: ignore[call-overload]
 
 
 def test_timeline_is_the_allocators_bytes_in_use_event_by_event(trace: memtrace.Trace) -> None:
-    gpu = _raw_events("GPU_0_bfc")
+    gpu = memory_events(JAX, "GPU_0_bfc")
     line = trace.timeline("GPU_0_bfc")
     assert line.baseline_bytes == 0
     assert line.live_bytes.tolist() == [int(e["bytes_allocated"]) for e in gpu]  # type: ignore[call-overload]
@@ -88,7 +66,7 @@ def test_timeline_is_the_allocators_bytes_in_use_event_by_event(trace: memtrace.
 def test_frag_holds_the_allocators_own_metric_and_the_live_chunks(trace: memtrace.Trace) -> None:
     from memtrace.frag import fragmentation
 
-    gpu = _raw_events("GPU_0_bfc")
+    gpu = memory_events(JAX, "GPU_0_bfc")
     result = fragmentation(trace, "GPU_0_bfc")
     assert result is not None and result.tf_metric is not None
     values = [float(e["fragmentation"]) for e in gpu]  # type: ignore[arg-type]
@@ -169,7 +147,7 @@ def _six_digits(values: np.ndarray) -> np.ndarray:
 
 def test_the_model_reproduces_xlas_allocator_on_an_h100() -> None:
     # GIVEN the GPU allocator's events from its birth (the first event's bytes in use are its own chunk)
-    events = _raw_events("GPU_0_bfc")
+    events = memory_events(JAX, "GPU_0_bfc")
     assert events[0]["bytes_allocated"] == events[0]["allocation_bytes"]
     # AND XLA's defaults: preallocated, one region of the limit (bytes available + in use), no growth
     limit = int(events[0]["bytes_available"]) + int(events[0]["bytes_allocated"])  # type: ignore[call-overload]
@@ -194,7 +172,7 @@ def test_the_model_reproduces_xlas_allocator_on_an_h100() -> None:
 
 def test_with_growth_the_model_places_chunks_elsewhere() -> None:
     # (the comparison above can fail: growth on makes regions of 2 MiB, 4 MiB, ... and other addresses)
-    events = _raw_events("GPU_0_bfc")
+    events = memory_events(JAX, "GPU_0_bfc")
     limit = int(events[0]["bytes_available"]) + int(events[0]["bytes_allocated"])  # type: ignore[call-overload]
     sim = bfc.simulate(_requests(events), bfc.BFCOptions(limit_bytes=limit, allow_growth=True))
     addresses = np.array([int(e["addr"]) for e in events]) - int(events[0]["addr"])  # type: ignore[call-overload]
@@ -205,7 +183,7 @@ def test_fit_checks_itself_on_xlas_allocator(trace: memtrace.Trace) -> None:
     # the same check through memtrace.fit: the trace's requests (requests_for) and its self-check
     from memtrace.fit import fit, requests_for
 
-    events = _raw_events("GPU_0_bfc")
+    events = memory_events(JAX, "GPU_0_bfc")
     limit = int(events[0]["bytes_available"]) + int(events[0]["bytes_allocated"])  # type: ignore[call-overload]
     found = requests_for(trace, "GPU_0_bfc")
     assert found.from_birth and len(found.requests) == 157 and found.assumptions == ()
@@ -230,7 +208,7 @@ def test_fit_cli_reports_the_self_check_on_xla(capsys: pytest.CaptureFixture[str
 
 def _shown_limit(allocator: str) -> int:
     """The allocator's limit as its raw events say it: bytes_available + bytes_allocated, the same in every event."""
-    limits = {int(e["bytes_available"]) + int(e["bytes_allocated"]) for e in _raw_events(allocator)}  # type: ignore[call-overload]
+    limits = {int(e["bytes_available"]) + int(e["bytes_allocated"]) for e in memory_events(JAX, allocator)}  # type: ignore[call-overload]
     assert len(limits) == 1
     return limits.pop()
 
