@@ -36,6 +36,7 @@ recorded by :func:`recording`, a context manager to put at the top of a script, 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import time
@@ -60,12 +61,28 @@ class MissingExtraError(MemtraceError, ModuleNotFoundError):
     """
 
 
+def _missing(reason: object) -> MissingExtraError:
+    return MissingExtraError(
+        f"memtrace.tensorflow needs TensorFlow, which is not installed ({reason}); install it with: {INSTALL_HINT}")
+
+
+# TensorFlow is imported when first needed, not here: use_cpu_bfc() sets what TensorFlow reads when it is
+# imported (TF_ENABLE_ONEDNN_OPTS), so it must be able to run before TensorFlow is.
 try:
-    import tensorflow as _tf
-except ImportError as _error:
-    raise MissingExtraError(
-        f"memtrace.tensorflow needs TensorFlow, which is not installed ({_error}); install it with: {INSTALL_HINT}"
-    ) from _error
+    _SPEC = importlib.util.find_spec("tensorflow")
+except (ImportError, ValueError) as _error:
+    raise _missing(_error) from _error
+if _SPEC is None:
+    raise _missing("No module named 'tensorflow'")
+
+
+def _tf() -> Any:
+    """The tensorflow module, imported on first use."""
+    try:
+        import tensorflow
+    except ImportError as error:
+        raise _missing(error) from error
+    return tensorflow
 
 
 def record_metadata(session: Any, fetches: Any, feed_dict: Any = None, *, warmup: int = 0) -> Any:
@@ -78,7 +95,7 @@ def record_metadata(session: Any, fetches: Any, feed_dict: Any = None, *, warmup
         raise MemtraceError(f"record needs a tf.compat.v1.Session (something with .run), not {type(session).__name__}")
     if warmup < 0:
         raise MemtraceError(f"warmup must be 0 or more, not {warmup}")
-    v1 = _tf.compat.v1
+    v1 = _tf().compat.v1
     for _ in range(warmup):
         session.run(fetches, feed_dict=feed_dict)
     options = v1.RunOptions(trace_level=v1.RunOptions.FULL_TRACE, output_partition_graphs=True)
@@ -146,54 +163,81 @@ def _tensorflow_started() -> bool:
         return True  # cannot tell: assume the worst
 
 
-def use_cpu_bfc(*, threads: int | None = 1) -> bool:
+ONEDNN = "TF_ENABLE_ONEDNN_OPTS"
+_onednn_kept = False  # use_cpu_bfc(onednn=True) was asked for: oneDNN's kernels on is the user's choice
+
+
+def use_cpu_bfc(*, threads: int | None = 1, onednn: bool = False) -> bool:
     """Make TensorFlow's CPU allocator the BFC allocator, which writes memory events; True when it will be.
 
-    Call it before TensorFlow's runtime starts (before building a model). It also runs TensorFlow's
-    ops on ``threads`` inter-op and intra-op threads (1 by default; None leaves TensorFlow's
-    choice): with one of each, ops run one at a time in a fixed order, so the order of allocations,
-    and so the peak, is the same run after run, on a busy machine too; steps take longer where ops
-    could have run in parallel. Afterwards this changes nothing and returns whether the variable
-    was already set.
+    Call it before TensorFlow's runtime starts (before building a model), and best before TensorFlow
+    (or Keras) is imported. It also runs TensorFlow's ops on ``threads`` inter-op and intra-op threads
+    (1 by default; None leaves TensorFlow's choice): with one of each, ops run one at a time in a
+    fixed order, so the order of allocations, and so the peak, is the same run after run, on a busy
+    machine too; steps take longer where ops could have run in parallel. Unless ``onednn``, and
+    unless ``TF_ENABLE_ONEDNN_OPTS`` is set already, it turns oneDNN's kernels off
+    (``TF_ENABLE_ONEDNN_OPTS=0``, which TensorFlow reads when it is imported, so only where it is not
+    yet): with them, a Keras CNN's step held one more activation-sized buffer in about one run of
+    five. Afterwards this changes nothing and returns whether the variable was already set.
     """
+    global _onednn_kept
+    _onednn_kept = _onednn_kept or onednn
+    if not onednn and "tensorflow" not in sys.modules:
+        os.environ.setdefault(ONEDNN, "0")
     if _tensorflow_started():
         return os.environ.get(CPU_BFC, "").lower() in ("1", "true")
     os.environ[CPU_BFC] = "true"
     if threads is not None:
-        _tf.config.threading.set_inter_op_parallelism_threads(threads)
-        _tf.config.threading.set_intra_op_parallelism_threads(threads)
+        _tf().config.threading.set_inter_op_parallelism_threads(threads)
+        _tf().config.threading.set_intra_op_parallelism_threads(threads)
     return True
 
 
+def onednn_enabled() -> bool | None:
+    """Whether TensorFlow runs oneDNN's kernels in this process (decided when it was imported); None if it cannot tell."""
+    _tf()
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+
+        return bool(_pywrap_util_port.IsMklEnabled())
+    except (ImportError, AttributeError):
+        return None
+
+
 def _has_gpu() -> bool:
-    return bool(_tf.config.list_logical_devices("GPU"))
+    return bool(_tf().config.list_logical_devices("GPU"))
 
 
 def _prepare_to_profile() -> bool:
     """Before profiling: the BFC allocator (and one thread) where still possible; True where the CPU allocator is BFC.
 
     Raises when TensorFlow's runtime has started with its default CPU allocator on a machine without
-    a GPU: the profile would hold the default allocator's few events, not the step's memory.
+    a GPU: the profile would hold the default allocator's few events, not the step's memory. Warns
+    when ops run on several threads, or on oneDNN's kernels that nobody chose.
     """
-    if not _tensorflow_started():
-        return use_cpu_bfc()
-    bfc = use_cpu_bfc()  # started: whether the variable was set (before the runtime started, as it must be)
-    if not bfc and not _has_gpu():
-        raise MemtraceError(_too_late_for_bfc())
-    threading = _tf.config.threading
-    if (threading.get_inter_op_parallelism_threads(), threading.get_intra_op_parallelism_threads()) != (1, 1):
-        import warnings
+    import warnings
 
+    started = _tensorflow_started()
+    bfc = use_cpu_bfc()  # started: whether the variable was set (before the runtime started, as it must be)
+    if started and not bfc and not _has_gpu():
+        raise MemtraceError(_too_late_for_bfc())
+    threading = _tf().config.threading
+    if started and (threading.get_inter_op_parallelism_threads(), threading.get_intra_op_parallelism_threads()) != (1, 1):
         warnings.warn("memtrace: TensorFlow runs ops on several threads, so the order of allocations and the peak "
                       "may vary from run to run; call memtrace.tensorflow.use_cpu_bfc() before building the model "
                       "(it sets one inter-op and one intra-op thread)", stacklevel=3)
+    if onednn_enabled() and not _onednn_kept and ONEDNN not in os.environ:
+        warnings.warn("memtrace: TensorFlow runs oneDNN's kernels (it was imported before "
+                      "memtrace.tensorflow.use_cpu_bfc() could turn them off), and with them a step may hold more "
+                      "buffers in some runs than in others; call use_cpu_bfc() before importing TensorFlow or "
+                      f"Keras, or set {ONEDNN}=0 ({ONEDNN}=1 keeps them and this warning away)", stacklevel=3)
     return bfc
 
 
 def _memory_info(device: str) -> dict[str, int] | None:
     try:
-        return dict(_tf.config.experimental.get_memory_info(device))
-    except (ValueError, RuntimeError, _tf.errors.OpError):
+        return dict(_tf().config.experimental.get_memory_info(device))
+    except (ValueError, RuntimeError, _tf().errors.OpError):
         return None  # this allocator keeps no statistics (TensorFlow's default CPU allocator)
 
 
@@ -224,7 +268,7 @@ def _warm_up(step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, 
                             "call memtrace.tensorflow.use_cpu_bfc() before building the model, or give a number")
     previous: tuple[int, int] | None = None
     for count in range(1, MAX_WARMUP + 1):
-        _tf.config.experimental.reset_memory_stats(device)
+        _tf().config.experimental.reset_memory_stats(device)
         step(*args, **kwargs)
         info = _memory_info(device) or {}
         now = (int(info.get("peak", 0)), int(info.get("current", 0)))
@@ -253,19 +297,19 @@ def record_profile(step: Callable[..., Any], *args: Any, steps: int = 1, warmup:
     bfc = _prepare_to_profile()
     _warm_up(step, args, kwargs, warmup)
     counters = []
-    _tf.profiler.experimental.start(os.fspath(logdir))
+    _tf().profiler.experimental.start(os.fspath(logdir))
     try:
         for number in range(steps):
             before = _cpu_memory_info() if bfc else None
             if before is not None:
-                _tf.config.experimental.reset_memory_stats("CPU:0")
-            with _tf.profiler.experimental.Trace("train", step_num=number, _r=1):
+                _tf().config.experimental.reset_memory_stats("CPU:0")
+            with _tf().profiler.experimental.Trace("train", step_num=number, _r=1):
                 step(*args, **kwargs)
             after = _cpu_memory_info()
             if before is not None and after is not None:
                 counters.append(StepMemory(number, before["current"], after["peak"]))
     finally:
-        _tf.profiler.experimental.stop()
+        _tf().profiler.experimental.stop()
     return counters
 
 
@@ -342,16 +386,16 @@ def recording(logdir: str | os.PathLike[str], *, cpu_bfc: bool = False, quiet: b
     ``quiet``, a line on stderr says how long and how large the profile got.
     """
     where = os.fspath(logdir)
-    if cpu_bfc and not use_cpu_bfc(threads=None):  # (the threads stay as the program sets them)
+    if cpu_bfc and not use_cpu_bfc(threads=None, onednn=True):  # (threads and kernels stay as the program has them)
         raise MemtraceError(_too_late_for_bfc())
     before = set(_profile_files(where, set()))
     result = Recording(where, not _tensorflow_started())
     started = time.monotonic()
-    _tf.profiler.experimental.start(where)
+    _tf().profiler.experimental.start(where)
     try:
         yield result
     finally:
-        _tf.profiler.experimental.stop()
+        _tf().profiler.experimental.stop()
         result.seconds = time.monotonic() - started
         result.files = _profile_files(where, before)
         result.size_bytes = sum(os.path.getsize(f) for f in result.files)

@@ -1,14 +1,16 @@
 """Measure how stable the documented TF2 recording route is: the same Keras model in fresh processes, at once.
 
-    python scripts/measure_profile_stability.py [--processes 3] [--rounds 2] [--busy] [--default-threads]
+    python scripts/measure_profile_stability.py [--processes 3] [--rounds 2] [--busy] [--default-threads] [--onednn]
 
 Each process does what docs/testing.md says (``memtrace.tensorflow.use_cpu_bfc()`` before the model
 is built, then ``memtrace.tensorflow.profile(model.train_on_batch, x, y, steps=2)`` and
 ``trace.peak("CPU:0")``) on the small CNN of ``docs/examples/test_keras_memory.py`` at batch 64, and
 prints its peak, each profiled step's peak, the allocator's own per-step peak counters and the
-step time. ``--processes`` run at once, ``--rounds`` times; ``--busy`` keeps one more process
+step time (the mean of three steps after the profile). ``--processes`` run at once, ``--rounds`` times; ``--busy`` keeps one more process
 spinning on a core meanwhile; ``--default-threads`` leaves TensorFlow's thread pools as they are
-(``use_cpu_bfc(threads=None)``) to show what one thread buys. Prints one JSON line per process and
+(``use_cpu_bfc(threads=None)``) to show what one thread buys; ``--onednn`` keeps oneDNN's kernels
+(``use_cpu_bfc(onednn=True)``; by default it turns them off). ``TF_ENABLE_ONEDNN_OPTS`` and
+``TF_CPU_ALLOCATOR_USE_BFC`` are removed from the children's environment. Prints one JSON line per process and
 the spread of the peaks.
 """
 
@@ -26,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CHILD = """
 import json, sys, time
 import memtrace.tensorflow as mtf
-mtf.use_cpu_bfc(threads=None if sys.argv[1] == "default" else 1)
+mtf.use_cpu_bfc(threads=None if "default" in sys.argv[1] else 1, onednn="onednn" in sys.argv[1])
 import keras, numpy as np, tensorflow as tf
 keras.utils.set_random_seed(0)
 model = keras.Sequential([
@@ -44,13 +46,19 @@ y = np.zeros(64, np.int64)
 started = time.perf_counter()
 trace = mtf.profile(model.train_on_batch, x, y, steps=2, logdir=sys.argv[2])
 seconds = time.perf_counter() - started
+started = time.perf_counter()
+for _ in range(3):
+    model.train_on_batch(x, y)
+step_seconds = (time.perf_counter() - started) / 3
 steps = [s.number for s in trace.steps]
 print(json.dumps({
+    "onednn": mtf.onednn_enabled(),
     "threads": [tf.config.threading.get_inter_op_parallelism_threads(), tf.config.threading.get_intra_op_parallelism_threads()],
     "peak": trace.peak("CPU:0").peak_bytes,
     "peak_delta": trace.peak("CPU:0").peak_delta_bytes,
     "step_peaks": [__import__("memtrace").load(sys.argv[2], step=n).peak("CPU:0").peak_bytes for n in steps],
     "seconds": round(seconds, 2),
+    "step_seconds": round(step_seconds, 3),
 }))
 """
 
@@ -61,17 +69,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--busy", action="store_true")
     parser.add_argument("--default-threads", action="store_true")
+    parser.add_argument("--onednn", action="store_true")
     args = parser.parse_args()
     import tempfile
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     env.pop("TF_CPU_ALLOCATOR_USE_BFC", None)
+    env.pop("TF_ENABLE_ONEDNN_OPTS", None)
+    how = ("default" if args.default_threads else "one") + ("+onednn" if args.onednn else "")
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
     results = []
     try:
         with tempfile.TemporaryDirectory() as scratch:
             for round_ in range(args.rounds):
-                children = [subprocess.Popen([sys.executable, "-c", CHILD, "default" if args.default_threads else "one",
+                children = [subprocess.Popen([sys.executable, "-c", CHILD, how,
                                               os.path.join(scratch, f"{round_}-{i}")],
                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
                             for i in range(args.processes)]

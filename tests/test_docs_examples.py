@@ -35,6 +35,7 @@ def test_memory_budget_example_passes_under_pytest(example) -> None:  # type: ig
     require("tensorflow")
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     env.pop("TF_CPU_ALLOCATOR_USE_BFC", None)
+    env.pop("TF_ENABLE_ONEDNN_OPTS", None)  # the documented route as a user runs it: use_cpu_bfc() turns oneDNN off
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p", "no:cacheprovider", "-q", str(example)],
         capture_output=True, text=True, check=False, cwd=ROOT, env=env,
