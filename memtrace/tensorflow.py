@@ -15,15 +15,17 @@ The step runs with ``RunOptions(trace_level=FULL_TRACE, output_partition_graphs=
 TF2 code (Keras, ``tf.function``, eager) has no ``RunMetadata``; :func:`profile` runs its steps
 under the TF2 profiler instead and reads the allocator's own memory events from the profile::
 
-    memtrace.tensorflow.use_cpu_bfc()          # before the model is built
+    memtrace.tensorflow.use_cpu_bfc()          # before TensorFlow or Keras is imported
     model = build_model()
     trace = memtrace.tensorflow.profile(model.train_on_batch, x, y, steps=2)
     memtrace.testing.assert_peak_below(trace, "CPU:0", "2GiB")
 
 On CPU, TensorFlow's default allocator writes no memory events; :func:`use_cpu_bfc` makes the CPU
-allocator TensorFlow's BFC allocator, and runs ops on one inter-op and one intra-op thread so
-that the peak is the same run after run. Both are possible only before TensorFlow's runtime
-starts; :func:`profile` raises when it is too late.
+allocator TensorFlow's BFC allocator, and runs ops on one inter-op and one intra-op thread and on
+TensorFlow's own kernels (oneDNN's off) so that the peak is the same run after run. The allocator
+and threads can be set only before TensorFlow's runtime starts (:func:`profile` raises when it is
+too late), the kernels only before TensorFlow is imported (:func:`profile` warns): importing this
+module does not import TensorFlow.
 
 A whole program (every allocation from the allocator's birth, up to an out-of-memory error) is
 recorded by :func:`recording`, a context manager to put at the top of a script, or by

@@ -9,7 +9,8 @@ prints its peak, each profiled step's peak, the allocator's own per-step peak co
 step time (the mean of three steps after the profile). ``--processes`` run at once, ``--rounds`` times; ``--busy`` keeps one more process
 spinning on a core meanwhile; ``--default-threads`` leaves TensorFlow's thread pools as they are
 (``use_cpu_bfc(threads=None)``) to show what one thread buys; ``--onednn`` keeps oneDNN's kernels
-(``use_cpu_bfc(onednn=True)``; by default it turns them off). ``TF_ENABLE_ONEDNN_OPTS`` and
+(``use_cpu_bfc(onednn=True)``; by default it turns them off); ``--tensors`` passes the batch as
+TensorFlow tensors made once, not numpy arrays. ``TF_ENABLE_ONEDNN_OPTS`` and
 ``TF_CPU_ALLOCATOR_USE_BFC`` are removed from the children's environment. Prints one JSON line per process and
 the spread of the peaks.
 """
@@ -43,6 +44,8 @@ model = keras.Sequential([
 model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 x = np.ones((64, 32, 32, 3), np.float32)
 y = np.zeros(64, np.int64)
+if "tensors" in sys.argv[1]:
+    x, y = tf.constant(x), tf.constant(y)
 started = time.perf_counter()
 trace = mtf.profile(model.train_on_batch, x, y, steps=2, logdir=sys.argv[2])
 seconds = time.perf_counter() - started
@@ -70,13 +73,14 @@ def main() -> None:
     parser.add_argument("--busy", action="store_true")
     parser.add_argument("--default-threads", action="store_true")
     parser.add_argument("--onednn", action="store_true")
+    parser.add_argument("--tensors", action="store_true")
     args = parser.parse_args()
     import tempfile
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
     env.pop("TF_CPU_ALLOCATOR_USE_BFC", None)
     env.pop("TF_ENABLE_ONEDNN_OPTS", None)
-    how = ("default" if args.default_threads else "one") + ("+onednn" if args.onednn else "")
+    how = ("default" if args.default_threads else "one") + ("+onednn" if args.onednn else "") + ("+tensors" if args.tensors else "")
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.busy else None
     results = []
     try:

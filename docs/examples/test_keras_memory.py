@@ -16,9 +16,9 @@ import memtrace.testing
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 mtf = pytest.importorskip("memtrace.tensorflow")
-# Before any model is built (TensorFlow's runtime starts then): the CPU allocator becomes TensorFlow's
-# BFC allocator, which writes memory events, and ops run on one inter-op and one intra-op thread, so
-# that the same model gives the same peak run after run.
+# Before TensorFlow (here with Keras) is imported and any model is built: the CPU allocator becomes
+# TensorFlow's BFC allocator, which writes memory events, ops run on one inter-op and one intra-op
+# thread, on TensorFlow's own kernels (oneDNN's off), so that the same model gives the same peak run after run.
 mtf.use_cpu_bfc()
 import keras
 
@@ -42,16 +42,17 @@ def profile_training(batch: int) -> memtrace.Trace:
 def test_training_fits_its_budget() -> None:
     trace = profile_training(batch=32)
     print(trace.peak("CPU:0").peak_bytes)
-    memtrace.testing.assert_peak_below(trace, "CPU:0", "16MiB")
+    memtrace.testing.assert_peak_below(trace, "CPU:0", "40MiB")
 
 
-@pytest.mark.memory_budget("CPU:0", max_peak="16MiB")
+@pytest.mark.memory_budget("CPU:0", max_peak="40MiB")
 def test_the_budget_stated_as_a_marker(memory_budget) -> None:
     memory_budget(profile_training(batch=32))
 
 
 def test_doubling_the_batch_is_caught_as_a_regression() -> None:
-    small, large = profile_training(batch=32), profile_training(batch=64)
+    # (up to batch 64, the workspace of TensorFlow's convolution gradient, not the batch, sets this CNN's peak)
+    small, large = profile_training(batch=64), profile_training(batch=128)
     memtrace.testing.assert_no_regression(large, small, max_increase="1%")  # shrinking is fine
     with pytest.raises(AssertionError, match="peak grew by"):
         memtrace.testing.assert_no_regression(small, large, max_increase="1%")
