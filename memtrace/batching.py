@@ -95,16 +95,24 @@ def find_traces(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
     A file named directly is taken as it is (a bad one becomes a row with an error); a directory
     is searched recursively for regular files named like a trace (:data:`TRACE_SUFFIXES`) or
     whose first bytes look like one (FIFOs, sockets and devices are passed over: reading one
-    could wait forever); a pattern with ``*``, ``?`` or ``[`` is expanded, ``**`` entering each
-    directory once however symlinks loop. A file reached by several paths (links, a directory
+    could wait forever; a subdirectory that cannot be listed is taken, for its error row); a
+    pattern with ``*``, ``?`` or ``[`` is expanded, ``**`` entering each directory once however
+    symlinks loop. A file reached by several paths (links, a directory
     and a pattern naming it both) is taken once, by device and inode, under its shortest path.
     A path that names nothing is a usage error.
     """
     found: set[str] = set()
+
+    def unlisted(error: OSError) -> None:
+        if error.filename:
+            found.add(error.filename)
+
     for given in paths:
         path = os.fspath(given)
         if os.path.isdir(path):
-            for root, dirs, names in os.walk(path):
+            # A subdirectory that cannot be listed is taken as a path of its own: its row says why
+            # (a trace in it would otherwise be left out unseen).
+            for root, dirs, names in os.walk(path, onerror=unlisted):
                 dirs.sort()
                 found.update(candidate for candidate in (os.path.join(root, name) for name in names)
                              if _regular(candidate) and (named_like_trace(candidate) or looks_like_trace(candidate)))

@@ -20,7 +20,7 @@ from memtrace.errors import UsageError
 from memtrace.ops import ops
 from memtrace.peak import group_live_set
 
-from .conftest import ALEXNET, FIXTURES, RECORDED, ROOT, TINY, require
+from .conftest import ALEXNET, FIXTURES, RECORDED, ROOT, TINY, as_unprivileged, require
 
 pa = require("pyarrow")
 pq = require("pyarrow.parquet")
@@ -442,6 +442,28 @@ def test_a_fifo_in_a_directory_is_skipped_and_one_named_is_an_error_row(tmp_path
     assert done.returncode == 1
     assert done.stderr == f"memtrace: {tmp_path / 'pipe.pbtxt'}: is a FIFO, not a regular file; batch reads regular files only\n"
 
+
+def test_an_unreadable_subdirectory_is_an_error_row_not_left_out(tmp_path: Path) -> None:
+    # GIVEN a directory with a trace, and a subdirectory with another that nobody may list
+    runs = tmp_path / "runs"
+    (runs / "locked").mkdir(parents=True)
+    shutil.copy(TINY / "ties.pbtxt", runs / "good.pbtxt")
+    shutil.copy(TINY / "ties.pbtxt", runs / "locked" / "hidden.pbtxt")
+    (runs / "locked").chmod(0)
+    try:
+        # WHEN batch searches it, with file permissions enforced (as root: the override capabilities dropped)
+        done = subprocess.run(as_unprivileged([sys.executable, "-m", "memtrace", "batch", str(runs), "-o",
+                                               str(tmp_path / "out"), "--workers", "1"]),
+                              capture_output=True, text=True, timeout=120, check=False,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        (runs / "locked").chmod(0o755)
+    # THEN the good trace is read and the subdirectory is an error row that says why: exit 1, not a silent 0
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines()[0] == f"2 traces, 1 read, 1 could not be -> {tmp_path / 'out'}"
+    rows = {row["run"]: row["error"] for row in pq.read_table(tmp_path / "out" / "runs.parquet").to_pylist()}
+    assert rows[str(runs / "good.pbtxt")] is None
+    assert "ermission denied" in rows[str(runs / "locked")]
 
 def _tables_with(tmp_path: Path, **columns: object) -> Path:
     """An OUTDIR whose allocators.parquet is memtrace's own with some columns replaced (None: dropped)."""
