@@ -107,10 +107,14 @@ def record_metadata(session: Any, fetches: Any, feed_dict: Any = None, *, warmup
 
 
 def save_metadata(metadata: Any, path: str | os.PathLike[str]) -> None:
-    """Write a RunMetadata: protobuf text for ``.pbtxt``/``.txt`` names, else binary; gzip for ``.gz``."""
+    """Write a RunMetadata: protobuf text for ``.pbtxt``/``.txt`` names, else binary; gzip for ``.gz``.
+
+    A write-protected file is refused (:class:`~memtrace.errors.UsageError`), as the command line refuses it."""
     import gzip
 
     from google.protobuf import text_format
+
+    from .output import refuse_protected, replacing
 
     name = os.fspath(path)
     stem = name.removesuffix(".gz")
@@ -118,7 +122,10 @@ def save_metadata(metadata: Any, path: str | os.PathLike[str]) -> None:
     data = text_format.MessageToString(metadata).encode("utf-8") if text else metadata.SerializeToString()
     if name.endswith(".gz"):
         data = gzip.compress(data, mtime=0)
-    with open(name, "wb") as handle:
+    # As every output memtrace writes: never over a write-protected file, never through a planted
+    # temporary, whole or not at all (a link named is followed to the file it stands for).
+    refuse_protected(name)
+    with replacing(os.path.realpath(name), binary=True) as handle:
         handle.write(data)
 
 

@@ -120,6 +120,24 @@ def test_record_can_save_the_metadata(tiny_session, tmp_path: Path) -> None:
     assert trace.path == str(tmp_path / "again.pb") and (tmp_path / "again.pb").stat().st_size > 0
 
 
+def test_saving_the_metadata_never_replaces_a_protected_file_nor_writes_through_a_link(tiny_session, tmp_path: Path) -> None:
+    mtf, session, loss, feed = tiny_session
+    metadata = mtf.record_metadata(session, loss, feed)
+    # GIVEN a write-protected file where the metadata would go
+    protected = tmp_path / "kept.pb"
+    protected.write_bytes(b"the user's")
+    protected.chmod(0o444)
+    # THEN it is refused in one sentence and the file is as it was
+    with pytest.raises(MemtraceError, match="is write-protected"):
+        mtf.save_metadata(metadata, protected)
+    assert protected.read_bytes() == b"the user's"
+    # GIVEN a link named as the output: the file it stands for gets the metadata, and stays a file beside the link
+    target = tmp_path / "real.pb"
+    (tmp_path / "link.pb").symlink_to(target)
+    mtf.save_metadata(metadata, tmp_path / "link.pb")
+    assert (tmp_path / "link.pb").is_symlink() and memtrace.load(target).message == "RunMetadata"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.pb", "link.pb", "real.pb"]  # no temporary left
+
 def test_record_refuses_what_is_not_a_session(tiny_session) -> None:
     mtf, _, loss, _ = tiny_session
     with pytest.raises(MemtraceError, match="needs a tf.compat.v1.Session"):
