@@ -304,6 +304,8 @@ class Reproduction:
     region_order: tuple[int, ...]  # each region's address rank where neither ascending nor descending; () otherwise
     limit_bytes: int  # the limit the replay ran under
     first_difference: str | None
+    # The replay compared, under the region order learned (for the regions frag measures holes in).
+    simulation: Simulation = field(repr=False, compare=False)
 
     @property
     def exact(self) -> bool:
@@ -578,5 +580,5 @@ def reproduce(found: TraceRequests, options: BFCOptions) -> Reproduction:
         chunks_equal=int(np.count_nonzero(chunk_ok & is_alloc)), events=n,
         bytes_in_use_equal=int(np.count_nonzero(in_use_ok)), fragmentation_equal=int(np.count_nonzero(frag_ok)),
         regions_descending=descending, region_order=options.region_order, limit_bytes=options.limit_bytes,
-        first_difference=first,
+        first_difference=first, simulation=sim,
     )

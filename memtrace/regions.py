@@ -74,8 +74,7 @@ def regions_of(trace: TraceData, allocator: str) -> Regions | None:
     check = reproduce(found, options)
     if check.addresses_equal != check.allocations:
         return None  # not grown this way (one region of the whole limit: nothing to mistake for a hole)
-    sim = bfc.simulate(found.requests, bfc.BFCOptions(
-        options.limit_bytes, options.allow_growth, options.garbage_collection, regions_descending=check.regions_descending))
+    sim = check.simulation  # under the region order the trace shows, as the check replayed it
     sizes = dict(sim.regions)
     made = [Region(int(found.addresses[row]) - int(sim.offset[row]), sizes[region], int(found.requests.time_ns[row]))
             for region, row in enumerate(sim.region_rows) if region in sizes]
