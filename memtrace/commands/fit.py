@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
-from . import add_output_options, add_trace_options, load_trace, write_report
+from . import add_output_options, add_trace_options, load_trace, resolve_allocators, write_report
 from .fit_batch import add_batch_options, check_options, run_batches
 
 
@@ -51,9 +51,6 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
-
-    from ..devices import meaning, resolve_allocator
     from ..errors import UsageError
     from ..fit import bfc_allocators, card_limit_bytes, fit, parse_compute_capability
     from ..reporters import fit as report
@@ -72,10 +69,7 @@ def run(args: argparse.Namespace) -> int:
         return run_batches(args, limit, card)
     trace = load_trace(args)
     if args.allocator is not None:
-        allocator = resolve_allocator(trace, args.allocator)
-        if allocator != args.allocator:
-            print(f"memtrace: {meaning(args.allocator, allocator)}", file=sys.stderr)
-        allocators = [allocator]
+        allocators = resolve_allocators(trace, [args.allocator]) or []
     else:
         allocators = bfc_allocators(trace)
         if not allocators:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
-from . import load_trace, write_report
+from . import load_trace, resolve_allocators, write_report
 
 
 def add_batch_options(parser: argparse.ArgumentParser) -> None:
@@ -29,10 +29,7 @@ def add_batch_options(parser: argparse.ArgumentParser) -> None:
 def run_batches(args: argparse.Namespace, limit: int | None, card: tuple[int, int] | None = None) -> int:
     """``fit --vs``: ``limit`` is ``--limit`` in bytes, ``card`` ``--card`` (bytes, compute capability major),
     whose limit is the runtime's that recorded the traces; None where not given."""
-    import sys
-
     from ..batch_fit import fit_batches
-    from ..devices import meaning, resolve_allocator
     from ..errors import UsageError
     from ..fit import bfc_allocators, card_limit_bytes, parse_compute_capability
     from ..reporters import fit_batch as report
@@ -54,10 +51,7 @@ def run_batches(args: argparse.Namespace, limit: int | None, card: tuple[int, in
         args.check_trace = path
         check_with = (load_trace(args, path), int(b3))
     if args.allocator is not None:
-        allocator = resolve_allocator(small, args.allocator)
-        if allocator != args.allocator:
-            print(f"memtrace: {meaning(args.allocator, allocator)}", file=sys.stderr)
-        allocators = [allocator]
+        allocators = resolve_allocators(small, [args.allocator]) or []
     else:
         theirs = set(bfc_allocators(large))
         allocators = [name for name in bfc_allocators(small) if name in theirs]
