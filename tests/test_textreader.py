@@ -640,6 +640,28 @@ def test_damaged_text_is_read_identically_or_left_to_protobuf(changes: list[Edit
     check(path, expect_fast=None)
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("where", ["a comment", "a string"])
+def test_a_byte_that_is_not_utf8_past_the_first_chunk_is_refused_as_protobuf_refuses_it(
+        where: str, jobs: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # protobuf decodes the whole text first: one such byte anywhere, a comment's included, and it is no text.
+    # The fast reader had accepted it in a comment (its chunks never see comments) when past the first chunk.
+    _small_chunks(monkeypatch, 50)
+    text = _VALID * 3
+    cut = text.index(b"\n", len(text) // 2) + 1
+    path = tmp_path / "d.pbtxt"
+    path.write_bytes(text[:cut] + (b"# caf\xe9\n" if where == "a comment" else b'  node_stats { node_name: "caf\xe9" }\n')
+                     + text[cut:])
+    assert fast(path, jobs) is None  # stepped aside
+    with pytest.raises(TraceFormatError) as refused:
+        reference(path)
+    assert str(refused.value) == f"{path}: is neither protobuf text nor a valid binary protobuf message (truncated or not a trace?)"
+    # ... while the same character in valid UTF-8, cut between two pieces read, is text as before
+    path.write_bytes(text[:cut] + "# café\n".encode() + text[cut:])
+    monkeypatch.setattr(textreader, "CHUNK_BYTES", cut + len("# caf") + 1)  # (the stream read ends inside the 'é')
+    check(path, expect_fast=True, jobs=jobs)
+
+
 def test_the_whole_alexnet_text_without_protobuf_imports_reads_fast() -> None:
     assert fast(ALEXNET) is not None
 
@@ -649,6 +671,7 @@ def test_the_whole_alexnet_text_without_protobuf_imports_reads_fast() -> None:
 @example(changes=[(23, 0, b"\x00")], chunk_bytes=20)  # a NUL just past a sniff that had shrunk alone
 @example(changes=[(225, 1, b"")], chunk_bytes=20)  # a name cut short: a field the schema does not have
 @example(changes=[(71, 1, b""), (171, 0, b"\x80")], chunk_bytes=20)  # that, then a byte that is not UTF-8: no text at all
+@example(changes=[(346, 0, b"#\x80")], chunk_bytes=20)  # a byte that is not UTF-8 in a comment past the first chunk
 def test_damaged_text_in_several_processes_is_read_identically_or_left_to_protobuf(
         changes: list[Edit], chunk_bytes: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _small_chunks(monkeypatch, chunk_bytes)

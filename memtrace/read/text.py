@@ -11,6 +11,7 @@ with such lines, until its own lines can be cut again. Each chunk is parsed into
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import re
 from collections.abc import Callable, Generator, Iterator
@@ -76,7 +77,7 @@ def _chunks(stream: IO[bytes], head: bytes, root: int, chunk_bytes: int,
     streams (:func:`_laid_out`), and cut where the layout's lines can be, until its own lines can
     be cut again. ``open_kinds`` says which messages are open where that begins (see :func:`read`).
     """
-    pieces = _tidied(itertools.chain([head], iter(lambda: stream.read(chunk_bytes), b"")))
+    pieces = _tidied(_utf8_checked(itertools.chain([head], iter(lambda: stream.read(chunk_bytes), b""))))
     pending, at_node = b"", False
     line = 1  # the line of the file ``pending`` begins on
     for data in pieces:
@@ -207,6 +208,25 @@ def _laid_out(layout: Layout, text: bytes, pieces: Iterator[bytes], root: int) -
     if rest is not None:
         yield (*rest, 0)
     return b"", False, lines
+
+
+def _utf8_checked(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """The pieces as they come, once each is known to continue valid UTF-8: protobuf decodes the whole
+    text before it parses, so a byte that is not UTF-8 anywhere (a comment's included, which the chunks
+    never see) makes the text not protobuf text. ASCII pieces cost a scan; others are decoded, a character
+    cut between two pieces carried over."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    for data in pieces:
+        if not data.isascii() or decoder.getstate()[0]:
+            try:
+                decoder.decode(data)
+            except UnicodeDecodeError:
+                raise Unrecognised("text that is not UTF-8") from None
+        yield data
+    try:
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        raise Unrecognised("text that is not UTF-8") from None
 
 
 def _tidied(pieces: Iterator[bytes]) -> Iterator[bytes]:
