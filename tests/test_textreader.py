@@ -758,6 +758,30 @@ def test_several_processes_where_they_are_spawned(monkeypatch: pytest.MonkeyPatc
     assert capfd.readouterr().err == ""
 
 
+def test_a_read_in_several_processes_that_fails_leaves_no_pool_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pool left to wind down after an error kept a thread that took its lock now and then; a later
+    read's worker forked while it was held, collected the old pool and hung (one fuzz run in 30)."""
+    import concurrent.futures.process
+    import threading
+
+    _small_chunks(monkeypatch, 50)
+    path = tmp_path / "d.pbtxt"
+    path.write_bytes(damaged(_VALID * 3, [(225, 1, b"")]))  # a field the schema does not have, in a later chunk
+    with pytest.raises(TraceFormatError, match="has no field named"):
+        fast(path, 2)
+    assert not [t for t in threading.enumerate() if isinstance(t, concurrent.futures.process._ExecutorManagerThread)]
+
+
+def test_a_worker_never_collects_what_its_fork_copied() -> None:
+    import gc
+
+    frozen: list[int] = []
+    with jobs.InOrder(gc.get_freeze_count, 2) as pool:
+        pool.submit((), frozen.append)
+        pool.finish()
+    assert frozen[0] > 1000  # the main process's objects, all of them frozen before the worker's first call
+
+
 def test_where_no_process_can_start_the_chunks_are_read_here(monkeypatch: pytest.MonkeyPatch) -> None:
     """No /dev/shm (AWS Lambda, some sandboxes): the pool cannot be made, and one process reads."""
     import concurrent.futures

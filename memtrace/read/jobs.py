@@ -98,7 +98,11 @@ class InOrder(Generic[T]):
 
 
 def _worker_start() -> None:
-    """In a worker: leave Ctrl-C to the main process, which stops the pool and says so in one line."""
+    """In a worker: leave Ctrl-C to the main process, which stops the pool and says so in one line; and
+    never collect what the fork copied from the main process (garbage there may hold another pool, whose
+    collection takes a lock that some thread of the main process may have held when it forked)."""
+    import gc
     import signal
 
+    gc.freeze()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
