@@ -35,7 +35,8 @@ pa = require("pyarrow")
 pq = require("pyarrow.parquet")
 require("dask.bag")
 
-SEED = 25
+# The same runs every time; MEMTRACE_FUZZ_SEED=N explores others (as `pytest --hypothesis-seed` does).
+SEED = int(os.environ.get("MEMTRACE_FUZZ_SEED", "25"))
 DIRECTORIES = 16  # hostile directories, each run through every BATCH_COMMANDS line
 TABLE_CASES = 70  # hostile table pairs, each run through every TREND_COMMANDS line
 BATCH_COMMANDS = [["batch", "{dir}", "-o", "{out}", "--workers", "1"],

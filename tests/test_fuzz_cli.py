@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 import re
 from pathlib import Path
@@ -27,7 +28,8 @@ from memtrace.read._proto import tf_trace_pb2 as pb
 from .conftest import TINY
 from .fastpaths import damaged
 
-SEED = 17
+# The same runs every time; MEMTRACE_FUZZ_SEED=N explores others (as `pytest --hypothesis-seed` does).
+SEED = int(os.environ.get("MEMTRACE_FUZZ_SEED", "17"))
 TRACES = 90  # mutated traces; each is run through every command
 # Values protobuf accepts (int64) but no allocator or clock produces, and a few it refuses.
 EXTREMES = ["0", "-1", "1", "4611686018427387904", "-4611686018427387904", "1099511627776", "-1099511627776",
