@@ -8,6 +8,7 @@ wrote for the same failure; and a real GPU log a user published.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
@@ -690,6 +691,17 @@ def test_what_consoles_leave_in_a_log_does_not_make_it_binary(capsys: pytest.Cap
     path = tmp_path / "console.log"
     path.write_bytes(make((OOM / name).read_bytes()))
     assert _events(capsys, path) == _shifted(_events(capsys, OOM / name), extra_lines)
+
+
+def test_a_short_excerpt_of_summary_and_stats_with_a_console_bell_is_still_a_log(tmp_path: Path) -> None:
+    # A forum excerpt of the dump's size summary and stats alone (1,427 bytes), and a program's "\a\a done"
+    # after it: two control bytes in so little made it "binary", and no dump line was known to say
+    # otherwise, so the log was refused (found by MEMTRACE_FUZZ_SEED=20).
+    path = tmp_path / "excerpt.log"
+    path.write_bytes((OOM / "issue_tflearn505_excerpt.log").read_bytes() + b"\x07\x07 done\n")
+    [dump] = load_oom_dumps(path)
+    [original] = load_oom_dumps(OOM / "issue_tflearn505_excerpt.log")
+    assert dataclasses.replace(dump, path=original.path) == original and dump.stats is not None and dump.stats.limit_bytes == 1548284723
 
 
 def test_more_lost_inside_chunks_than_missing_is_said_with_the_chunks_named(capsys: pytest.CaptureFixture[str],

@@ -99,8 +99,11 @@ def parse_size(text: str) -> tuple[int, bool]:
 
 
 def looks_like_log(text: str) -> bool:
-    """Whether the text holds anything of a BFC dump (so a log, not some other file)."""
-    return bool(_RAN_OUT.search(text) or _DUMP_FOR.search(text) or _CHUNK.search(text) or _BIN.search(text))
+    """Whether the text holds anything of a BFC dump (so a log, not some other file): any line the
+    reader takes a dump's part from, the size summary and the stats block included (a log cut to
+    those alone is read, and said to be cut off)."""
+    return any(pattern.search(text) for pattern in (_RAN_OUT, _DUMP_FOR, _CHUNK, _BIN, _REGION, _SUMMARY_ROW,
+                                                     _SUM_TOTAL, _STATS, _OOM_ERROR, _USAGE))
 
 
 @dataclass
