@@ -216,14 +216,11 @@ def _utf8_checked(pieces: Iterator[bytes]) -> Iterator[bytes]:
     never see) makes the text not protobuf text. ASCII pieces cost a scan; others are decoded, a character
     cut between two pieces carried over."""
     decoder = codecs.getincrementaldecoder("utf-8")()
-    for data in pieces:
-        if not data.isascii() or decoder.getstate()[0]:
-            try:
-                decoder.decode(data)
-            except UnicodeDecodeError:
-                raise Unrecognised("text that is not UTF-8") from None
-        yield data
     try:
+        for data in pieces:
+            if not data.isascii() or decoder.getstate()[0]:
+                decoder.decode(data)
+            yield data
         decoder.decode(b"", final=True)
     except UnicodeDecodeError:
         raise Unrecognised("text that is not UTF-8") from None
