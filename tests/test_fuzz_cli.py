@@ -87,11 +87,16 @@ def _cases() -> list[tuple[str, bytes]]:
             if binary is None:  # (a source that is no StepStats text: a RunMetadata, say)
                 continue
             name, data = name + ".pb", _damage(rng, binary)
-        if rng.random() < 0.25:
-            data = gzip.compress(data, mtime=0)
-            name += ".gz"
-        cases.append((f"{len(cases):02d}-{name}", data))
+        cases.append(_numbered(rng, len(cases), name, data))
     return cases
+
+
+def _numbered(rng: random.Random, number: int, name: str, data: bytes) -> tuple[str, bytes]:
+    """A case named by its number, gzipped a quarter of the time."""
+    if rng.random() < 0.25:
+        data = gzip.compress(data, mtime=0)
+        name += ".gz"
+    return f"{number:02d}-{name}", data
 
 
 # After the trace; {a} is an allocator of the trace (where it loads), {out} a file in a scratch folder.
@@ -307,10 +312,7 @@ def _profile_cases() -> list[tuple[str, bytes]]:
         else:
             data = _damage(rng, space.SerializeToString())
         name = "host.xplane.pb"
-        if rng.random() < 0.25:
-            data = gzip.compress(data, mtime=0)
-            name += ".gz"
-        cases.append((f"{len(cases):02d}-{name}", data))
+        cases.append(_numbered(rng, len(cases), name, data))
     return cases
 
 
