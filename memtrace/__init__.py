@@ -6,24 +6,19 @@ gzip), or a TensorFlow 2 profile (``.xplane.pb``), into a :class:`Trace`: the co
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from .errors import MemtraceError, TraceFormatError, UsageError
+from .version import __version__
 
 if TYPE_CHECKING:
+    from .allocator.batch_size import BatchFit
+    from .allocator.oom import OomEvent
     from .api import Trace
-    from .batch_fit import BatchFit
-    from .oom import OomEvent
 
-__version__ = "0.1.0"
 __all__ = ["MemtraceError", "Trace", "TraceFormatError", "UsageError", "__version__", "batch", "explain_oom", "fit_batches",
            "load"]
 
-# The progress callback and the number of reading processes ``load`` uses when given none (the
-# command line sets them: a progress line for terminals, ``--jobs``).
-_progress: ContextVar[Any] = ContextVar("memtrace_progress", default=None)
-_jobs: ContextVar[int] = ContextVar("memtrace_jobs", default=1)
 
 
 def load(path: Any, graph: Any = None, progress: Any = None, jobs: int | None = None, *,
@@ -38,8 +33,7 @@ def load(path: Any, graph: Any = None, progress: Any = None, jobs: int | None = 
     """
     from .api import load as _load
 
-    return _load(path, graph, progress if progress is not None else _progress.get(),
-                 jobs if jobs is not None else _jobs.get(), step=step, run=run)
+    return _load(path, graph, progress, jobs, step=step, run=run)
 
 
 def fit_batches(small: Any, large: Any, batch_sizes: tuple[int, int] | None = None, **options: Any) -> BatchFit:
@@ -56,11 +50,11 @@ def fit_batches(small: Any, large: Any, batch_sizes: tuple[int, int] | None = No
 
 def batch(paths: Any, client: Any = None, workers: int | None = None, allocators: Any = None) -> dict[str, Any]:
     """Analyse every trace under ``paths`` as Dask tasks; the tables ``runs``, ``allocators``, ``ops`` and
-    ``live_at_peak`` as ``pyarrow.Table`` by name (see :mod:`memtrace.batching`; needs ``memtrace[batch]``).
+    ``live_at_peak`` as ``pyarrow.Table`` by name (see :mod:`memtrace.many.batch`; needs ``memtrace[batch]``).
 
     Without ``client`` the traces run on local processes; with a ``dask.distributed.Client``, on its cluster.
     """
-    from .batching import batch as _batch
+    from .many.batch import batch as _batch
 
     return _batch(paths, client=client, workers=workers, allocators=allocators)
 
@@ -70,7 +64,7 @@ def explain_oom(path: Any, request_bytes: int | None = None, limit_bytes: int | 
 
     ``request_bytes`` and ``limit_bytes`` stand in where the dump does not say (a MemoryDump never does).
     """
-    from .oom import analyse_all
+    from .allocator.oom import analyse_all
     from .read.oom import load_oom_dumps
 
     return analyse_all(load_oom_dumps(path), request_bytes, limit_bytes)

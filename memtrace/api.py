@@ -1,34 +1,44 @@
 """The Python API: :func:`load` and the :class:`Trace` it returns, with the analyses as methods.
 
-The columnar model (:class:`~memtrace.model.TraceData`) is plain data and knows no analysis; a
+The columnar model (:class:`~memtrace.trace.data.TraceData`) is plain data and knows no analysis; a
 :class:`Trace` is the same data with methods, so that ``memtrace.load(path).peak("GPU_0_bfc")``
-reads naturally. This module sits above the analyses and below nothing but the user, as
+reads naturally: one method per question the commands answer (summary, peak, timeline, ops, frag,
+tensor, the dataflow graph, check, diff, fit), each a thin call of the analysis of the same name, as
 coverage.py keeps its ``CoverageData`` apart from the ``Coverage`` object that drives it.
+
+The command line and this API are two faces over the same analyses: a command calls the analysis
+modules itself (it has options, such as a report's bounds, that a Python caller passes there too),
+and reads its trace through :func:`load`, so that both read every input the same way.
 """
 
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from . import read
-from .model import TraceData
+from .trace.data import TraceData
 
 if TYPE_CHECKING:
     import networkx as nx
 
-    from .batch_fit import BatchFit
-    from .fit import FitResult
-    from .peak import AllocatorPeak
-    from .summary import Summary
-    from .tensor import BufferStory
-    from .timeline import Timeline
+    from .allocator.batch_size import BatchFit
+    from .allocator.fit import FitResult
+    from .analyses.check import CheckResult
+    from .analyses.diff import TraceDiff
+    from .analyses.frag import TraceFragmentation
+    from .analyses.ops import OpsReport
+    from .analyses.peak import AllocatorPeak
+    from .analyses.summary import Summary
+    from .analyses.tensor import BufferStory
+    from .analyses.timeline import Timeline
 
 
 @dataclass(frozen=True, eq=False, repr=False)  # the model's short repr, not every column
 class Trace(TraceData):
-    """One step's trace (see :class:`~memtrace.model.TraceData`) and the analyses on it.
+    """One step's trace (see :class:`~memtrace.trace.data.TraceData`) and the analyses on it.
 
     Each method is a pure function in its own module, imported on first use.
     """
@@ -41,65 +51,103 @@ class Trace(TraceData):
         return cls(**{f.name: getattr(data, f.name) for f in fields(data)})
 
     def summary(self) -> Summary:
-        """Devices, time span and the memory evidence per allocator (see ``memtrace.summary``)."""
-        from .summary import summarize
+        """Devices, time span and the memory evidence per allocator (see ``memtrace.analyses.summary``)."""
+        from .analyses.summary import summarize
 
         return summarize(self)
 
     def peak(self, allocator: str) -> AllocatorPeak:
-        """The allocator's peak and live set (see ``memtrace.peak``); a device (``CPU:0``) names
+        """The allocator's peak and live set (see ``memtrace.analyses.peak``); a device (``CPU:0``) names
         the allocator its memory went through."""
-        from .devices import resolve_allocator
-        from .peak import peak
+        from .analyses.peak import peak
+        from .trace.devices import resolve_allocator
 
         return peak(self, resolve_allocator(self, allocator))
 
     def peaks(self) -> list[AllocatorPeak]:
         """Every allocator's peak, largest first."""
-        from .peak import peaks
+        from .analyses.peak import peaks
 
         return peaks(self)
 
     def timeline(self, allocator: str, points: int | None = None) -> Timeline:
-        """The allocator's live bytes over time as numpy arrays (see ``memtrace.timeline``)."""
-        from .devices import resolve_allocator
-        from .timeline import timeline
+        """The allocator's live bytes over time as numpy arrays (see ``memtrace.analyses.timeline``)."""
+        from .analyses.timeline import timeline
+        from .trace.devices import resolve_allocator
 
         return timeline(self, resolve_allocator(self, allocator), points)
 
+    def ops(self, by: str = "type", sort: str = "peak_bytes", **options: Any) -> OpsReport:
+        """Memory per op as tfprof computes it, grouped ``by`` type, node, scope or layer and sorted (see
+        ``memtrace.analyses.ops``; options ``depth``, ``allocators``, ``device``, ``name``, ``min_bytes``)."""
+        from .analyses.ops import ops
+
+        return ops(self, by, sort, **options)
+
+    def frag(self, allocators: list[str] | None = None, at_us: int | None = None) -> TraceFragmentation:
+        """Bytes allocated beyond the request and holes between buffers, per allocator (see ``memtrace.analyses.frag``);
+        ``at_us`` measures the holes at that time instead of at each peak."""
+        from .analyses.frag import fragmentations
+        from .trace.devices import resolve_allocator
+
+        return fragmentations(self, None if allocators is None else [resolve_allocator(self, a) for a in allocators], at_us)
+
+    def check(self, budgets: dict[str, dict[str, Any]] | str | os.PathLike[str]) -> CheckResult:
+        """Measure memory budgets on this trace: ``{"GPU_0_bfc": {"max_peak": "1.3GiB"}}`` or a TOML budget file
+        (see ``memtrace.analyses.check``); the result says which pass and by how much."""
+        from .analyses.check import budgets_from_mapping, check, load_budget_file
+
+        found = (budgets_from_mapping(budgets, "budgets") if isinstance(budgets, dict) else load_budget_file(budgets))
+        return check(self, found)
+
+    def diff(self, new: TraceData | str | os.PathLike[str], **options: Any) -> TraceDiff:
+        """What grew from this trace to ``new`` (a trace or a path): peaks per allocator, ops, new buffers at the peak
+        (see ``memtrace.analyses.diff``; options ``allocators``, ``max_increase``, ``measure``, ``group_by``)."""
+        from .analyses.diff import diff
+
+        return diff(self, new if isinstance(new, TraceData) else load(new), **options)
+
     def dataflow(self) -> nx.MultiDiGraph:
-        """Ops and the buffers flowing between them as a networkx graph (see ``memtrace.dataflow``)."""
-        from .dataflow import graph
+        """Ops and the buffers flowing between them as a networkx graph (see ``memtrace.analyses.graph``)."""
+        from .analyses.graph import graph
 
         return graph(self)
 
     def fit(self, allocator: str, limit: int | str | None = None, *, allow_growth: bool | None = None,
             garbage_collection: bool | None = None, fragmentation_fraction: float | None = None,
             recorded_limit: int | str | None = None, alternatives: bool = True) -> FitResult:
-        """Replay the allocator's requests through TF's BFC allocator (see ``memtrace.fit``): the smallest
+        """Replay the allocator's requests through TF's BFC allocator (see ``memtrace.allocator.fit``): the smallest
         limit, whether ``limit`` (bytes or ``"15GiB"``) fits, the first failure, what helps. A device
         (``GPU:0``) names the allocator its memory went through; options left None take the defaults of the
         runtime that recorded the trace (TF's, or XLA's for a JAX profile)."""
-        from .devices import resolve_allocator
-        from .fit import fit
+        from .allocator.fit import fit
+        from .trace.devices import resolve_allocator
 
         return fit(self, resolve_allocator(self, allocator), limit=_bytes(limit, "limit"), allow_growth=allow_growth,
                    garbage_collection=garbage_collection, fragmentation_fraction=fragmentation_fraction,
                    recorded_limit=_bytes(recorded_limit, "recorded_limit"), alternatives=alternatives)
 
     def buffer(self, name: str) -> BufferStory:
-        """The story of one buffer, named ``ALLOCATOR:ALLOCATION_ID`` or ``NODE:SLOT`` (see ``memtrace.tensor``)."""
-        from .tensor import buffer_story
+        """The story of one buffer, named ``ALLOCATOR:ALLOCATION_ID`` or ``NODE:SLOT`` (see ``memtrace.analyses.tensor``)."""
+        from .analyses.tensor import buffer_story
 
         return buffer_story(self, name)
 
 
+# The progress callback and the number of reading processes ``load`` uses when given none (the
+# command line sets them: a progress line for terminals, ``--jobs``).
+load_progress: ContextVar[read.Progress | None] = ContextVar("memtrace_progress", default=None)
+load_jobs: ContextVar[int] = ContextVar("memtrace_jobs", default=1)
+
+
 def load(
     path: str | os.PathLike[str], graph: str | os.PathLike[str] | None = None, progress: read.Progress | None = None,
-    jobs: int = 1, *, step: int | None = None, run: str | None = None,
+    jobs: int | None = None, *, step: int | None = None, run: str | None = None,
 ) -> Trace:
-    """Read a trace file (and optionally a separate GraphDef) into a :class:`Trace` (see :func:`memtrace.read.load`)."""
-    return Trace.of(read.load(path, graph, progress, jobs, step=step, run=run))
+    """Read a trace file (and optionally a separate GraphDef) into a :class:`Trace` (see :func:`memtrace.read.load`);
+    ``progress`` and ``jobs`` left None take what :data:`load_progress` and :data:`load_jobs` hold."""
+    return Trace.of(read.load(path, graph, progress if progress is not None else load_progress.get(),
+                              jobs if jobs is not None else load_jobs.get(), step=step, run=run))
 
 
 def load_bytes(data: bytes, name: str = "<bytes>") -> Trace:
@@ -134,12 +182,12 @@ def fit_batches(small: Any, large: Any, batch_sizes: tuple[int, int] | None = No
     ``small`` and ``large`` (traces or paths) were recorded at ``batch_sizes`` = (B1, B2), B1 < B2
     (None: read from the inputs' leading dimension where the traces carry shapes). ``allocator``
     (or a device naming it) defaults to the BFC allocator both have, a GPU's first. ``check`` =
-    (trace or path, B3) holds the prediction to a third recording. See :mod:`memtrace.batch_fit`.
+    (trace or path, B3) holds the prediction to a third recording. See :mod:`memtrace.allocator.batch_size`.
     """
-    from .batch_fit import fit_batches as _fit_batches
-    from .devices import resolve_allocator
+    from .allocator.batch_size import fit_batches as _fit_batches
+    from .allocator.requests import bfc_allocators
     from .errors import UsageError
-    from .fit import bfc_allocators
+    from .trace.devices import resolve_allocator
 
     first, second = (value if isinstance(value, TraceData) else load(value) for value in (small, large))
     if allocator is None:

@@ -13,10 +13,10 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import __version__, _jobs, _progress
 from .commands import register_all
 from .errors import MemtraceError
 from .reporters.progress import ProgressLine
+from .version import __version__
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -54,16 +54,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parse(parser, list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exit_:  # argparse has printed usage and its one-line error
         return int(exit_.code or 0)
+    from .api import load_jobs, load_progress
+
     progress = ProgressLine(sys.stderr)  # draws only on a terminal, for large files
-    token, jobs_token = _progress.set(progress), _jobs.set(getattr(args, "jobs", 1))
+    token, jobs_token = load_progress.set(progress), load_jobs.set(getattr(args, "jobs", 1))
     try:
         try:
             _refuse_input_as_output(args)
             return int(args.run(args))
         finally:
             progress.close()
-            _progress.reset(token)
-            _jobs.reset(jobs_token)
+            load_progress.reset(token)
+            load_jobs.reset(jobs_token)
     except MemtraceError as error:
         print(f"memtrace: error: {error}", file=sys.stderr)
         return EXIT_USAGE

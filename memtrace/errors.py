@@ -60,3 +60,11 @@ class BeyondInt64Error(TraceFormatError):
 
 class OutputError(MemtraceError):
     """The output could not be written: a full disk, a directory, no permission, a closed stdout."""
+
+
+class MissingExtraError(MemtraceError, ModuleNotFoundError):
+    """An optional dependency is not installed (TensorFlow, Dask, pyarrow); the message says which extra provides it.
+
+    A ModuleNotFoundError, so ``pytest.importorskip("memtrace.tensorflow")`` skips on it: pytest
+    9.1 and later skip only on ModuleNotFoundError unless told ``exc_type=ImportError``.
+    """

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from .budget import Budget, CheckResult
+    from .analyses.check import Budget, CheckResult
 
 MARKER = "memory_budget"
 _CHECKED = pytest.StashKey[bool]()
@@ -49,15 +49,15 @@ class MemoryBudget:
     def __call__(self, trace: Any) -> CheckResult:
         """Check every budget on ``trace``; AssertionError naming the failures, else the CheckResult."""
         __tracebackhide__ = True
-        from .testing import _assert_budgets, _trace
+        from .testing import as_trace, assert_budgets
 
         self._item.stash[_CHECKED] = True
-        return _assert_budgets(_trace(trace), self.budgets)
+        return assert_budgets(as_trace(trace), self.budgets)
 
 
 def _marked_budgets(item: pytest.Item) -> list[Budget]:
     """The budgets of every memory_budget marker on the item, closest first; the closest wins a tie."""
-    from .budget import budgets_from_mapping, load_budget_file
+    from .analyses.check import budgets_from_mapping, load_budget_file
     from .errors import UsageError
 
     found: dict[tuple[str, str], Budget] = {}

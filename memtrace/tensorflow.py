@@ -47,20 +47,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import MemtraceError
+from .errors import MemtraceError, MissingExtraError
 
 if TYPE_CHECKING:
     from .api import Trace
 
 INSTALL_HINT = "pip install 'memtrace[tensorflow]'"
-
-
-class MissingExtraError(MemtraceError, ModuleNotFoundError):
-    """An optional dependency is not installed; the message says which extra provides it.
-
-    A ModuleNotFoundError, so ``pytest.importorskip("memtrace.tensorflow")`` skips on it: pytest
-    9.1 and later skip only on ModuleNotFoundError unless told ``exc_type=ImportError``.
-    """
 
 
 def _missing(reason: object) -> MissingExtraError:

@@ -18,14 +18,22 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .budget import Budget, CheckResult, budgets_from_mapping, check, load_budget_file, parse_limit, peak_contributors
-from .diff import TraceDiff, diff
+from .analyses.check import (
+    Budget,
+    CheckResult,
+    budgets_from_mapping,
+    check,
+    load_budget_file,
+    parse_limit,
+    peak_contributors,
+)
+from .analyses.diff import TraceDiff, diff
 from .errors import UsageError
-from .model import TraceData
 from .reporters.check import explain
 from .reporters.common import clean
 from .reporters.diff import signed_bytes
 from .scratch import keep
+from .trace.data import TraceData
 from .units import format_bytes, format_percent, parse_percent
 
 TraceLike = TraceData | str | os.PathLike[str]
@@ -33,7 +41,7 @@ TraceLike = TraceData | str | os.PathLike[str]
 __all__ = ["assert_fits", "assert_no_regression", "assert_peak_below", "assert_waste_below", "assert_within_budget"]
 
 
-def _trace(value: TraceLike) -> TraceData:
+def as_trace(value: TraceLike) -> TraceData:
     """A trace as given, or loaded from a path."""
     if isinstance(value, TraceData):
         return value
@@ -48,7 +56,8 @@ def _where(trace: TraceData) -> str:
     return clean(trace.path) + (" (a temporary profile, kept for you)" if kept else "")
 
 
-def _assert_budgets(trace: TraceData, budgets: list[Budget]) -> CheckResult:
+def assert_budgets(trace: TraceData, budgets: list[Budget]) -> CheckResult:
+    """Every budget holds on ``trace``; the failure message names each one broken and who holds the bytes."""
     __tracebackhide__ = True  # pytest shows the assertion in the caller
     result = check(trace, budgets)
     if not result.passed:
@@ -60,14 +69,14 @@ def assert_peak_below(trace: TraceLike, allocator: str, limit: str | int) -> Che
     """The allocator's ``peak_bytes`` is at most ``limit`` (``"1.3GiB"``, ``"300MB"`` or bytes)."""
     __tracebackhide__ = True
     value, unit = parse_limit("max_peak", limit, "assert_peak_below")
-    return _assert_budgets(_trace(trace), [Budget(allocator, "max_peak", value, unit, "assert_peak_below")])
+    return assert_budgets(as_trace(trace), [Budget(allocator, "max_peak", value, unit, "assert_peak_below")])
 
 
 def assert_waste_below(trace: TraceLike, allocator: str, limit: str | int) -> CheckResult:
     """The allocator's waste is at most ``limit``: ``"5%"`` of allocated bytes, or a size."""
     __tracebackhide__ = True
     value, unit = parse_limit("max_waste", limit, "assert_waste_below")
-    return _assert_budgets(_trace(trace), [Budget(allocator, "max_waste", value, unit, "assert_waste_below")])
+    return assert_budgets(as_trace(trace), [Budget(allocator, "max_waste", value, unit, "assert_waste_below")])
 
 
 def assert_fits(trace: TraceLike, allocator: str, limit: str | int, *, batch: int | None = None,
@@ -84,7 +93,7 @@ def assert_fits(trace: TraceLike, allocator: str, limit: str | int, *, batch: in
     if batch is not None or vs is not None:
         return _assert_batch_fits(trace, allocator, limit, batch, vs, batch_sizes)
     value, unit = parse_limit("fits", limit, "assert_fits")
-    return _assert_budgets(_trace(trace), [Budget(allocator, "fits", value, unit, "assert_fits")])
+    return assert_budgets(as_trace(trace), [Budget(allocator, "fits", value, unit, "assert_fits")])
 
 
 def assert_within_budget(
@@ -93,7 +102,7 @@ def assert_within_budget(
     """Every budget in a TOML budget file, or in ``{"GPU_0_bfc": {"max_peak": "1.3GiB"}}``, passes."""
     __tracebackhide__ = True
     budgets = budgets_from_mapping(budget, "assert_within_budget") if isinstance(budget, Mapping) else load_budget_file(budget)
-    return _assert_budgets(_trace(trace), budgets)
+    return assert_budgets(as_trace(trace), budgets)
 
 
 def assert_no_regression(
@@ -116,7 +125,7 @@ def assert_no_regression(
     __tracebackhide__ = True
     if not isinstance(max_increase, str):
         raise UsageError(f"max_increase must be a percentage such as \"5%\", not {max_increase!r}")
-    base_trace, new_trace = _trace(base), _trace(new)
+    base_trace, new_trace = as_trace(base), as_trace(new)
     measure = "peak_delta_bytes" if exclude_baseline else "peak_bytes"
     result = diff(base_trace, new_trace, allocators, parse_percent(max_increase), measure)
     if result.passed:

@@ -18,6 +18,7 @@ _FACTORS = {
     "p": 1000**5, "pb": 1000**5,
     "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4, "pib": 1024**5,
 }
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 MAX_SIZE = (1 << 63) - 1  # the largest size a trace can hold (int64)
 MAX_PERCENT = 1e9  # far beyond any real limit, and finite
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([A-Za-z]*)\s*$")

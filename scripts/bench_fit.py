@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from memtrace.bfc import BFCOptions, Requests, fits, min_limit, search_min_limit, simulate
+from memtrace.allocator.bfc import BFCOptions, Requests, fits, min_limit, search_min_limit, simulate
 
 
 def training_like(events: int, seed: int) -> Requests:

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from memtrace import read as reader
 from memtrace.errors import TraceFormatError
-from memtrace.model import TraceData
 from memtrace.read import files
+from memtrace.trace.data import TraceData
 
 reader.RAISE_UNEXPECTED = True  # a fast reader crashing is a bug to see, not a fallback to take
 

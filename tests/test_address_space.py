@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import memtrace
-from memtrace import bfc
-from memtrace.address_space import Box, address_space, lay_out
+from memtrace.allocator import bfc
+from memtrace.allocator.address_space import Box, address_space, lay_out
 from memtrace.cli import main
 
 from .pngimage import read_png
@@ -161,8 +161,8 @@ def _replayed(requests: bfc.Requests, options: bfc.BFCOptions) -> list[tuple[int
 
 
 def test_fit_vs_html_draws_the_largest_batch_that_fits_and_the_first_that_does_not(tmp_path: Path) -> None:
-    from memtrace.batch_fit import batch_model
-    from memtrace.fit import requests_for
+    from memtrace.allocator.batch_size import batch_scaling
+    from memtrace.allocator.requests import requests_for
 
     small, large = BATCHES / "cnn_b16.xplane.pb.gz", BATCHES / "cnn_b64.xplane.pb.gz"
     page = tmp_path / "batch.html"
@@ -183,7 +183,7 @@ def test_fit_vs_html_draws_the_largest_batch_that_fits_and_the_first_that_does_n
     assert f"out of memory: {37 * 30 * 30 * 32 * 4 / MIB:.2f} MiB for gradient_tape/sequential_1/max_pooling2d_1/" \
            "MaxPool2d/MaxPoolGrad" in fails
     # AND every box is a chunk of the BFC model's replay of that batch's predicted requests, no more, no fewer
-    model = batch_model(requests_for(memtrace.load(small), CPU).requests,
+    model = batch_scaling(requests_for(memtrace.load(small), CPU).requests,
                         requests_for(memtrace.load(large), CPU).requests, (16, 64))
     options = bfc.BFCOptions(16 * MIB, allow_growth=True, garbage_collection=False)
     for batch, section in ((36, fits), (37, fails)):

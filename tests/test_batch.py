@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 import memtrace
-from memtrace.batching import COLUMNS, TABLES, analyse_trace, batch, find_traces, write_tables
+from memtrace.analyses.ops import ops
+from memtrace.analyses.peak import group_live_set
 from memtrace.cli import main
 from memtrace.errors import UsageError
-from memtrace.ops import ops
-from memtrace.peak import group_live_set
+from memtrace.many.batch import COLUMNS, TABLES, analyse_trace, batch, find_traces, write_tables
 
 from .conftest import ALEXNET, FIXTURES, RECORDED, ROOT, TINY, as_unprivileged, require
 
@@ -367,7 +367,7 @@ def test_a_trace_with_a_value_beyond_int64_is_its_own_error_row(tmp_path: Path, 
 
 def test_rows_that_do_not_fit_a_column_become_that_traces_error_row() -> None:
     # Hand-made rows: the second trace's peak is 2^63, one past int64; the first and third are kept whole.
-    from memtrace.batching import TraceRows, tables
+    from memtrace.many.batch import TraceRows, tables
 
     results = [analyse_trace(str(TINY / "ties.pbtxt")), analyse_trace(str(TINY / "live_groups.pbtxt")),
                analyse_trace(str(TINY / "producer_free.pbtxt"))]
@@ -424,7 +424,7 @@ def test_a_glob_matches_what_glob_matches_without_loops(traces: Path) -> None:
     # The expansion of ** is memtrace's own (to end at loops); on a tree without links it is glob's.
     import glob as glob_module
 
-    from memtrace.batching import expand
+    from memtrace.many.batch import expand
 
     (traces / ".hidden").mkdir()
     (traces / ".hidden" / "x.pbtxt").write_text(BROKEN)

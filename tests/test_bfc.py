@@ -12,9 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from memtrace.bfc import (
-    KIB,
-    MIB,
+from memtrace.allocator.bfc import (
     BFCOptions,
     Requests,
     bin_for_size,
@@ -24,6 +22,7 @@ from memtrace.bfc import (
     search_min_limit,
     simulate,
 )
+from memtrace.units import KIB, MIB
 
 
 def seq(*events: tuple) -> Requests:

@@ -1,11 +1,11 @@
-"""Buffer identity, worked out once in ``memtrace.buffers``: peak, tensor, frag, summary and the graph agree on it."""
+"""Buffer identity, worked out once in ``memtrace.trace.buffers``: peak, tensor, frag, summary and the graph agree on it."""
 
 from __future__ import annotations
 
 import memtrace
-from memtrace.frag import fragmentation
-from memtrace.summary import summarize
-from memtrace.tensor import buffer_story
+from memtrace.analyses.frag import fragmentation
+from memtrace.analyses.summary import summarize
+from memtrace.analyses.tensor import buffer_story
 
 from .conftest import TINY
 
@@ -53,7 +53,7 @@ def test_cpu_id_reused_at_one_address_with_separate_lifetimes_is_two_buffers() -
     assert len(frag.buffers) == 3 and frag.anomalies == ()
     assert buffer_story(trace, "d:0").producer.node == "c" and buffer_story(trace, "c:0").aliases[0].node == "d"
     assert (trace.peak("cpu").peak_delta_bytes, trace.peak("cpu").peak_time_us) == (768, 4)
-    from memtrace.dataflow import graph
+    from memtrace.analyses.graph import graph
 
     creators = {(a, b): data["creator"] for a, b, data in graph(trace).edges(data=True)}
     assert creators == {("a", "b"): "a", ("b", "c"): "b", ("c", "d"): "c", ("d", "e"): "c"}

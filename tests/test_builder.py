@@ -531,9 +531,9 @@ def test_summary_json_says_why_a_peak_is_unknown(capsys: pytest.CaptureFixture[s
 
 
 def test_peaks_and_unknown_set_an_allocator_beyond_int64_apart(tmp_path: Path) -> None:
+    from memtrace.analyses.peak import peaks, peaks_and_unknown
     from memtrace.errors import BeyondInt64Error
-    from memtrace.peak import peaks, peaks_and_unknown
-    from memtrace.replay import Uncounted, uncounted
+    from memtrace.trace.replay import Uncounted, uncounted
 
     trace = memtrace.load(_trace(tmp_path, GPU_BEYOND_INT64))
     unknown = Uncounted("GPU_0_bfc", "records", 3 * 2.0**62)
@@ -690,7 +690,7 @@ def test_batch_records_an_allocator_beyond_int64_with_a_null_peak_and_why(capsys
                                                                           tmp_path: Path) -> None:
     require("pyarrow")
     require("dask")
-    from memtrace.batching import COLUMNS, analyse_trace
+    from memtrace.many.batch import COLUMNS, analyse_trace
 
     base, new = _base_and_new(tmp_path)
     rows = analyse_trace(str(new)).rows

@@ -14,12 +14,7 @@ import pytest
 from memtrace.cli import main
 
 from .conftest import ALEXNET, FIXTURES, PTB, as_unprivileged
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
+from .helpers import run
 
 
 def test_summary_text_lists_devices_and_allocators(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 import memtrace
-from memtrace.buffers import buffers, data_edges
 from memtrace.errors import UsageError
-from memtrace.replay import replay
+from memtrace.trace.buffers import buffers, data_edges
+from memtrace.trace.replay import replay
 
 from .conftest import ALEXNET, FIXTURES, PTB, RECORDED, TINY
 
@@ -247,7 +247,7 @@ def test_output_allocations_are_freed_after_their_last_reader(path: Path) -> Non
 
 
 def test_around_keeps_the_neighbourhood() -> None:
-    from memtrace.dataflow import around
+    from memtrace.analyses.graph import around
 
     trace = memtrace.load(CHAIN)
     cut = around(trace, trace.dataflow(), "mm", 1)
@@ -259,7 +259,7 @@ def test_around_keeps_the_neighbourhood() -> None:
 
 def test_around_lists_ops_and_edges_in_the_full_graphs_order_every_run() -> None:
     # networkx's own subgraph of a small cut iterates a set, whose order changes with string hashing.
-    from memtrace.dataflow import around
+    from memtrace.analyses.graph import around
 
     trace = memtrace.load(ALEXNET)
     full = trace.dataflow()
@@ -267,7 +267,7 @@ def test_around_lists_ops_and_edges_in_the_full_graphs_order_every_run() -> None
     assert len(cut) > 3
     assert list(cut.nodes) == [op for op in full.nodes if op in cut]
     assert list(cut.edges(keys=True)) == [e for e in full.edges(keys=True) if e[0] in cut and e[1] in cut]
-    script = (f"import memtrace; from memtrace.dataflow import around; t = memtrace.load({str(ALEXNET)!r}); "
+    script = (f"import memtrace; from memtrace.analyses.graph import around; t = memtrace.load({str(ALEXNET)!r}); "
               "print(list(around(t, t.dataflow(), 'conv1/Conv2D', 1)))")
     orders = {subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONHASHSEED": str(seed)},
                              capture_output=True, text=True, check=True).stdout for seed in (1, 2, 3)}
@@ -275,7 +275,7 @@ def test_around_lists_ops_and_edges_in_the_full_graphs_order_every_run() -> None
 
 
 def test_live_at_peak_keeps_the_live_buffers_and_their_readers() -> None:
-    from memtrace.dataflow import live_at_peak
+    from memtrace.analyses.graph import live_at_peak
 
     trace = memtrace.load(CHAIN)
     cut = live_at_peak(trace, trace.dataflow(), "bfc")
@@ -289,7 +289,7 @@ def test_live_at_peak_keeps_the_live_buffers_and_their_readers() -> None:
 
 
 def test_alexnet_live_at_peak_graph_covers_every_live_output() -> None:
-    from memtrace.dataflow import live_at_peak
+    from memtrace.analyses.graph import live_at_peak
 
     trace = memtrace.load(ALEXNET)
     cut = live_at_peak(trace, trace.dataflow(), "GPU_0_bfc")

@@ -9,8 +9,8 @@ import pytest
 
 import memtrace
 from memtrace.cli import main
-from memtrace.devices import resolve_allocator, short_device_name
 from memtrace.errors import UsageError
+from memtrace.trace.devices import resolve_allocator, short_device_name
 
 from .conftest import ALEXNET, FIXTURES, PTB
 

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 import memtrace
+from memtrace.analyses.diff import diff, unmatched_at_peak
+from memtrace.analyses.peak import LiveAllocation
 from memtrace.cli import main
-from memtrace.diff import diff, unmatched_at_peak
 from memtrace.errors import UsageError
-from memtrace.peak import LiveAllocation
 
 from .conftest import ALEXNET, FIXTURES, PTB, TINY
+from .helpers import run
 
 B8 = FIXTURES / "recorded" / "cpu_convnet_b8.pbtxt"
 B16 = FIXTURES / "recorded" / "cpu_convnet_b16.pbtxt"
@@ -66,12 +67,6 @@ def grown(tmp_path: Path) -> Path:
     path = tmp_path / "grown.pbtxt"
     path.write_text(GROWN)
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # -- hand-worked ----------------------------------------------------------------------------------
@@ -260,7 +255,6 @@ def test_diff_binary_against_text_of_the_same_step(capsys: pytest.CaptureFixture
 
 
 def test_top_says_it_is_showing_some_of_the_ops_that_changed(capsys: pytest.CaptureFixture[str]) -> None:
-    from memtrace.cli import main
 
     assert main(["diff", str(ALEXNET), str(PTB), "--top", "3"]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("ops that changed most"))

@@ -22,10 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memtrace
+from memtrace.analyses.export import Column, EventColumns, chrome_event_groups, chrome_events, lanes, other_data
+from memtrace.analyses.timeline import snapshots
 from memtrace.cli import main
-from memtrace.export import Column, EventColumns, chrome_event_groups, chrome_events, lanes, other_data
-from memtrace.reporters import chrome
-from memtrace.timeline import snapshots
+from memtrace.reporters import export as export_reporter
 
 from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
 
@@ -232,7 +232,7 @@ def _json_document(events: list[dict[str, Any]], other: dict[str, str]) -> str:
 def test_columns_are_written_byte_for_byte_as_json_writes_the_events(path: Path) -> None:
     trace = memtrace.load(path)
     out = io.StringIO()
-    count = chrome.write(chrome_event_groups(trace), other_data(trace), out)
+    count = export_reporter.render_chrome(chrome_event_groups(trace), other_data(trace), out)
     events = list(chrome_events(trace))
     assert count == len(events) and any(isinstance(g, EventColumns) for g in chrome_event_groups(trace))
     assert out.getvalue() == _json_document(events, other_data(trace))
@@ -264,7 +264,7 @@ def test_any_columns_are_written_as_json_writes_them(data: st.DataObject, count:
     group = EventColumns(count, fields(keys, count), fields(arg_keys, count), extra_rows,
                          {key: column(len(extra_rows)) for key in extra_keys})
     out = io.StringIO()
-    chrome.write([group], {}, out)
+    export_reporter.render_chrome([group], {}, out)
     assert out.getvalue() == _json_document(list(group.events()), {})
 
 
@@ -280,7 +280,7 @@ def test_times_in_microseconds_are_what_rounding_to_three_decimals_gives(origin:
     """
     import numpy as np
 
-    from memtrace.export import _durations_us, _us
+    from memtrace.analyses.export import _durations_us, _us
 
     times = np.array([origin + o for o in offsets], dtype=np.int64)
     assert _us(times, origin) == [round(t, 3) for t in ((times - origin) / 1000).tolist()]
@@ -291,7 +291,7 @@ def test_times_in_microseconds_are_what_rounding_to_three_decimals_gives(origin:
 
 
 def test_export_lists_allocators_largest_peak_first() -> None:
-    from memtrace.export import chrome_event_groups
+    from memtrace.analyses.export import chrome_event_groups
 
     trace = memtrace.load(PTB)
     memory = [e["args"]["name"] for e in chrome_event_groups(trace) if isinstance(e, dict)

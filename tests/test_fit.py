@@ -13,21 +13,18 @@ import pytest
 
 import memtrace
 import memtrace.testing
-from memtrace.bfc import KIB, MIB, BFCOptions, Requests
-from memtrace.cli import main
+from memtrace.allocator.bfc import BFCOptions, Requests
+from memtrace.allocator.defaults import defaults_for, gpu_limit_bytes
+from memtrace.allocator.fit import fit, fit_requests
+from memtrace.allocator.requests import requests_for
 from memtrace.errors import UsageError
-from memtrace.fit import defaults_for, fit, fit_requests, gpu_limit_bytes, requests_for
 from memtrace.read._proto import xplane_pb2 as pb
+from memtrace.units import KIB, MIB
 
 from .conftest import ALEXNET, FIXTURES
+from .helpers import run
 
 KERAS_CNN = FIXTURES / "profiles" / "keras_cnn.xplane.pb.gz"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # -- failures and what helps, on hand-made sequences ----------------------------------------------

@@ -3,7 +3,7 @@
 ``fixtures/fit/PROGRAM.*`` (``scripts/record_fit.py``): each program's profile from the allocator's
 birth under TF's default limit, and a ladder of ``TF_CPU_BFC_MEM_LIMIT_IN_MB`` runs (TF's outcome,
 its "ran out of memory" line and ``MemoryDump`` state for each OOM). ``tests/test_fit_recorded.py``
-holds ``memtrace.bfc`` to every recorded program; this file holds ``memtrace fit``, the command and
+holds ``memtrace.allocator.bfc`` to every recorded program; this file holds ``memtrace fit``, the command and
 the analysis, to them: the self-check, the smallest limit against TF's own boundary, every ladder
 run's outcome and failing request. ``fixtures/fit/eager.1000mib.*`` (``scripts/record_nonmonotone.py``):
 TF's run of the eager program under 1,000 MiB, above its boundary, where the model says it runs out
@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 import memtrace
+from memtrace.allocator.fit import fit
 from memtrace.cli import main
-from memtrace.fit import fit
 from memtrace.read.oom import load_oom_dumps
 
 from .conftest import FIXTURES

@@ -8,7 +8,7 @@ reproduces every chunk address, chunk size, bytes-in-use and fragmentation value
 predicts every run's outcome, failing request and state.
 
 The first tests check the fixtures against themselves (TF's counters, its profile, its dumps) and
-need no model; the rest need ``memtrace.bfc`` / ``memtrace.fit`` (the interface of
+need no model; the rest need ``memtrace.allocator.bfc`` / ``memtrace.allocator.fit`` (the interface of
 ``FIT_INTERFACE.md``), and fail under MEMTRACE_CI where they are missing.
 """
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,8 @@ import numpy as np
 import pytest
 
 import memtrace
+from memtrace.allocator import bfc
+from memtrace.allocator.requests import requests_for
 
 from .conftest import FIXTURES
 from .xspace_events import memory_events
@@ -124,19 +125,8 @@ def test_the_eager_program_repeats_exactly() -> None:
 # -- the model against the fixtures ------------------------------------------------------------------
 
 
-def model() -> tuple[Any, Any]:
-    """``memtrace.bfc`` and ``memtrace.fit``; skipped where the model is missing, except under MEMTRACE_CI."""
-    if os.environ.get("MEMTRACE_CI"):
-        from memtrace import bfc, fit
-    else:
-        bfc = pytest.importorskip("memtrace.bfc")
-        fit = pytest.importorskip("memtrace.fit")
-    return bfc, fit
-
-
 def requests_of(profile: Path) -> Any:
-    _, fit = model()
-    return fit.requests_for(memtrace.load(profile), BFC).requests
+    return requests_for(memtrace.load(profile), BFC).requests
 
 
 def region_bases(requests: Any, sim: Any, events: list[dict[str, Any]]) -> list[int]:
@@ -197,7 +187,6 @@ TRANSFORMER_12MIB = "transformer.12mib.xplane.pb.gz"
 
 @pytest.mark.parametrize(("name", "run"), completed_profiles())
 def test_the_model_reproduces_each_from_birth_profile_address_by_address(name: str, run: dict[str, Any]) -> None:
-    bfc, _ = model()
     limit = run["limit_bytes"] or DEFAULT_LIMIT
     events = memory_events(FIT / run["profile"])
     requests = requests_of(FIT / run["profile"])
@@ -225,7 +214,6 @@ def test_the_model_reproduces_each_from_birth_profile_address_by_address(name: s
 
 def test_a_run_whose_regions_lie_in_neither_order_needs_their_ranks() -> None:
     # GIVEN the 12 MiB transformer run, replayed with its regions ascending and descending
-    bfc, _ = model()
     [run] = [r for r in evidence("transformer")["ladder"] if r["profile"] == TRANSFORMER_12MIB]
     events = memory_events(FIT / TRANSFORMER_12MIB)
     requests = requests_of(FIT / TRANSFORMER_12MIB)
@@ -249,7 +237,6 @@ REPEATING = {"eager"}
 def test_the_model_predicts_every_ladder_run(name: str) -> None:
     # From the from-birth profile's requests alone: which runs TF completed, and for each OOM the request
     # that failed (rounded bytes and op) and, for a program that repeats exactly, the state in TF's dump.
-    bfc, _ = model()
     e = evidence(name)
     events = memory_events(FIT / e["birth"]["profile"])
     requests = requests_of(FIT / e["birth"]["profile"])
@@ -280,7 +267,6 @@ def check_failure(requests: Any, sim: Any, run: dict[str, Any]) -> None:
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_the_oom_runs_own_profile_fails_at_the_logged_request_in_the_dumps_state(name: str) -> None:
     # The OOM run's own requests up to the failure, then the request TF's log names.
-    bfc, _ = model()
     e = evidence(name)
     oom = [run for run in e["ladder"] if run["outcome"] == "oom"]
     # Every OOM run keeps its profile, but one the recorder had to stop (its ops went on failing, 10 s each).

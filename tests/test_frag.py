@@ -10,32 +10,34 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memtrace
-from memtrace.cli import main
+from memtrace.allocator.bfc import rounded_bytes
+from memtrace.analyses.frag import (
+    Waste,
+    fragmentation,
+    fragmentations,
+    internal_waste,
+    rounding_waste,
+    size_class,
+)
 from memtrace.errors import UsageError
-from memtrace.frag import Waste, fragmentation, fragmentations, internal_waste, round_up, rounding_waste, size_class
 
 from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
+from .helpers import run
 from .proto_replay import Output, outputs_with_buffers, parse_step_stats
 
 FRAG_BFC = TINY / "frag_bfc.pbtxt"
 FRAG_ANOMALIES = TINY / "frag_anomalies.pbtxt"
 
 
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def by_kind(anomalies: tuple[memtrace.frag.Anomaly, ...]) -> dict[str, int]:
+def by_kind(anomalies: tuple[memtrace.analyses.frag.Anomaly, ...]) -> dict[str, int]:
     return {a.kind: a.count for a in anomalies}
 
 
 # -- the BFC model --------------------------------------------------------------------------------
 
 
-def test_round_up_to_256_byte_multiples() -> None:
-    assert [round_up(n) for n in (0, 1, 16, 255, 256, 257, 1000)] == [0, 256, 256, 256, 256, 512, 1024]
+def test_requests_round_up_to_256_byte_multiples() -> None:
+    assert [rounded_bytes(n) for n in (0, 1, 16, 255, 256, 257, 1000)] == [0, 256, 256, 256, 256, 512, 1024]
 
 
 def test_rounding_waste_is_capped_by_the_waste_and_the_rest_is_an_unsplit_chunk() -> None:
@@ -185,7 +187,7 @@ def test_ptb_cpu_outputs_without_allocated_size_are_anomalies() -> None:
 
 
 def independent_recount(trace: memtrace.Trace, allocator: str) -> tuple[int, int, int, int]:
-    """Unique buffers counted with a plain loop over the Outputs table, without memtrace.frag."""
+    """Unique buffers counted with a plain loop over the Outputs table, without memtrace.analyses.frag."""
     index = trace.allocators.index(allocator)
     seen: dict[tuple[int, int], tuple[int, int]] = {}
     o = trace.outputs
@@ -261,7 +263,7 @@ def test_identities_and_the_peak_agree_with_memtrace_peak(trace_path: Path) -> N
         p = trace.peak(f.allocator)
         assert f.at_peak.time_us == (p.peak_time_us if p.peak_node is not None else None)
         assert f.at_peak.replay_live_bytes == p.peak_delta_bytes
-        # Independent route: memtrace.peak's live set, its output entries with an allocation id.
+        # Independent route: memtrace.analyses.peak's live set, its output entries with an allocation id.
         outputs = [a for a in p.live_at_peak if a.kind == "output" and a.allocation_id]
         live = f.at_peak.live
         assert (live.tensors, live.requested_bytes, live.allocated_bytes) == (
@@ -360,7 +362,7 @@ def test_names_from_the_trace_are_escaped(capsys: pytest.CaptureFixture[str], tm
 def _anomalies_one_by_one(path: Path, allocator: str) -> list[tuple[str, int, tuple[str, ...]]]:
     """The per-output anomalies as the module docstring says them, walking the proto's outputs in order.
 
-    Which outputs share a buffer comes from tests/proto_replay.py, not from memtrace.buffers.
+    Which outputs share a buffer comes from tests/proto_replay.py, not from memtrace.trace.buffers.
     """
     step = parse_step_stats(path)
     outputs = outputs_with_buffers(step, allocator)

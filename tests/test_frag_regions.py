@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import memtrace
+from memtrace.allocator.regions import regions_of
+from memtrace.analyses.frag import fragmentation
 from memtrace.cli import main
-from memtrace.frag import fragmentation
-from memtrace.regions import regions_of
 
 from .xspace_events import memory_events
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from memtrace.batching import TABLES, find_traces
 from memtrace.cli import main
+from memtrace.many.batch import TABLES, find_traces
 
 from .conftest import FIXTURES, TINY, require
 from .fastpaths import damaged
@@ -199,7 +199,7 @@ def test_batch_on_a_hostile_directory_keeps_the_promise(capsys: pytest.CaptureFi
 @pytest.fixture(scope="module")
 def tables_written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """memtrace batch's own tables of a few traces (one broken), to damage."""
-    from memtrace.batching import batch, write_tables
+    from memtrace.many.batch import batch, write_tables
 
     where = tmp_path_factory.mktemp("tables")
     traces = [TINY / name for name in ("ties.pbtxt", "live_groups.pbtxt", "producer_free.pbtxt", "outputs_only.pbtxt")]

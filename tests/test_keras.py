@@ -16,17 +16,13 @@ import memtrace
 from memtrace.cli import main
 
 from .conftest import FIXTURES
+from .helpers import run
 
 PROFILES = FIXTURES / "profiles"
 CNN = PROFILES / "keras_cnn.xplane.pb.gz"
 MLP = PROFILES / "keras_mlp.xplane.pb.gz"
 LSTM = PROFILES / "keras_lstm.xplane.pb.gz"
 CPU_BFC = "bfc_cpu_allocator_for_gpu"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
-    code = main(list(argv))
-    return code, capsys.readouterr().out
 
 
 SIZE = re.compile(r"-[0-9.]+ (B|KiB|MiB|GiB)\b")
@@ -44,24 +40,24 @@ def test_frees_from_before_the_profile_are_a_line_not_negative_rows(capsys: pyte
     # WHEN peak, ops and diff are printed
     for argv in (["peak", str(CNN)], ["peak", str(CNN), "--group-by", "scope"], ["ops", str(CNN), "--by", "type"],
                  ["ops", str(CNN), "--by", "node", "--sort", "at_peak"]):
-        code, out = run(capsys, *argv)
+        code, out, _ = run(capsys, *argv)
         assert code == 0
         # THEN no row has a negative size
         assert not SIZE.search(out), (argv, SIZE.search(out))
     # (a diff's changes may be negative, but no row is the frees': no "(free)" and no op-less "(unknown)")
-    code, out = run(capsys, "diff", str(MLP), str(CNN), "--top", "100")
+    code, out, _ = run(capsys, "diff", str(MLP), str(CNN), "--top", "100")
     assert code == 0 and "(free)" not in out and "(unknown)" not in out
-    code, out = run(capsys, "peak", str(CNN))
+    code, out, _ = run(capsys, "peak", str(CNN))
     # the 4 frees (256 + 256 + 256 + 15,872 B, the events' sizes) are one line; the table's total is
     # what the step allocated and held, 16,640 B more than the peak's delta of 179,456 B
     assert ("  live at the peak: 175 KiB (179,456 bytes): 192 KiB in 13 allocations made during the profile, "
             "less 16.2 KiB freed of 4 chunks allocated before it") in out.replace("\n    ", " ")
     total = next(line for line in out.splitlines() if line.startswith("  total "))
     assert total.split()[1:3] == ["192", "KiB"] and 179_456 + 16_640 == 196_096
-    code, out = run(capsys, "ops", str(CNN))
+    code, out, _ = run(capsys, "ops", str(CNN))
     assert "'at peak' leaves out 16.2 KiB of chunks from before the step freed before the peak" in out
     # JSON keeps the frees, so that the live set still adds up to the peak's delta
-    code, out = run(capsys, "peak", str(CNN), "--json")
+    code, out, _ = run(capsys, "peak", str(CNN), "--json")
     (entry,) = json.loads(out)["allocators"]
     assert sum(a["bytes"] for a in entry["live_at_peak"]) == entry["peak_delta_bytes"] == 179_456
     assert sorted(a["bytes"] for a in entry["live_at_peak"] if a["kind"] == "freed-from-before-step") == [-15_872, -256, -256, -256]
@@ -76,7 +72,7 @@ def test_requested_bytes_are_the_tensors_and_diff_splits_growth_into_tensors_and
     # GIVEN each live tensor's dtype and shape, which say its bytes independently of the allocator
     sides = {}
     for name, path in (("base", MLP), ("new", CNN)):
-        code, out = run(capsys, "peak", str(path), "--json")
+        code, out, _ = run(capsys, "peak", str(path), "--json")
         (entry,) = json.loads(out)["allocators"]
         held = [a for a in entry["live_at_peak"] if a["kind"] != "freed-from-before-step"]
         for a in held:
@@ -87,30 +83,30 @@ def test_requested_bytes_are_the_tensors_and_diff_splits_growth_into_tensors_and
                 assert a["requested_bytes"] == size, a
         sides[name] = (sum(a["bytes"] for a in held), sum(a["requested_bytes"] for a in held))
     # the CNN's conv2d output, float32 [8,14,14,8] = 50,176 B, sits in an unsplit 91,136 B chunk
-    code, out = run(capsys, "peak", str(CNN))
+    code, out, _ = run(capsys, "peak", str(CNN))
     relu = next(line for line in out.splitlines() if "conv2d_1/Relu" in line).split()
     assert relu[3:7] == ["89", "KiB", "49", "KiB"] and 91_136 / 1024 == 89 and 50_176 / 1024 == 49
     # WHEN the two are diffed THEN the JSON carries both sides' chunks and tensors
-    code, out = run(capsys, "diff", str(MLP), str(CNN), "--json")
+    code, out, _ = run(capsys, "diff", str(MLP), str(CNN), "--json")
     (change,) = json.loads(out)["allocators"]
     assert (change["base_live_allocated_bytes"], change["base_live_requested_bytes"]) == sides["base"] == (30_976, 25_496)
     assert (change["new_live_allocated_bytes"], change["new_live_requested_bytes"]) == sides["new"] == (196_096, 144_348)
     # and the text says what grew in tensors and what in rounding: 118,852 B of tensors (116 KiB)
     # and (196,096 - 144,348) - (30,976 - 25,496) = 46,268 B of chunk beyond them (45.2 KiB)
-    code, out = run(capsys, "diff", str(MLP), str(CNN))
+    code, out, _ = run(capsys, "diff", str(MLP), str(CNN))
     assert code == 0
     assert ("bfc_cpu_allocator_for_gpu at the peak: chunks +161 KiB = tensors +116 KiB (24.9 KiB -> 141 KiB) + "
             "rounding and unsplit chunks 45.2 KiB") in out.replace("\n    ", " ")
 
 
 def test_check_says_which_step_and_the_tensors_in_each_contributors_chunks(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run(capsys, "check", str(CNN), "--step", "2", "--max-peak", "CPU:0=290KiB")
+    code, out, _ = run(capsys, "check", str(CNN), "--step", "2", "--max-peak", "CPU:0=290KiB")
     assert code == 1
     assert out.splitlines()[0] == f"memtrace check {CNN} (step 2)"
     # the pooling gradient's float32 [8,14,14,8] tensor (50,176 B = 49 KiB) in a 55.5 KiB chunk
     assert ("    gradient_tape/sequential_1_1/max_pooling2d_1/MaxPool2d/MaxPoolGrad output: 55.5 KiB (18.9%), "
             "tensors 49 KiB in the chunks") in out.replace("\n      ", " ")
-    code, out = run(capsys, "check", str(CNN), "--step", "2", "--max-peak", "CPU:0=290KiB", "--json")
+    code, out, _ = run(capsys, "check", str(CNN), "--step", "2", "--max-peak", "CPU:0=290KiB", "--json")
     document = json.loads(out)
     assert document["step"] == 2
     assert document["budgets"][0]["contributors"][0]["requested_bytes"] == 8 * 14 * 14 * 8 * 4
@@ -147,7 +143,7 @@ def by_hand(node: str, model: str, layers: list[str], optimizer: str) -> tuple[s
 @pytest.mark.parametrize("path", [MLP, CNN, LSTM], ids=lambda p: p.name.split(".")[0])
 def test_peak_groups_by_layer_and_phase_as_worked_by_hand(capsys: pytest.CaptureFixture[str], path: Path) -> None:
     model, layers, optimizer = KERAS_NAMES[path]
-    code, out = run(capsys, "peak", str(path), "--json")
+    code, out, _ = run(capsys, "peak", str(path), "--json")
     (entry,) = json.loads(out)["allocators"]
     expected: dict[tuple[str, str], list[int]] = {}
     for a in entry["live_at_peak"]:
@@ -156,7 +152,7 @@ def test_peak_groups_by_layer_and_phase_as_worked_by_hand(capsys: pytest.Capture
         sums[0] += 1
         sums[1] += a["bytes"]
         sums[2] += a["bytes"] if a["requested_bytes"] is None or a["bytes"] < 0 else a["requested_bytes"]
-    code, out = run(capsys, "peak", str(path), "--json", "--group-by", "layer")
+    code, out, _ = run(capsys, "peak", str(path), "--json", "--group-by", "layer")
     assert code == 0
     (grouped,) = json.loads(out)["allocators"]
     groups = {(g["layer"], g["phase"]): [g["count"], g["bytes"], g["requested_bytes"]] for g in grouped["groups"]}
@@ -166,7 +162,7 @@ def test_peak_groups_by_layer_and_phase_as_worked_by_hand(capsys: pytest.Capture
 
 
 def test_layer_groups_of_the_cnn_in_numbers(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run(capsys, "peak", str(CNN), "--group-by", "layer")
+    code, out, _ = run(capsys, "peak", str(CNN), "--group-by", "layer")
     assert code == 0
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["layer", "phase"]) + 2
@@ -175,7 +171,7 @@ def test_layer_groups_of_the_cnn_in_numbers(capsys: pytest.CaptureFixture[str]) 
     # largest holding; the pooling gradient (50,176 B, a chunk of its size) the backward pass's
     assert rows[0] == ["conv2d", "forward", "x1", "89", "KiB", "49", "KiB", "91,136", "46.5%"]
     assert rows[1] == ["max_pooling2d", "backward", "x1", "49", "KiB", "49", "KiB", "50,176", "25.6%"]
-    code, out = run(capsys, "ops", str(CNN), "--group-by", "layer", "--json")
+    code, out, _ = run(capsys, "ops", str(CNN), "--group-by", "layer", "--json")
     names = [r["name"] for r in json.loads(out)["rows"]]
     assert names[:3] == ["conv2d (forward)", "adam_1 (optimizer)", "max_pooling2d (backward)"]
     # the older spelling is the same question
@@ -190,14 +186,14 @@ def test_a_layer_names_file_beside_the_profile_is_read(capsys: pytest.CaptureFix
     profile.write_bytes(MLP.read_bytes())
     (profile.parent / "layers.json").write_text(json.dumps({"model": "sequential", "layers": ["dense", "dense_1"],
                                                             "optimizer": "adam"}))
-    code, out = run(capsys, "peak", str(profile), "--json", "--group-by", "layer")
+    code, out, _ = run(capsys, "peak", str(profile), "--json", "--group-by", "layer")
     assert code == 0
     groups = {(g["layer"], g["phase"]): g["bytes"] for g in json.loads(out)["allocators"][0]["groups"]}
     assert groups[("dense", "forward")] == 9_472 and groups[("dense_1", "backward")] == 8_192
     # a file that names the layers otherwise is believed: with only "dense_1" known, the scope
     # "dense_1" is that layer (not "dense" with a suffix), and so is "dense_1_2" (9,472 + 2,304 B forward)
     (profile.parent / "layers.json").write_text(json.dumps({"layers": ["dense_1"]}))
-    code, out = run(capsys, "peak", str(profile), "--json", "--group-by", "layer")
+    code, out, _ = run(capsys, "peak", str(profile), "--json", "--group-by", "layer")
     groups = {(g["layer"], g["phase"]): g["bytes"] for g in json.loads(out)["allocators"][0]["groups"]}
     assert groups[("dense_1", "forward")] == 9_472 + 2_304 and groups[("dense_1", "backward")] == 8_192
     assert not any(layer == "dense" for layer, _ in groups)
@@ -211,9 +207,9 @@ def test_a_layer_names_file_beside_the_profile_is_read(capsys: pytest.CaptureFix
 def test_diff_by_layer_compares_the_layer_rows_of_both(capsys: pytest.CaptureFixture[str]) -> None:
     rows = {}
     for path in (MLP, CNN):
-        _, out = run(capsys, "ops", str(path), "--group-by", "layer", "--json")
+        _, out, _ = run(capsys, "ops", str(path), "--group-by", "layer", "--json")
         rows[path] = {r["name"]: r for r in json.loads(out)["rows"]}
-    code, out = run(capsys, "diff", str(MLP), str(CNN), "--group-by", "layer", "--json")
+    code, out, _ = run(capsys, "diff", str(MLP), str(CNN), "--group-by", "layer", "--json")
     assert code == 0
     document = json.loads(out)
     assert document["grouped_by"] == "layer"
@@ -229,7 +225,7 @@ def test_diff_by_layer_compares_the_layer_rows_of_both(capsys: pytest.CaptureFix
 
 
 def test_report_icicle_by_phase_and_layer(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    _, out = run(capsys, "peak", str(CNN), "--json", "--group-by", "layer")
+    _, out, _ = run(capsys, "peak", str(CNN), "--json", "--group-by", "layer")
     groups = json.loads(out)["allocators"][0]["groups"]
     by_phase: dict[str, int] = {}
     for g in groups:
@@ -264,7 +260,7 @@ def test_long_names_lose_the_wrappers_then_their_left_keeping_layer_and_op() -> 
 
 
 def test_peak_table_keeps_the_layer_of_a_gradient_at_100_columns(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run(capsys, "peak", str(CNN))  # not a terminal: 100 columns
+    code, out, _ = run(capsys, "peak", str(CNN))  # not a terminal: 100 columns
     assert code == 0 and max(len(line) for line in out.splitlines()) <= 100
     assert "  …/max_pooling2d_1/MaxPool2d/MaxPoolGrad " in out
 
@@ -275,7 +271,7 @@ def test_a_profile_of_three_steps_reads_as_a_profile_with_steps_from_zero(capsys
     steps = trace.steps  # the profile's own step markers
     assert [s.number for s in steps] == [0, 1, 2]
     first = steps[0].start_ns
-    code, out = run(capsys, "summary", str(CNN))
+    code, out, _ = run(capsys, "summary", str(CNN))
     lines = out.splitlines()
     assert lines[1].startswith("profile of 3 steps: ")
     table = lines[lines.index("Steps: peak per allocator, absolute") + 3:][:3]
@@ -288,15 +284,15 @@ def test_a_profile_of_three_steps_reads_as_a_profile_with_steps_from_zero(capsys
         assert row.split()[:3] == [str(step.number), *start.split()]
         assert row.endswith(format_bytes(counted["peak_bytes"]))
     assert table[0].split()[1:3] == ["0", "us"]
-    code, out = run(capsys, "peak", str(CNN))
+    code, out, _ = run(capsys, "peak", str(CNN))
     assert "into the profile (from records)" in out.splitlines()[0]
     # one step alone: its duration is the step's window, as the table says
-    code, out = run(capsys, "summary", str(CNN), "--step", "1")
+    code, out, _ = run(capsys, "summary", str(CNN), "--step", "1")
     window = format_us(steps[1].end_ns - steps[1].start_ns)
     assert out.splitlines()[1].startswith(f"step: {window} ")
     row = out.splitlines()[out.splitlines().index("Steps (this trace is step 1 alone): peak per allocator, absolute") + 3]
     assert row.split()[3:5] == window.split()
-    code, out = run(capsys, "peak", str(CNN), "--step", "1")
+    code, out, _ = run(capsys, "peak", str(CNN), "--step", "1")
     assert code == 0 and "into the step (from records)" in out.splitlines()[0]
     # the report marks where each step begins, and says "into the profile"
     page = tmp_path / "report.html"
@@ -313,7 +309,7 @@ def test_a_trace_prints_in_one_line_and_tensorflows_cpu_bfc_name_is_explained(ca
         f"<Trace {str(CNN)!r}: XSpace (xplane+gzip), 272 nodes, 272 records, 136 outputs, "
         "allocators bfc_cpu_allocator_for_gpu, 3 steps>")
     for command in ("summary", "peak"):
-        code, out = run(capsys, command, str(CNN))
+        code, out, _ = run(capsys, command, str(CNN))
         assert code == 0
         assert "TensorFlow's name for its CPU BFC allocator (TF_CPU_ALLOCATOR_USE_BFC=true): CPU memory, no GPU" in (
             out.replace("\n    ", " ").replace("\n  ", " "))
@@ -323,7 +319,7 @@ def test_scopes_and_layers_of_fit_names_see_through_statefulpartitionedcall() ->
     # GIVEN names as Model.fit writes them (the issue's: one row "StatefulPartitionedCall x18" before)
     from dataclasses import replace
 
-    from memtrace.peak import group_live_set
+    from memtrace.analyses.peak import group_live_set
 
     trace = memtrace.load(CNN)
     found = trace.peak(CPU_BFC)
@@ -343,7 +339,7 @@ def test_scopes_and_layers_of_fit_names_see_through_statefulpartitionedcall() ->
 
 
 def test_scope_of_hand_worked() -> None:
-    from memtrace.layers import scope_of, shows_keras
+    from memtrace.trace.layers import scope_of, shows_keras
 
     fit_names = ["StatefulPartitionedCall/small_cnn_1/conv_b_1/Relu",
                  "StatefulPartitionedCall/gradient_tape/small_cnn_1/hidden_1/MatMul/MatMul_1",
@@ -364,12 +360,12 @@ def test_scope_of_hand_worked() -> None:
 def test_peak_by_scope_lands_on_the_layers_the_layer_grouping_finds(capsys: pytest.CaptureFixture[str],
                                                                      path: Path) -> None:
     model, _, optimizer = KERAS_NAMES[path]
-    code, out = run(capsys, "peak", str(path), "--json", "--group-by", "scope")
+    code, out, _ = run(capsys, "peak", str(path), "--json", "--group-by", "scope")
     assert code == 0
     (entry,) = json.loads(out)["allocators"]
     scopes = {g["key"]: g["bytes"] for g in entry["groups"]}
     assert sum(scopes.values()) == entry["peak_delta_bytes"]
-    code, out = run(capsys, "peak", str(path), "--json", "--group-by", "layer")
+    code, out, _ = run(capsys, "peak", str(path), "--json", "--group-by", "layer")
     (grouped,) = json.loads(out)["allocators"]
     by_layer = {(g["layer"], g["phase"]): g["bytes"] for g in grouped["groups"]}
     # THEN every forward and backward layer group is one scope group, the model's scope and the layer's
@@ -385,7 +381,7 @@ def test_peak_by_scope_lands_on_the_layers_the_layer_grouping_finds(capsys: pyte
 
 
 def test_scope_default_of_the_cnn_in_numbers(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run(capsys, "peak", str(CNN), "--group-by", "scope")
+    code, out, _ = run(capsys, "peak", str(CNN), "--group-by", "scope")
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["scope", "count"]) + 2
     # conv2d's ReLU output chunk (91,136 B) and the pooling gradient's (50,176 B), as by layer above
@@ -393,12 +389,12 @@ def test_scope_default_of_the_cnn_in_numbers(capsys: pytest.CaptureFixture[str])
     assert lines[start + 1].split() == ["gradient_tape/sequential_1_1/max_pooling2d_1", "x1", "49", "KiB", "49", "KiB",
                                         "50,176", "25.6%"]
     # ops and diff group alike
-    code, out = run(capsys, "ops", str(CNN), "--group-by", "scope", "--json")
+    code, out, _ = run(capsys, "ops", str(CNN), "--group-by", "scope", "--json")
     names = {r["name"] for r in json.loads(out)["rows"]}
     assert {"sequential_1_1/conv2d_1", "gradient_tape/sequential_1_1/conv2d_1", "adam_1"} <= names
     assert run(capsys, "ops", str(CNN), "--by", "scope", "--json")[1] == out
     batches = FIXTURES / "batches"  # the same CNN at batch 16 and 64: every layer's bytes grow
-    code, out = run(capsys, "diff", str(batches / "cnn_b16.xplane.pb.gz"), str(batches / "cnn_b64.xplane.pb.gz"),
+    code, out, _ = run(capsys, "diff", str(batches / "cnn_b16.xplane.pb.gz"), str(batches / "cnn_b64.xplane.pb.gz"),
                     "--group-by", "scope", "--json")
     assert code == 0
     changed = {o["name"] for o in json.loads(out)["ops"]}
@@ -418,12 +414,12 @@ def test_scope_default_of_a_tf1_graph_stays_one_level(capsys: pytest.CaptureFixt
 
 
 def test_check_says_before_the_profile_where_the_trace_is_a_profile_of_steps(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out = run(capsys, "check", str(CNN), "--max-peak", "CPU:0=100KiB", "--max-peak-delta", "CPU:0=100KiB")
+    code, out, _ = run(capsys, "check", str(CNN), "--max-peak", "CPU:0=100KiB", "--max-peak-delta", "CPU:0=100KiB")
     text = " ".join(out.split())
     assert code == 1 and "before the step" not in text and "during the step" not in text
     assert "absolute: baseline 120 KiB live before the profile (272 of 272 snapshots agree)" in text
     assert "live before the profile (baseline): 120 KiB (40.6%)" in text
     assert "bytes allocated during the profile, baseline left out" in text
     assert "shares of the bytes allocated during the profile" in text
-    code, out = run(capsys, "check", str(CNN), "--step", "2", "--max-peak", "CPU:0=100KiB", "--json")
+    code, out, _ = run(capsys, "check", str(CNN), "--step", "2", "--max-peak", "CPU:0=100KiB", "--json")
     assert "live before the step" in json.loads(out)["budgets"][0]["note"]

@@ -16,22 +16,23 @@ from pathlib import Path
 
 import pytest
 
-from memtrace.cli import main
-from memtrace.errors import TraceFormatError
-from memtrace.oom import EXHAUSTED, FRAGMENTATION, analyse, analyse_all
-from memtrace.oom_model import (
+from memtrace.allocator.bfc import bin_for_size
+from memtrace.allocator.dump import (
     SECTION_BINS,
     SECTION_CHUNKS,
     SECTION_REQUEST,
     SECTION_STATS,
     SECTION_SUM,
     OomDump,
-    bin_for_size,
 )
-from memtrace.read.bfc_log import parse_size
+from memtrace.allocator.oom import EXHAUSTED, FRAGMENTATION, analyse, analyse_all
+from memtrace.cli import main
+from memtrace.errors import TraceFormatError
+from memtrace.read.bfc_log import parse_logged_size
 from memtrace.read.oom import load_oom_dumps
 
 from .conftest import FIXTURES, require
+from .helpers import run
 
 OOM = FIXTURES / "oom"
 MIB = 1 << 20
@@ -109,12 +110,6 @@ def write(tmp_path: Path, name: str, text: str, newline: str = "\n") -> Path:
     path = tmp_path / name
     path.write_bytes(text.replace("\n", newline).encode())
     return path
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # -- hand-worked dumps ----------------------------------------------------------------------------
@@ -228,10 +223,10 @@ def test_python_api_explains_every_event_of_a_file() -> None:
 
 
 def test_sizes_written_for_people_are_read_back_and_marked_inexact() -> None:
-    assert parse_size("64.00MiB") == (64 * MIB, False)
-    assert parse_size("67108864") == (67108864, True)
-    assert parse_size("0B") == (0, True)
-    assert parse_size("198.75MiB") == (208404480, False)
+    assert parse_logged_size("64.00MiB") == (64 * MIB, False)
+    assert parse_logged_size("67108864") == (67108864, True)
+    assert parse_logged_size("0B") == (0, True)
+    assert parse_logged_size("198.75MiB") == (208404480, False)
 
 
 # -- real OOMs recorded with TensorFlow 2.21 on CPU --------------------------------------------
@@ -559,7 +554,7 @@ def test_vendored_memory_dump_schema_matches_tensorflows() -> None:
 
 def test_the_drawn_request_stays_inside_the_map_when_the_largest_hole_ends_the_region(tmp_path: Path) -> None:
     # On the H100 log the largest hole is the region's last chunk, and the request is larger than it.
-    from memtrace.reporters.oom_html import LABEL, WIDTH
+    from memtrace.reporters.oom import LABEL, WIDTH
 
     page = tmp_path / "oom.html"
     assert main(["oom", str(OOM / "jax_h100_fragmented.log"), "--html", "-o", str(page)]) == 0

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import memtrace
+from memtrace.allocator.oom import analyse_all
+from memtrace.allocator.oom_fit import avoidance
 from memtrace.cli import main
-from memtrace.oom import analyse_all
-from memtrace.oom_fit import avoidance
 from memtrace.read.oom import load_oom_dumps
 
 OOM = Path(__file__).parent.parent / "fixtures" / "oom"
@@ -46,7 +46,7 @@ def test_the_model_fails_where_tensorflow_did_and_names_the_limit_that_completed
 
 
 def test_the_run_that_completed_replays_under_its_limit_and_not_below() -> None:
-    from memtrace.fit import fit
+    from memtrace.allocator.fit import fit
 
     trace = memtrace.load(OOM / "cpu_regions_50mib.xplane.pb.gz")
     assert "ran out of memory" not in (OOM / "cpu_regions_50mib.log").read_text()

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import memtrace
+from memtrace.analyses.ops import node_rows, ops
 from memtrace.cli import main
 from memtrace.errors import UsageError
-from memtrace.ops import node_rows, ops
 
 from .conftest import ALEXNET, FIXTURES, REAL_TRACES, TINY
 from .proto_replay import outputs_with_buffers, parse_step_stats, replay
@@ -21,7 +21,7 @@ BN = "resnet50/conv2_block1_1_bn/FusedBatchNormV3"
 GRAD = "gradient_tape/resnet50/conv2_block1_1_conv/Conv2D/Conv2DBackpropInput"
 
 
-def _rows(path: Path = SCOPES) -> dict[str, memtrace.ops.OpRow]:
+def _rows(path: Path = SCOPES) -> dict[str, memtrace.analyses.ops.OpRow]:
     return {r.name: r for r in node_rows(memtrace.load(path))}
 
 
@@ -289,8 +289,8 @@ def test_ops_filters_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_sort_names_in_help_and_error_are_one_set(capsys: pytest.CaptureFixture[str]) -> None:
+    from memtrace.analyses.ops import SORT_NAMES
     from memtrace.commands.ops import SORT_NAMES as HELP_NAMES
-    from memtrace.ops import SORT_NAMES
 
     assert HELP_NAMES == SORT_NAMES
     assert main(["ops", str(ALEXNET), "--sort", "bogus"]) == 2

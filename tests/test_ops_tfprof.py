@@ -13,7 +13,7 @@ import pytest
 from google.protobuf import text_format
 
 import memtrace
-from memtrace.ops import node_rows
+from memtrace.analyses.ops import node_rows
 
 from .conftest import REAL_TRACES, tensorflow_protos
 

@@ -14,18 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from memtrace.cli import main
-
 from .conftest import FIXTURES, ROOT, TINY, as_unprivileged
+from .helpers import run
 
 TRACE = TINY / "ties.pbtxt"
 PROFILE = FIXTURES / "profiles" / "keras_mlp.xplane.pb.gz"
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_error_line(code: int, err: str) -> bool:

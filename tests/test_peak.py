@@ -7,8 +7,15 @@ from pathlib import Path
 import pytest
 
 import memtrace
+from memtrace.analyses.peak import (
+    group_live_set,
+    parse_group_by,
+    peaks,
+    peaks_and_unknown,
+    repeated_allocations,
+    select_live,
+)
 from memtrace.errors import UsageError
-from memtrace.peak import group_live_set, parse_group_by, peaks, peaks_and_unknown, repeated_allocations, select_live
 
 from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
 
@@ -173,7 +180,7 @@ def test_parse_group_by_refuses_what_it_cannot_group_by(text: str) -> None:
 
 def test_a_peak_is_built_once_per_trace_and_allocator() -> None:
     # ops, summary, check, the report and batch all ask for the same peaks: one live set each.
-    from memtrace.ops import ops
+    from memtrace.analyses.ops import ops
 
     trace = memtrace.load(PTB)
     first = trace.peak("GPU_0_bfc")

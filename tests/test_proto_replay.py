@@ -1,8 +1,8 @@
 """The central numbers, derived again by an independent replay written from the proto (tests/proto_replay.py).
 
 The suite's pasted numbers (AlexNet's peak, baseline and step peak in test_peak.py, test_cli.py,
-test_budget.py, test_export.py, test_timeline.py, test_report.py, test_crosscheck_tf_timeline.py;
-PTB's in test_peak.py, test_replay.py, test_budget.py, test_cli.py) came from memtrace's first
+test_check.py, test_export.py, test_timeline.py, test_report.py, test_crosscheck_tf_timeline.py;
+PTB's in test_peak.py, test_replay.py, test_check.py, test_cli.py) came from memtrace's first
 implementation. Here each is derived from the trace by code that shares nothing with memtrace's
 readers or analyses, and memtrace is held to that replay on every real trace.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import memtrace
-from memtrace.ops import node_rows
-from memtrace.peak import AllocatorPeak
+from memtrace.analyses.ops import node_rows
+from memtrace.analyses.peak import AllocatorPeak
 
 from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
 from .proto_replay import into_step_us, parse_step_stats, replay, replay_file
@@ -42,7 +42,7 @@ def test_the_proto_replay_gets_the_hand_worked_traces_right() -> None:
 def test_alexnet_central_numbers_come_from_the_proto() -> None:
     step = parse_step_stats(ALEXNET)
     gpu = replay(step, "GPU_0_bfc")
-    # test_peak.py, test_cli.py, test_budget.py, test_export.py, test_timeline.py, test_report.py,
+    # test_peak.py, test_cli.py, test_check.py, test_export.py, test_timeline.py, test_report.py,
     # test_crosscheck_tf_timeline.py: (peak, baseline, peak delta) and where the peak is.
     assert (gpu.peak_bytes, gpu.baseline_bytes, gpu.peak_delta_bytes) == (1_325_898_496, 86_954_240, 1_238_944_256)
     assert gpu.peak_node == "gradients/conv4/Conv2D_grad/Conv2DBackpropInput"
@@ -60,7 +60,7 @@ def test_alexnet_central_numbers_come_from_the_proto() -> None:
 def test_ptb_central_numbers_come_from_the_proto() -> None:
     step = parse_step_stats(PTB)
     gpu = replay(step, "GPU_0_bfc")
-    # test_peak.py, test_budget.py, test_cli.py: the peak; test_replay.py: 364 of 556 snapshots agree on the baseline.
+    # test_peak.py, test_check.py, test_cli.py: the peak; test_replay.py: 364 of 556 snapshots agree on the baseline.
     assert gpu.peak_bytes == 77_062_912
     assert (gpu.snapshots, gpu.matched, gpu.baseline_bytes) == (556, 364, 10_703_104)
     assert gpu.peak_delta_bytes == sum(size for _, size in gpu.live_at_peak.values()) == 66_359_808

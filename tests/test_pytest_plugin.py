@@ -9,7 +9,7 @@ import sys
 import pytest
 
 # Imported here so that pytester's in-process runs find them loaded and leave them alone.
-import memtrace.budget
+import memtrace.analyses.check
 import memtrace.pytest_plugin
 import memtrace.testing
 
@@ -139,7 +139,7 @@ def test_plugin_loads_nothing_heavy() -> None:
     """pytest imports the plugin in every session of everyone who installs memtrace."""
     code = (
         "import sys, memtrace.pytest_plugin\n"
-        "print(','.join(m for m in ('numpy', 'google.protobuf', 'networkx', 'tensorflow', 'memtrace.budget') if m in sys.modules))"
+        "print(','.join(m for m in ('numpy', 'google.protobuf', 'networkx', 'tensorflow', 'memtrace.analyses.check') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.strip() == ""

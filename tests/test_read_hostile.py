@@ -14,24 +14,18 @@ from pathlib import Path
 import pytest
 
 import memtrace
-from memtrace.cli import main
 from memtrace.errors import TraceFormatError
 from memtrace.read import detect, files
 from memtrace.read import text as textreader
 
 from .conftest import ROOT, TINY
 from .fastpaths import fast, reference, same
+from .helpers import run
 
 TRACE = TINY / "ties.pbtxt"
 # A form of text left to protobuf: a no-break space between two tokens (whitespace to protobuf's
 # tokenizer, which reads text as str; the fast reader takes ASCII blanks only).
 NBSP_NAME = 'node_name:\u00a0"a"'
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # -- pipes: read once -------------------------------------------------------------------------

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import memtrace
-from memtrace.buffers import pair_lifo
 from memtrace.errors import UsageError
-from memtrace.replay import reconcile, replay
+from memtrace.trace.buffers import pair_lifo
+from memtrace.trace.replay import reconcile, replay
 
 from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
 

@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 import memtrace
+from memtrace.analyses.report import gather
+from memtrace.analyses.timeline import bucket_extrema, snapshots
 from memtrace.cli import main
-from memtrace.report import gather
-from memtrace.reporters import html
-from memtrace.timeline import bucket_extrema, snapshots
+from memtrace.reporters import report as report_page
 from memtrace.units import format_bytes, format_us
 
 from .conftest import ALEXNET, PTB, REAL_TRACES, TINY
@@ -263,7 +263,7 @@ def test_report_of_a_big_trace_stays_bounded(tmp_path: Path) -> None:
     assert view.snapshot_count == 50_000 and len(view.snapshots.time_us) <= 1500
     assert int(view.timeline.live_bytes.max()) == view.peak.peak_bytes
     out = io.StringIO()
-    html.render(data, out)
+    report_page.render_html(data, out)
     text = out.getvalue()
     page = Page(text)
     assert len(text) < 1_000_000
@@ -307,5 +307,5 @@ def test_a_step_of_a_century_keeps_the_page_small(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("span_us", [10**10, 10**12, 4 * 10**15, 9 * 10**18])
 def test_time_ticks_keep_growing_with_the_span(span_us: int) -> None:
-    ticks = html._ticks(0, span_us, html._TIME_STEPS)
+    ticks = report_page._ticks(0, span_us, report_page._TIME_STEPS)
     assert 2 <= len(ticks) <= 11 and ticks[0] == 0

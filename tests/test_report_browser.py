@@ -121,9 +121,9 @@ def test_icicle_opens_a_scope_on_click(tmp_path: Path) -> None:
 def test_the_scripts_time_ticks_keep_growing_with_the_span(tmp_path: Path) -> None:
     # GIVEN the page's own tick function (the lines that define STEPS and ticks, taken from the script),
     # WHEN Chromium runs it on spans up to a century of microseconds, THEN a handful of ticks each time.
-    from memtrace.reporters.html import _SCRIPT
+    from memtrace.reporters.common import asset
 
-    lines = _SCRIPT.splitlines()
+    lines = asset("report.js").splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("var STEPS="))
     end = next(i for i, line in enumerate(lines) if i > start and "return out;}" in line)
     spans = [10**4, 10**10, 4 * 10**15, 9 * 10**18]

@@ -9,18 +9,11 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from memtrace.cli import main
-
 from .conftest import ALEXNET, TINY, require_program
+from .helpers import run
 
 CHAIN = TINY / "dataflow_chain.pbtxt"
 HOSTILE = 'bad "name" <x> \\ end'
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_tensor_json_contract(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import memtrace
-from memtrace.timeline import bucket_maxima
+from memtrace.analyses.timeline import bucket_maxima
 
 from .conftest import ALEXNET, PTB, TINY
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import memtrace
-from memtrace import bfc
+from memtrace.allocator import bfc
 from memtrace.cli import main
 from memtrace.read._proto import xplane_pb2 as pb
 
@@ -64,7 +64,7 @@ def test_timeline_is_the_allocators_bytes_in_use_event_by_event(trace: memtrace.
 
 
 def test_frag_holds_the_allocators_own_metric_and_the_live_chunks(trace: memtrace.Trace) -> None:
-    from memtrace.frag import fragmentation
+    from memtrace.analyses.frag import fragmentation
 
     gpu = memory_events(JAX, "GPU_0_bfc")
     result = fragmentation(trace, "GPU_0_bfc")
@@ -121,7 +121,7 @@ def test_a_tensorflow_profile_has_no_note(capsys: pytest.CaptureFixture[str]) ->
     assert np.all(memtrace.load(keras).outputs.node >= 0)
 
 
-# -- the allocator model (memtrace.bfc) against XLA's own allocator on a real GPU -----------------------
+# -- the allocator model (memtrace.allocator.bfc) against XLA's own allocator on a real GPU -----------------------
 
 
 def _requests(events: list[dict[str, object]]) -> bfc.Requests:
@@ -180,8 +180,9 @@ def test_with_growth_the_model_places_chunks_elsewhere() -> None:
 
 
 def test_fit_checks_itself_on_xlas_allocator(trace: memtrace.Trace) -> None:
-    # the same check through memtrace.fit: the trace's requests (requests_for) and its self-check
-    from memtrace.fit import fit, requests_for
+    # the same check through memtrace.allocator.fit: the trace's requests (requests_for) and its self-check
+    from memtrace.allocator.fit import fit
+    from memtrace.allocator.requests import requests_for
 
     events = memory_events(JAX, "GPU_0_bfc")
     limit = int(events[0]["bytes_available"]) + int(events[0]["bytes_allocated"])  # type: ignore[call-overload]
@@ -215,7 +216,7 @@ def _shown_limit(allocator: str) -> int:
 
 def test_the_trace_says_xla_recorded_it_and_under_which_limits(trace: memtrace.Trace) -> None:
     from memtrace.read import xplane, xplane_binary
-    from memtrace.read.binary import _PAD
+    from memtrace.read.wire import PAD
 
     assert trace.xla_allocators == ("GPU_0_bfc", "xla_gpu_host_bfc")
     assert trace.runtime_of("GPU_0_bfc") == trace.runtime_of("xla_gpu_host_bfc") == "XLA"
@@ -224,7 +225,7 @@ def test_the_trace_says_xla_recorded_it_and_under_which_limits(trace: memtrace.T
     # both ways of reading take bytes_available alike
     data = gzip.decompress(JAX.read_bytes())
     fast, reference = xplane.Events(), xplane.Events()
-    xplane_binary.collect(bytearray(data) + bytes(_PAD), fast)
+    xplane_binary.collect(bytearray(data) + bytes(PAD), fast)
     xplane.collect(xplane.parse(str(JAX), data), reference)
     assert fast.same_as(reference) and (fast.column("available") > 0).all()
 
@@ -235,7 +236,7 @@ def test_a_tensorflow_profile_is_tensorflows() -> None:
 
 
 def test_fit_takes_xlas_defaults_and_the_limit_the_events_show(trace: memtrace.Trace) -> None:
-    from memtrace.fit import fit
+    from memtrace.allocator.fit import fit
 
     # WHEN fit is given no option at all
     gpu = fit(trace, "GPU_0_bfc")

@@ -18,7 +18,7 @@ import pytest
 import memtrace
 from memtrace.cli import main
 from memtrace.read._proto import xplane_pb2 as pb
-from memtrace.replay import replay
+from memtrace.trace.replay import replay
 
 from .conftest import ALEXNET, FIXTURES, require
 
@@ -106,8 +106,8 @@ def test_hand_made_profile_peak_baseline_and_live_set(tmp_path: Path) -> None:
 
 
 def test_hand_made_profile_ops_frag_and_types(tmp_path: Path) -> None:
-    from memtrace.frag import fragmentation
-    from memtrace.ops import node_rows
+    from memtrace.analyses.frag import fragmentation
+    from memtrace.analyses.ops import node_rows
 
     trace = memtrace.load(_write(tmp_path, _space(HAND, HAND_STEPS)))
     rows = {row.name: row for row in node_rows(trace)}
@@ -123,7 +123,7 @@ def test_hand_made_profile_ops_frag_and_types(tmp_path: Path) -> None:
 
 
 def test_region_type_gives_each_buffer_its_kind(tmp_path: Path) -> None:
-    from memtrace.ops import node_rows
+    from memtrace.analyses.ops import node_rows
 
     # GIVEN the hand-made profile with a temp, a persistent and a dynamic buffer among its allocations
     regions = {"a/Relu": "temp", "b/MatMul_1": "persist", "some/op": "dynamic"}
@@ -145,11 +145,11 @@ def test_region_type_gives_each_buffer_its_kind(tmp_path: Path) -> None:
     assert trace.outputs.kind.tolist() == [1, 2, 0]
     # AND the two ways of reading agree
     from memtrace.read import xplane, xplane_binary
-    from memtrace.read.binary import _PAD
+    from memtrace.read.wire import PAD
 
     data = _space(events, HAND_STEPS).SerializeToString()
     fast, reference = xplane.Events(), xplane.Events()
-    xplane_binary.collect(bytearray(data) + bytes(_PAD), fast)
+    xplane_binary.collect(bytearray(data) + bytes(PAD), fast)
     xplane.collect(xplane.parse("hand", data), reference)
     assert fast.same_as(reference) and fast.text("region").tolist() == ["temp", "persist", "", "dynamic", "", "", ""]
 
@@ -200,7 +200,7 @@ def _region_types(path: Path) -> list[str]:
 def test_recorded_profiles_carry_region_type(path: Path) -> None:
     from collections import Counter
 
-    from memtrace.model import OUTPUT_KINDS
+    from memtrace.trace.data import OUTPUT_KINDS
 
     trace = memtrace.load(path)
     regions = Counter(_region_types(path))
@@ -489,11 +489,11 @@ def test_unknown_step_and_step_on_a_stepstats(capsys: pytest.CaptureFixture[str]
 @pytest.mark.parametrize("path", [*KERAS, JAX], ids=lambda p: p.name.split(".")[0])
 def test_fast_path_reads_what_upb_reads(path: Path) -> None:
     from memtrace.read import xplane, xplane_binary
-    from memtrace.read.binary import _PAD
+    from memtrace.read.wire import PAD
 
     data = gzip.decompress(path.read_bytes())
     fast, reference = xplane.Events(), xplane.Events()
-    xplane_binary.collect(bytearray(data) + bytes(_PAD), fast)
+    xplane_binary.collect(bytearray(data) + bytes(PAD), fast)
     xplane.collect(xplane.parse(str(path), data), reference)
     assert len(fast) > 0 and fast.same_as(reference)
 
@@ -529,11 +529,11 @@ def test_plain_and_gzip_files_take_the_fast_path(path: Path, tmp_path: Path) -> 
 
 def test_fast_path_on_the_hand_made_profile(tmp_path: Path) -> None:
     from memtrace.read import xplane, xplane_binary
-    from memtrace.read.binary import _PAD
+    from memtrace.read.wire import PAD
 
     data = _space(HAND, HAND_STEPS).SerializeToString()
     fast, reference = xplane.Events(), xplane.Events()
-    xplane_binary.collect(bytearray(data) + bytes(_PAD), fast)
+    xplane_binary.collect(bytearray(data) + bytes(PAD), fast)
     xplane.collect(xplane.parse("hand", data), reference)
     assert fast.same_as(reference) and sorted(fast.steps) == [0, 1]
 
@@ -667,12 +667,12 @@ def test_the_event_walk_believes_only_events_it_reaches(piece_bytes: int) -> Non
     import io
 
     from memtrace.read import xplane, xplane_binary
-    from memtrace.read.binary import _PAD
+    from memtrace.read.wire import PAD
 
     data = _space(_lookalikes()).SerializeToString()
     assert bytes([0x22, 0x05, 0x08, 0x01, 0x10]) in data  # the lookalike is there to be mistaken
     fast, streamed, reference = xplane.Events(), xplane.Events(), xplane.Events()
-    xplane_binary.collect(bytearray(data) + bytes(_PAD), fast)
+    xplane_binary.collect(bytearray(data) + bytes(PAD), fast)
     xplane_binary.collect_file(io.BufferedReader(io.BytesIO(data)), len(data), streamed, piece_bytes)  # type: ignore[arg-type]
     xplane.collect(xplane.parse("lookalikes", data), reference)
     assert len(reference) == 5
@@ -685,11 +685,11 @@ def test_event_candidates_skip_stats_and_find_runs() -> None:
     import numpy as np
 
     from memtrace.read import xplane_binary
-    from memtrace.read.binary import _PAD, _Padded
+    from memtrace.read.wire import PAD, Padded
 
     space = _space(HAND)
     line = space.planes[0].lines[0].SerializeToString()
-    padded = _Padded(bytearray(line) + bytes(_PAD))  # type: ignore[arg-type]
+    padded = Padded(bytearray(line) + bytes(PAD))  # type: ignore[arg-type]
     line_id, timestamp_ns, starts, ends, stop = xplane_binary._line_events(padded, 0, len(line))
     assert (line_id, timestamp_ns, stop) == (7, 1000, len(line))
     field_at, payload_at, end_at = xplane_binary._event_candidates(padded.u8, 0, len(line))
@@ -922,24 +922,24 @@ _WRONG_STATS = {
 def test_a_stat_of_the_wrong_type_or_a_time_out_of_range_is_one_line_on_every_path(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str) -> None:
     from memtrace.read import xplane, xplane_binary
-    from memtrace.read.binary import _PAD
     from memtrace.read.detect import Unrecognised
+    from memtrace.read.wire import PAD
 
     make, says = _WRONG_STATS[case]
     path = _write(tmp_path, make())
     assert _one_line_error(capsys, "peak", str(path)) == f"memtrace: error: {path}: {says}\n"
     # The fast path leaves it to upb (never a wrapped time or a crash); upb's walk names it.
     with pytest.raises(Unrecognised):
-        xplane_binary.collect(bytearray(path.read_bytes()) + bytes(_PAD), xplane.Events())
+        xplane_binary.collect(bytearray(path.read_bytes()) + bytes(PAD), xplane.Events())
     with pytest.raises(memtrace.errors.TraceFormatError, match="^" + str(path).replace(".", r"\.")):
-        xplane.read([(str(path), "h")], lambda p: bytearray(path.read_bytes()) + bytes(_PAD), memtrace.read.builder.TraceBuilder(),
+        xplane.read([(str(path), "h")], lambda p: bytearray(path.read_bytes()) + bytes(PAD), memtrace.read.builder.TraceBuilder(),
                     fast=False)
 
 
 def test_a_whole_double_or_a_uint64_byte_count_reads_as_the_fast_path_reads_its_int(tmp_path: Path) -> None:
     """A double that is a whole number is that number; a uint64 past int64 wraps to its int64 bits on both paths."""
     from memtrace.read import xplane, xplane_binary
-    from memtrace.read.binary import _PAD
+    from memtrace.read.wire import PAD
 
     plain = xplane.Events()
     xplane.collect(_space(HAND), plain)
@@ -948,6 +948,6 @@ def test_a_whole_double_or_a_uint64_byte_count_reads_as_the_fast_path_reads_its_
     assert as_double.same_as(plain)
     wrapped = _set_stat(_space(HAND), "addr", uint64_value=2**64 - 4096)
     fast, reference = xplane.Events(), xplane.Events()
-    xplane_binary.collect(bytearray(wrapped.SerializeToString()) + bytes(_PAD), fast)
+    xplane_binary.collect(bytearray(wrapped.SerializeToString()) + bytes(PAD), fast)
     xplane.collect(wrapped, reference)
     assert fast.same_as(reference) and int(reference.column("addr")[0]) == 2**64 - 4096

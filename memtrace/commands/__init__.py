@@ -38,7 +38,7 @@ def add_profile_options(parser: argparse.ArgumentParser) -> None:
 
 def load_trace(args: argparse.Namespace, path: str | None = None) -> Any:
     """The command's trace (``path`` instead of ``args.trace`` where a command reads two), as its options say."""
-    from .. import load
+    from ..api import load
 
     return load(args.trace if path is None else path, graph=getattr(args, "graph", None),
                 step=getattr(args, "step", None), run=getattr(args, "profile_run", None))
@@ -66,7 +66,7 @@ def resolve_allocators(trace: Any, names: list[str] | None) -> list[str] | None:
     memory went through, and a line on stderr says which; None stays None (every allocator)."""
     if names is None:
         return None
-    from ..devices import meaning, resolve_allocator
+    from ..trace.devices import meaning, resolve_allocator
 
     resolved = []
     for name in names:
@@ -79,7 +79,7 @@ def resolve_allocators(trace: Any, names: list[str] | None) -> list[str] | None:
 
 def refuse_unknown(trace: Any, named: list[str] | None, unknown: list[Any]) -> None:
     """Refuse the command (exit 2, one line) where an allocator whose numbers are unknown (its bytes
-    add up past int64: ``memtrace.replay.Uncounted``) was asked for by name, or where every allocator
+    add up past int64: ``memtrace.trace.replay.Uncounted``) was asked for by name, or where every allocator
     of the trace is one: nothing would be left to report. Otherwise the command reports the others
     and shows those as unknown."""
     if unknown and (named is not None or len(unknown) == len(trace.allocators)):

@@ -32,8 +32,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..batching import batch, find_traces, refuse_outputs, write_tables
     from ..errors import UsageError
+    from ..many.batch import batch, find_traces, refuse_outputs, write_tables
     from ..reporters.common import clean, write_json
     from ..reporters.progress import CountLine
 
@@ -68,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _client(address: str) -> Any:
     """A client of the running scheduler at ``address``, or a usage error saying it cannot be reached."""
-    from ..batching import require_extra
     from ..errors import UsageError
+    from ..many.batch import require_extra
 
     distributed = require_extra("distributed")
     try:

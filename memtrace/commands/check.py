@@ -73,7 +73,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..budget import check, load_budget_file, parse_assignment
+    from ..analyses.check import check, load_budget_file, parse_assignment
     from ..reporters import check as report
     from ..reporters.common import concerning, with_oddities, write_caution
 

@@ -48,10 +48,10 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..diff import diff
+    from ..analyses.diff import diff
     from ..errors import UsageError
-    from ..layers import load_layer_names
     from ..reporters import diff as report
+    from ..trace.layers import load_layer_names
     from ..units import parse_percent
 
     try:

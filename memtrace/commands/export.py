@@ -30,8 +30,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..export import chrome_event_groups, exported_allocators, other_data
-    from ..reporters import chrome
+    from ..analyses.export import chrome_event_groups, exported_allocators, other_data
+    from ..reporters import export as report
     from ..reporters.common import clean, open_output
 
     trace = load_trace(args)
@@ -42,5 +42,5 @@ def run(args: argparse.Namespace) -> int:
         print(f"memtrace: {clean(u.allocator)} left out: its live bytes are unknown ({u.reason})", file=sys.stderr)
     events = chrome_event_groups(trace, names, buffers=not args.no_buffers)
     with open_output(args.output, input_paths(args)) as out:
-        chrome.write(events, other_data(trace, unknown), out)
+        report.render_chrome(events, other_data(trace, unknown), out)
     return 0

@@ -6,7 +6,7 @@ import argparse
 from typing import IO, Any
 
 from . import add_output_options, add_trace_options, load_trace, resolve_allocators, write_report
-from .fit_batch import add_batch_options, check_options, run_batches
+from .batch_size import add_batch_options, check_options, run_batches
 
 
 def register(subparsers: Any) -> None:
@@ -46,13 +46,15 @@ def register(subparsers: Any) -> None:
     add_output_options(parser)
     parser.add_argument("--html", action="store_true", help="write a self-contained HTML page instead: the allocator's "
                         "address space over time, every chunk a box from its allocation to its free (needs -o FILE)")
-    add_batch_options(parser)  # --vs LARGE: the largest batch that fits, from two recordings (commands/fit_batch.py)
+    add_batch_options(parser)  # --vs LARGE: the largest batch that fits, from two recordings (commands/batch_size.py)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..allocator.defaults import card_limit_bytes, parse_compute_capability
+    from ..allocator.fit import fit
+    from ..allocator.requests import bfc_allocators
     from ..errors import UsageError
-    from ..fit import bfc_allocators, card_limit_bytes, fit, parse_compute_capability
     from ..reporters import fit as report
     from ..units import parse_size
 
@@ -95,10 +97,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _write_html(args: argparse.Namespace, trace: Any, allocators: list[str], limits: dict[str, int | None],
                 fraction: float | None, results: list[Any]) -> int:
-    """``--html``: the address space of each allocator (memtrace.address_space), under the options asked for."""
-    from ..address_space import address_space
+    """``--html``: the address space of each allocator (memtrace.allocator.address_space), under the options asked for."""
+    from ..allocator.address_space import address_space
     from ..errors import UsageError
-    from ..reporters.address_space import render
+    from ..reporters.address_space import render_html
     from ..reporters.common import open_output
     from . import input_paths
 
@@ -108,7 +110,7 @@ def _write_html(args: argparse.Namespace, trace: Any, allocators: list[str], lim
                             garbage_collection=args.garbage_collection, fragmentation_fraction=fraction or 0.0)
               for name in allocators]
     with open_output(args.output, input_paths(args)) as out:
-        render(spaces, out, f"memtrace fit: {trace.path}")
+        render_html(spaces, out, f"memtrace fit: {trace.path}")
     return 0 if all(r.fits for r in results) else 1
 
 

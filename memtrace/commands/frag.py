@@ -38,7 +38,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..frag import fragmentations
+    from ..analyses.frag import fragmentations
     from ..reporters import frag as report
     from ..reporters.common import with_notes, write_notes
 

@@ -43,7 +43,7 @@ def _format(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..dataflow import around, graph, live_at_peak
+    from ..analyses.graph import around, graph, live_at_peak
     from ..errors import UsageError
     from ..reporters import graph as report
     from ..reporters.common import open_output
@@ -62,5 +62,5 @@ def run(args: argparse.Namespace) -> int:
     if args.around is not None:
         result = around(trace, result, args.around, args.depth)
     with open_output(args.output, input_paths(args)) as out:
-        report.write(result, _format(args), out)
+        report.RENDERERS[_format(args)](result, out)
     return 0

@@ -36,8 +36,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..allocator.oom import analyse_all
     from ..errors import TraceFormatError
-    from ..oom import analyse_all
     from ..read.oom import load_oom_dumps
     from ..reporters import oom as report
     from ..reporters.common import open_output, write_json
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
                     entry["avoided_by"] = oom_fit.to_json(a)
             write_json(document, out)
         elif args.html:
-            from ..reporters.oom_html import render as render_html
+            from ..reporters.oom import render_html
 
             extra = []
             if avoided is not None:
@@ -84,15 +84,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _avoidances(args: argparse.Namespace, events: list[Any]) -> list[Any] | None:
-    """With ``--trace``: each event replayed against the run's trace (memtrace.oom_fit), else None."""
+    """With ``--trace``: each event replayed against the run's trace (memtrace.allocator.oom_fit), else None."""
     if args.trace is None:
         if args.allocator is not None:
             from ..errors import UsageError
 
             raise UsageError("--allocator needs --trace")
         return None
-    from .. import load
-    from ..oom_fit import avoidance
+    from ..allocator.oom_fit import avoidance
+    from ..api import load
 
     trace = load(args.trace)
     return [avoidance(e, trace, args.allocator) for e in events]

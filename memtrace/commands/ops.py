@@ -17,7 +17,7 @@ from . import (
     write_report,
 )
 
-# The names --sort takes; memtrace.ops.SORT_NAMES, written out so that --help imports no analysis.
+# The names --sort takes; memtrace.analyses.ops.SORT_NAMES, written out so that --help imports no analysis.
 SORT_NAMES = ("peak", "requested", "residual", "output", "temp", "persistent", "at_peak", "waste", "occurrences",
               "name", "op_type", "device")
 
@@ -49,12 +49,12 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..analyses.ops import ops
+    from ..analyses.peak import parse_group_by
     from ..errors import UsageError
-    from ..layers import load_layer_names
-    from ..ops import ops
-    from ..peak import parse_group_by
     from ..reporters import ops as report
     from ..reporters.common import with_oddities, write_caution
+    from ..trace.layers import load_layer_names
     from ..units import parse_size
 
     if args.group_by is not None and (args.by is not None or args.depth is not None):
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
                  layer_names=load_layer_names(trace.path) if args.by == "layer" else None)
     refuse_unknown(trace, named, list(result.unknown))
 
-    oddities = report.concerning(result, trace.oddities)
+    oddities = report.bending(result, trace.oddities)
 
     def render_text(out: IO[str]) -> None:
         write_caution(oddities, out)

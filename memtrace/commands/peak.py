@@ -42,10 +42,10 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..layers import load_layer_names
-    from ..peak import group_live_set, parse_group_by, peaks_and_unknown, select_live
+    from ..analyses.peak import group_live_set, parse_group_by, peaks_and_unknown, select_live
     from ..reporters import peak as report
     from ..reporters.common import concerning, with_oddities, write_caution
+    from ..trace.layers import load_layer_names
     from ..units import parse_size
 
     grouping = parse_group_by(args.group_by) if args.group_by else None

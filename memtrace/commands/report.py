@@ -41,11 +41,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..analyses.report import DEFAULT_POINTS, gather
     from ..errors import UsageError
-    from ..layers import load_layer_names
-    from ..report import DEFAULT_POINTS, gather
-    from ..reporters import html
+    from ..reporters import report
     from ..reporters.common import open_output, write_json
+    from ..trace.layers import load_layer_names
 
     if args.output is None and not args.json:
         raise UsageError("report needs -o/--output FILE for the HTML page (or --json for its data)")
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     refuse_unknown(trace, named, [u.unknown for u in data.unknown])
     with open_output(args.output, input_paths(args)) as out:
         if args.json:
-            write_json(html.to_json(data, args.top), out)
+            write_json(report.to_json(data, args.top), out)
         else:
-            html.render(data, out, args.top)
+            report.render_html(data, out, args.top)
     return 0

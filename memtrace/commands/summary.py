@@ -21,8 +21,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..analyses.summary import summarize
     from ..reporters import summary as report
-    from ..summary import summarize
 
     result = summarize(load_trace(args))
     write_report(args, lambda: report.to_json(result), lambda out: report.render_text(result, out))

@@ -26,8 +26,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..analyses.tensor import buffer_story
     from ..reporters import tensor as report
-    from ..tensor import buffer_story
 
     trace = load_trace(args)
     story = buffer_story(trace, args.buffer)

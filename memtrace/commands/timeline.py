@@ -35,13 +35,13 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..analyses.peak import peaks_and_unknown
+    from ..analyses.timeline import timeline
     from ..errors import UsageError
-    from ..peak import peaks_and_unknown
-    from ..replay import split_counted
     from ..reporters import timeline as report
     from ..reporters.common import clean, concerning, open_output, with_oddities, write_caution, write_json
     from ..reporters.tables import fitted
-    from ..timeline import timeline
+    from ..trace.replay import split_counted
 
     if args.csv and args.json:
         raise UsageError("choose one of --csv and --json")

@@ -26,10 +26,10 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..many.trend import trend
     from ..reporters import trend as report
     from ..reporters.common import open_output, write_json
     from ..reporters.tables import fitted
-    from ..trend import trend
 
     result = trend(args.outdir, args.by)
     tables = [os.path.join(args.outdir, f"{name}.parquet") for name in ("runs", "allocators")]

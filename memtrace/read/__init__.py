@@ -1,4 +1,4 @@
-"""Reading a trace file into the columnar model, :class:`~memtrace.model.TraceData`.
+"""Reading a trace file into the columnar model, :class:`~memtrace.trace.data.TraceData`.
 
 Accepts ``RunMetadata`` or a bare ``StepStats``, in protobuf text or binary form, plain or
 gzip-compressed, and tells them apart by content, never by file name. A ``GraphDef`` (text or
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from ..errors import TraceFormatError, UsageError
-from ..model import TraceData
+from ..trace.data import TraceData
 from ..units import format_bytes
 from . import binary, detect, files, text
 from . import jobs as worker_pool
@@ -234,7 +234,7 @@ def _read_padded(path: str) -> tuple[bytearray, bool]:
     is the reference path (upb holds the whole message): as for protobuf's other inputs, at most
     ``files.REFERENCE_MAX_BYTES`` are read, gzip inflated included.
     """
-    from .binary import _PAD
+    from .wire import PAD
 
     try:
         with open(path, "rb") as raw:
@@ -245,13 +245,13 @@ def _read_padded(path: str) -> tuple[bytearray, bool]:
                     f"an XSpace?), and over the {format_bytes(files.REFERENCE_MAX_BYTES)} protobuf's own parser is given")
             if raw.read(2) != GZIP_MAGIC:
                 raw.seek(0)
-                buffer = bytearray(size + _PAD)
+                buffer = bytearray(size + PAD)
                 if raw.readinto(memoryview(buffer)[:size]) == size and size:
                     return buffer, False
     except OSError:
         pass  # _read_bytes says what is wrong
     data, compressed = files.read_bytes(path)
-    return bytearray(data) + bytes(_PAD), compressed
+    return bytearray(data) + bytes(PAD), compressed
 
 
 # -- the fast path ---------------------------------------------------------------------------

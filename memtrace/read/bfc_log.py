@@ -19,8 +19,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from ..errors import TraceFormatError
-from ..oom_model import (
+from ..allocator.bfc import MIN_ALLOCATION_BYTES, rounded_bytes
+from ..allocator.dump import (
     SECTION_BINS,
     SECTION_CHUNKS,
     SECTION_REQUEST,
@@ -33,11 +33,10 @@ from ..oom_model import (
     Region,
     Stats,
 )
+from ..errors import TraceFormatError
 
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50, "EiB": 1 << 60}
 _SIZE = r"(-?[0-9]+(?:\.[0-9]+)?\s*(?:B|KiB|MiB|GiB|TiB|PiB|EiB)|[0-9]+)"
-# BFC rounds every request up to a multiple of this (kMinAllocationSize).
-_GRANULE = 256
 # No chunk follows (the C++ kInvalidChunkHandle printed as size_t).
 _DTYPE_BYTES = {
     "float": 4, "double": 8, "half": 2, "bfloat16": 2, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2,
@@ -88,7 +87,7 @@ MAX_LINE_CHARS = 1 << 16  # of a line, what is kept (BFC's dump lines are a few 
 _BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")  # where str.splitlines cuts
 
 
-def parse_size(text: str) -> tuple[int, bool]:
+def parse_logged_size(text: str) -> tuple[int, bool]:
     """``"64.00MiB"`` -> (67108864, False); ``"67108864"`` -> (67108864, True); ``"0B"`` is exact."""
     text = text.strip()
     if text.isdigit():
@@ -204,17 +203,17 @@ def read_lines(path: str, batches: Iterator[tuple[list[str], bool]]) -> list[Oom
         if in_stats:
             row = _STAT_ROW.search(line)
             if row and current is not None:
-                current.stats[row.group("key")] = parse_size(row.group("value"))
+                current.stats[row.group("key")] = parse_logged_size(row.group("value"))
                 continue
             in_stats = False
         if usage is not None:
             row = _USAGE_ROW.match(line)
             if row:
-                usage.live.append(LiveTensor(row.group("op"), parse_size(row.group("size"))[0]))
+                usage.live.append(LiveTensor(row.group("op"), parse_logged_size(row.group("size"))[0]))
                 continue
             rest = _USAGE_REST.match(line)
             if rest:
-                usage.live_rest = (int(rest.group("nodes")), parse_size(rest.group("size"))[0])
+                usage.live_rest = (int(rest.group("nodes")), parse_logged_size(rest.group("size"))[0])
                 continue
             if line.strip() == "" and not usage.live:
                 continue
@@ -261,9 +260,9 @@ def read_lines(path: str, batches: Iterator[tuple[list[str], bool]]) -> list[Oom
             continue
         found = _BIN.search(line)
         if found:
-            alloc, a_exact = parse_size(found.group("alloc"))
-            in_use, u_exact = parse_size(found.group("inuse"))
-            req, r_exact = parse_size(found.group("req"))
+            alloc, a_exact = parse_logged_size(found.group("alloc"))
+            in_use, u_exact = parse_logged_size(found.group("inuse"))
+            req, r_exact = parse_logged_size(found.group("req"))
             current.bins.append(BinSummary(int(found.group("bin")), int(found.group("total")), int(found.group("used")),
                                            alloc, in_use, req, a_exact and u_exact and r_exact))
             continue
@@ -273,13 +272,13 @@ def read_lines(path: str, batches: Iterator[tuple[list[str], bool]]) -> list[Oom
             continue
         total = _SUM_TOTAL.search(line)
         if total:
-            current.sum_in_use = parse_size(total.group("size"))[0]
+            current.sum_in_use = parse_logged_size(total.group("size"))[0]
             continue
         pool = _POOL.search(line)
         if pool:
-            current.pool = parse_size(pool.group("pool") or pool.group("pool2"))
+            current.pool = parse_logged_size(pool.group("pool") or pool.group("pool2"))
             if pool.group("limit") or pool.group("limit2"):
-                current.limit = parse_size(pool.group("limit") or pool.group("limit2"))
+                current.limit = parse_logged_size(pool.group("limit") or pool.group("limit2"))
             continue
         if _STATS.search(line):
             current.saw_stats = in_stats = True
@@ -345,10 +344,10 @@ def _request(event: _Event) -> tuple[int | None, bool]:
             dims = []
         if dims or event.shape.strip() == "":
             nbytes = math.prod(dims) * _DTYPE_BYTES[event.dtype]
-            return max(_GRANULE, -(-nbytes // _GRANULE) * _GRANULE), True
+            return max(MIN_ALLOCATION_BYTES, rounded_bytes(nbytes)), True
     if event.request_human is not None:
-        value, exact = parse_size(event.request_human)
-        return -(-value // _GRANULE) * _GRANULE, exact
+        value, exact = parse_logged_size(event.request_human)
+        return rounded_bytes(value), exact
     return None, False
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from google.protobuf.message import DecodeError
 
+from ..allocator.bfc import MIN_ALLOCATION_BYTES, bin_for_size
+from ..allocator.dump import BinSummary, Chunk, OomDump, Stats
 from ..errors import TraceFormatError
-from ..oom_model import BIN_BASE_BYTES, BinSummary, Chunk, OomDump, Stats, bin_for_size
 from .bfc_log import infer_regions
 
 
@@ -36,7 +37,7 @@ def read(path: str, data: bytes) -> OomDump:
         if c.in_use and c.bin is not None and c.requested_bytes is not None:
             requested_by_bin[c.bin] = requested_by_bin.get(c.bin, 0) + c.requested_bytes
     bins = tuple(
-        BinSummary(BIN_BASE_BYTES << b.bin, b.total_chunks_in_bin, b.total_chunks_in_use, b.total_bytes_in_bin,
+        BinSummary(MIN_ALLOCATION_BYTES << b.bin, b.total_chunks_in_bin, b.total_chunks_in_use, b.total_bytes_in_bin,
                    b.total_bytes_in_use, requested_by_bin.get(b.bin, 0), True)
         for b in dump.bin_summary)
     stats = None

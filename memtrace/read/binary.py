@@ -20,25 +20,21 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import TracebackType
 from typing import IO, TYPE_CHECKING, final
 
 import numpy as np
 
-from ..model import IntArray
+from ..trace.data import IntArray
 from ..units import format_bytes
 from . import files
 from .builder import NodeBlock, TraceBuilder, micros_to_ns
 from .detect import TooLarge, Unrecognised
+from .wire import PAD, Padded, as_int32, as_int64, as_unsigned32, scan, strings, varint
 
 if TYPE_CHECKING:
     from .jobs import InOrder
 
-_U64 = np.uint64
-_HIGHS = _U64(0x8080808080808080)
-_LOWS = _U64(0x7F7F7F7F7F7F7F7F)
-_PAD = 16
 BLOCK_BYTES = 8 << 20  # nodes decoded together (see _Block)
 READ_BYTES = 8 << 20  # read from the stream at a time (see _Window)
 _HEADER = 24  # bytes that hold any field's tag and length
@@ -79,135 +75,6 @@ _SCHEMA: dict[int, dict[int, tuple[str, int]]] = {
 _REPEATED = {(_NODE, 6), (_NODE, 7), (_NODE, 11), (_MEMORY, 6), (_SHAPE, 2), (_MEMORY_STATS, 5), (_MEMORY_STATS, 6)}
 
 
-# -- varints, eight bytes at a time ----------------------------------------------------------------
-
-
-def _byte_index(bit: np.ndarray) -> IntArray:
-    """For words with one set bit at 8k+7, k (read off the bit's float exponent); negative for 0."""
-    return ((bit.astype(np.float64).view(np.int64) >> 52) - 1030) >> 3
-
-
-class _Padded:
-    """A block of the message, padded so that every byte can start an eight-byte word."""
-
-    def __init__(self, padded: bytes):
-        self.bytes = padded
-        self.u8 = np.frombuffer(padded, dtype=np.uint8)
-        self.words = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))  # one at each byte
-
-
-def _varints(padded: _Padded, pos: IntArray) -> tuple[np.ndarray, IntArray | int]:
-    """The varint at each position: its value (uint64) and its length in bytes."""
-    first = padded.u8[pos]
-    if (first < 0x80).all():  # one byte each (field tags mostly): the common case, a byte each
-        return first.astype(np.uint64), 1
-    words = padded.words
-    w = words[pos]
-    with np.errstate(over="ignore"):
-        stop = ~w & _HIGHS  # bytes that end the varint
-        low = stop & (~stop + _U64(1))
-        keep = (low << _U64(1)) - _U64(1)  # every bit up to the first ending byte (all when none)
-    x = w & keep & _LOWS
-    x = (x & _U64(0x007F007F007F007F)) | ((x & _U64(0x7F007F007F007F00)) >> _U64(1))
-    x = (x & _U64(0x00003FFF00003FFF)) | ((x & _U64(0x3FFF00003FFF0000)) >> _U64(2))
-    x = (x & _U64(0x000000000FFFFFFF)) | ((x & _U64(0x0FFFFFFF00000000)) >> _U64(4))
-    length = _byte_index(low) + 1
-    long = np.flatnonzero(stop == 0)  # nine or ten bytes (negative numbers take ten)
-    if len(long):
-        tail = words[pos[long] + 8]
-        ninth, tenth = tail & _U64(0xFF), (tail >> _U64(8)) & _U64(0xFF)
-        nine = ninth < _U64(0x80)
-        if not (nine | (tenth <= _U64(1))).all():
-            raise Unrecognised("a varint longer than ten bytes, or over 64 bits")
-        x[long] |= ((ninth & _U64(0x7F)) << _U64(56)) | (np.where(nine, _U64(0), tenth) << _U64(63))
-        length[long] = np.where(nine, 9, 10)
-    return x, length
-
-
-def _varint(data: bytes | bytearray, pos: int) -> tuple[int, int]:
-    """One varint, in Python: (value, position after it)."""
-    result = shift = 0
-    while True:
-        if pos >= len(data):
-            raise Unrecognised("a varint cut off by the end of the data")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise Unrecognised("a varint longer than ten bytes")
-    if result >> 64:
-        raise Unrecognised("a varint over 64 bits")
-    return result, pos
-
-
-# -- fields of many messages at once ---------------------------------------------------------------
-
-
-@dataclass
-class _Fields:
-    """The fields of a set of messages, in field order within each message."""
-
-    message: IntArray
-    number: IntArray
-    value: np.ndarray  # uint64: the varint, or the payload length
-    start: IntArray  # payload start (LEN fields)
-    end: IntArray  # end of the field
-    wire: IntArray
-
-
-def _scan(padded: _Padded, starts: IntArray, ends: IntArray) -> _Fields:
-    """Every field of every message ``[starts[i], ends[i])``, one field of each message per step."""
-    parts: list[tuple[IntArray, ...]] = []
-    active = np.flatnonzero(ends > starts)
-    cursor = starts.copy()
-    while len(active):
-        p = cursor[active]
-        tag, tag_length = _varints(padded, p)
-        q = p + tag_length
-        value, value_length = _varints(padded, q)
-        wire = (tag & _U64(7)).astype(np.int64)
-        number = (tag >> _U64(3)).astype(np.int64)
-        nxt = q + value_length + (wire == 2) * value.astype(np.int64)
-        if ((wire != 0) & (wire != 2)).any():
-            fixed = np.flatnonzero((wire == 1) | (wire == 5))
-            nxt[fixed] = q[fixed] + np.where(wire[fixed] == 1, 8, 4)
-            if not ((wire == 0) | (wire == 1) | (wire == 2) | (wire == 5)).all():
-                raise Unrecognised("a group or an invalid wire type")
-        end = ends[active]
-        if ((number == 0) | (nxt > end) | (value >= _U64(1 << 62)) & (wire == 2)).any():
-            raise Unrecognised("a truncated or malformed message")
-        parts.append((active, number, value, q + value_length, nxt, wire))
-        cursor[active] = nxt
-        active = active[nxt < end]
-    if not parts:
-        empty = np.zeros(0, dtype=np.int64)
-        return _Fields(empty, empty, empty.astype(np.uint64), empty, empty, empty)
-    return _Fields(*(np.concatenate([part[k] for part in parts]) for k in range(6)))  # type: ignore[arg-type]
-
-
-def _strings(data: bytes, fields: _Fields, rows: IntArray) -> list[str]:
-    try:
-        return list(map(bytes.decode, map(data.__getitem__, map(slice, fields.start[rows].tolist(), fields.end[rows].tolist()))))
-    except UnicodeDecodeError:
-        raise Unrecognised("a string that is not UTF-8") from None
-
-
-def _int64(values: np.ndarray) -> IntArray:
-    return values.view(np.int64)
-
-
-def _int32(values: np.ndarray) -> IntArray:
-    """protobuf's int32 from a varint: the low 32 bits, signed."""
-    return (values & _U64(0xFFFFFFFF)).astype(np.int64) - ((values >> _U64(31)) & _U64(1)).astype(np.int64) * (1 << 32)
-
-
-def _unsigned32(values: np.ndarray) -> IntArray:
-    return (values & _U64(0xFFFFFFFF)).astype(np.int64)
-
-
 _MAX_NUMBER = 32  # field numbers at or above this are unknown to every message we decode
 _EXPECTED_WIRE = np.full((12, _MAX_NUMBER + 1), -1, dtype=np.int64)  # -1: unknown field, any wire type
 for _kind, _fields in _SCHEMA.items():
@@ -218,11 +85,11 @@ for _kind, _fields in _SCHEMA.items():
 class _Messages:
     """Messages of one type: their spans, and their fields once scanned."""
 
-    def __init__(self, padded: _Padded, kind: int, starts: IntArray, ends: IntArray, owner: IntArray):
+    def __init__(self, padded: Padded, kind: int, starts: IntArray, ends: IntArray, owner: IntArray):
         self.kind = kind
         self.count = len(starts)
         self.owner = owner  # per message: the index of the message holding it
-        fields = self.fields = _scan(padded, starts, ends)
+        fields = self.fields = scan(padded, starts, ends)
         number = np.minimum(fields.number, _MAX_NUMBER)
         expected = _EXPECTED_WIRE[kind, number]
         if ((expected >= 0) & (expected != fields.wire)).any():
@@ -242,7 +109,7 @@ class _Messages:
             rows = rows[np.argsort(messages, kind="stable")]
         return rows
 
-    def column(self, number: int, convert=_int64) -> IntArray:  # type: ignore[no-untyped-def]
+    def column(self, number: int, convert=as_int64) -> IntArray:  # type: ignore[no-untyped-def]
         rows = self.rows(number, ordered=False)
         values = np.zeros(self.count, dtype=np.int64)
         values[self.fields.message[rows]] = convert(self.fields.value[rows])
@@ -250,7 +117,7 @@ class _Messages:
 
     def strings(self, data: bytes, number: int) -> list[str]:
         rows = self.rows(number)
-        texts = _strings(data, self.fields, rows)
+        texts = strings(data, self.fields, rows)
         if len(rows) == self.count:
             return texts  # one per message, in message order
         values = [""] * self.count
@@ -258,7 +125,7 @@ class _Messages:
             values[message] = text
         return values
 
-    def children(self, padded: _Padded, number: int, kind: int) -> _Messages:
+    def children(self, padded: Padded, number: int, kind: int) -> _Messages:
         rows = self.rows(number)
         return _Messages(padded, kind, self.fields.start[rows], self.fields.end[rows], self.fields.message[rows])
 
@@ -276,7 +143,7 @@ def _packed(data: bytes, messages: _Messages, number: int) -> tuple[IntArray, In
         elif fields.wire[row] == 2:
             pos, end = int(fields.start[row]), int(fields.end[row])
             while pos < end:
-                value, pos = _varint(data, pos)
+                value, pos = varint(data, pos)
                 owners.append(int(fields.message[row]))
                 values.append(value)
             if pos != end:
@@ -361,15 +228,15 @@ def _field_at(data: bytes, pos: int) -> tuple[int, int, int, int, int]:
     The value is a varint's value or a payload's length (0 for fixed-width fields); for a
     varint, the payload is where the value starts.
     """
-    tag, pos = _varint(data, pos)
+    tag, pos = varint(data, pos)
     number, wire = tag >> 3, tag & 7
     if number == 0:
         raise Unrecognised("field number 0")
     if wire == 0:
-        value, end = _varint(data, pos)
+        value, end = varint(data, pos)
         return number, wire, value, pos, end
     if wire == 2:
-        length, payload = _varint(data, pos)
+        length, payload = varint(data, pos)
         return number, wire, length, payload, payload + length
     if wire == 1:
         return number, wire, 0, pos, pos + 8
@@ -399,7 +266,7 @@ def _device_fields(window: _Window, start: int, end: int, ordinal: int, block: _
                 length = (length & 0x7F) | buf[i + 2] << 7
                 pos += 3
             else:
-                length, i = _varint(buf, i + 1)
+                length, i = varint(buf, i + 1)
                 pos = base + i
             if length > MAX_NODE_BYTES:
                 raise _too_large("a node_stats", length, MAX_NODE_BYTES)
@@ -612,7 +479,7 @@ class _Block:
         firsts = [first for first, _ in self.devices]
         counts = [after - first for first, after in zip(firsts, [*firsts[1:], len(starts)])]
         devices = np.repeat(np.array([ordinal for _, ordinal in self.devices], dtype=np.int64), counts)
-        arguments = (self.window.bytes(lo, hi, lo, pad=_PAD), node_spans - lo, thread_spans - lo, devices)
+        arguments = (self.window.bytes(lo, hi, lo, pad=PAD), node_spans - lo, thread_spans - lo, devices)
         self.flushed += 1
         if self.jobs > 1 and self.flushed == 2:  # a second block: worth starting the processes
             from .jobs import InOrder
@@ -650,17 +517,17 @@ class _Block:
 
 def _decode_block(data: bytes, node_spans: IntArray, thread_spans: IntArray, devices: IntArray) -> NodeBlock | None:
     """One block's nodes (``[start, end)`` of each, in padded ``data``), checking its thread names."""
-    padded = _Padded(data)
+    padded = Padded(data)
     if thread_spans.shape[1]:
         thread_names = _Messages(padded, _THREAD_NAME, thread_spans[0], thread_spans[1], np.zeros(thread_spans.shape[1], np.int64))
         thread_names.rows(1)
-        _strings(padded.bytes, thread_names.fields, thread_names.rows(2))
+        strings(padded.bytes, thread_names.fields, thread_names.rows(2))
     if not node_spans.shape[1]:
         return None
     return _node_block(padded, _Messages(padded, _NODE, node_spans[0], node_spans[1], devices))
 
 
-def _node_block(padded: _Padded, nodes: _Messages) -> NodeBlock:
+def _node_block(padded: Padded, nodes: _Messages) -> NodeBlock:
     data, n = padded.bytes, nodes.count
     memory = nodes.children(padded, 6, _MEMORY)
     records = memory.children(padded, 6, _RECORD)
@@ -672,7 +539,7 @@ def _node_block(padded: _Padded, nodes: _Messages) -> NodeBlock:
     referenced = nodes.children(padded, 11, _ALLOCATION)
     stats = nodes.children(padded, 12, _MEMORY_STATS)
     for messages, number in ((dims, 2), (referenced, 3)):  # read (and so checked), not kept
-        _strings(data, messages.fields, messages.rows(number))
+        strings(data, messages.fields, messages.rows(number))
     for messages in (records, dims, referenced):
         for number in _SCHEMA[messages.kind]:
             if _SCHEMA[messages.kind][number][1] == VARINT:
@@ -718,7 +585,7 @@ def _node_block(padded: _Padded, nodes: _Messages) -> NodeBlock:
     for out, name in zip(allocation_out.tolist(), allocations.strings(data, 3)):
         out_allocator[out] = name
     dtype = np.zeros(outs, dtype=np.int64)
-    dtype[tensor_out] = tensors.column(1, _int32)
+    dtype[tensor_out] = tensors.column(1, as_int32)
 
     return NodeBlock(
         dev=nodes.owner,
@@ -729,7 +596,7 @@ def _node_block(padded: _Padded, nodes: _Messages) -> NodeBlock:
         op_end_rel_ns=timed(4, 15),
         end_rel_ns=timed(5, 16),
         scheduled_ns=scheduled,
-        thread_id=nodes.column(10, _unsigned32),
+        thread_id=nodes.column(10, as_unsigned32),
         temp_bytes=temp,
         persistent_bytes=persistent,
         device_temp_bytes=device_temp,
@@ -746,7 +613,7 @@ def _node_block(padded: _Padded, nodes: _Messages) -> NodeBlock:
         rec_micros=records.column(1),
         rec_bytes=records.column(2),
         out_node=outputs.owner,
-        out_slot=outputs.column(1, _int32),
+        out_slot=outputs.column(1, as_int32),
         out_allocator=out_allocator,
         out_allocation_id=by_output(allocations.column(4)),
         out_requested=by_output(allocations.column(1)),

@@ -1,4 +1,4 @@
-"""Turning parsed trace facts into the columnar :class:`~memtrace.model.TraceData`.
+"""Turning parsed trace facts into the columnar :class:`~memtrace.trace.data.TraceData`.
 
 Readers (protobuf's parsers, memtrace's own fast text and binary readers) hand over runs of
 consecutive ``NodeExecStats`` as :class:`NodeBlock` columns, in trace order, and then call
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model import (
+from ..trace.data import (
     Devices,
     GraphNodes,
     Int32Array,
@@ -349,7 +349,7 @@ def _check_times(block: NodeBlock) -> None:
         raise TimeOutOfRange(f"node {block.name[node]!r}: alloc_micros of a record out of range (146 years or more)")
 
 
-def _ragged_take(offsets: IntArray, values: np.ndarray, rows: IntArray) -> tuple[IntArray, np.ndarray]:
+def ragged_take(offsets: IntArray, values: np.ndarray, rows: IntArray) -> tuple[IntArray, np.ndarray]:
     """Per-row counts and the concatenated values of ``rows`` of a ragged column."""
     counts = offsets[rows + 1] - offsets[rows]
     total = int(counts.sum())
@@ -497,9 +497,9 @@ class TraceBuilder:
         in_slots = np.array([s for p in parsed for s in p.slots], dtype=np.int32)
         in_control = np.array([c for p in parsed for c in p.control], dtype=np.bool_)
         if in_counts.any():
-            counts, flat_names = _ragged_take(in_offsets, in_names, label_codes)
-            _, flat_slots = _ragged_take(in_offsets, in_slots, label_codes)
-            _, flat_control = _ragged_take(in_offsets, in_control, label_codes)
+            counts, flat_names = ragged_take(in_offsets, in_names, label_codes)
+            _, flat_slots = ragged_take(in_offsets, in_slots, label_codes)
+            _, flat_control = ragged_take(in_offsets, in_control, label_codes)
         else:  # no label names an input (a profile's): nothing per node
             counts, flat_names, flat_slots, flat_control = constant(0, n), in_names, in_slots, in_control
         self._append("node.input_offsets", _running(self._inputs, counts))

@@ -1,6 +1,6 @@
 """TensorFlow's ``DataType`` enum (types.proto) by number, without importing protobuf.
 
-The fast readers map dtype names and numbers with this table; ``tests/test_textreader.py`` checks
+The fast readers map dtype names and numbers with this table; ``tests/test_read_text.py`` checks
 it against the generated protobuf module so the two cannot drift apart.
 """
 

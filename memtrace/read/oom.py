@@ -17,8 +17,8 @@ import zlib
 from collections.abc import Iterator
 from typing import IO
 
+from ..allocator.dump import OomDump
 from ..errors import TraceFormatError
-from ..oom_model import OomDump
 from . import bfc_log, bfc_memory_dump, files
 from .detect import GZIP_MAGIC, TooLarge
 

@@ -30,7 +30,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..model import IntArray
+from ..trace.data import IntArray
 from ..units import format_bytes
 from .builder import NodeBlock, micros_to_ns, release_memory
 from .detect import TooLarge, UnknownField, Unrecognised

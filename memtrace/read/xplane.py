@@ -49,11 +49,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import TraceFormatError
-from ..model import IntArray, Step
+from ..trace.data import NO_OP, IntArray, Step
 from .builder import CodedTexts, NodeBlock, TraceBuilder, codes_by_first_appearance, constant, release_memory
 from .xplane_events import ALLOCATION, DEALLOCATION, NO_FRAGMENTATION, NUMBERS, PS_LIMIT, TEXTS, XLA_SIGNS, Events
 
-NO_OP, FREE = "(no op)", "(free)"
+FREE = "(free)"
 NO_EVENTS_HINT = (
     "On CPU, TensorFlow's default allocator writes none: set TF_CPU_ALLOCATOR_USE_BFC=true before "
     "TensorFlow starts (memtrace.tensorflow.profile does), then record again"
@@ -235,11 +235,11 @@ RAISE_UNEXPECTED = False
 def read_events(path: str, data: bytearray, into: Events) -> None:
     """One file's events into ``into``: the fast path where it can, else upb (which names what is wrong).
 
-    ``data`` is the file's content followed by ``binary._PAD`` zero bytes.
+    ``data`` is the file's content followed by ``wire.PAD`` zero bytes.
     """
     from . import xplane_binary
-    from .binary import _PAD
     from .detect import Unrecognised
+    from .wire import PAD
 
     fast = Events()
     try:
@@ -252,7 +252,7 @@ def read_events(path: str, data: bytearray, into: Events) -> None:
     else:
         into.extend(fast)
         return
-    space = parse(path, bytes(memoryview(data)[:len(data) - _PAD]))
+    space = parse(path, bytes(memoryview(data)[:len(data) - PAD]))
     collect_named(path, space, into)
 
 
@@ -306,12 +306,12 @@ def read(files: Sequence[tuple[str, str]], content: Callable[[str], bytearray], 
 
     The fast path reads each file a piece at a time (:func:`read_file_events`, which appends to
     ``read_gzip`` whether the file was gzip); where it cannot, ``content(path)`` gives the file's
-    content followed by ``binary._PAD`` zero bytes, dropped once its events are read.
+    content followed by ``wire.PAD`` zero bytes, dropped once its events are read.
     ``fast=False`` reads with upb alone (the reference). ``jobs``: processes that decode the events.
     Raises a TraceFormatError for a profile that holds no memory events. A profile XLA recorded (JAX:
     its events name no op) is read all the same, with the oddity ``ops-unknown`` saying so.
     """
-    from .binary import _PAD
+    from .wire import PAD
 
     events = Events()
     read_gzip = [] if read_gzip is None else read_gzip
@@ -329,7 +329,7 @@ def read(files: Sequence[tuple[str, str]], content: Callable[[str], bytearray], 
             if fast:
                 read_events(path, data, mine)
             else:
-                collect_named(path, parse(path, bytes(memoryview(data)[:len(data) - _PAD])), mine)
+                collect_named(path, parse(path, bytes(memoryview(data)[:len(data) - PAD])), mine)
             del data
             release_memory()
         if several:
@@ -363,9 +363,9 @@ def read(files: Sequence[tuple[str, str]], content: Callable[[str], bytearray], 
 
 
 def _ragged(offsets: IntArray, values: IntArray, rows: IntArray) -> tuple[IntArray, IntArray]:
-    from .builder import _ragged_take
+    from .builder import ragged_take
 
-    counts, taken = _ragged_take(offsets, values, rows)
+    counts, taken = ragged_take(offsets, values, rows)
     return counts, taken.astype(np.int64)
 
 

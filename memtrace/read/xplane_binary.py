@@ -5,7 +5,7 @@ an event and most of a profile's events are not memory events. Here Python walks
 planes and lines and the list of each line's events (one step per event, no decoding); the
 events' ``metadata_id`` is decoded for all of them at once with numpy, and then only memory
 events, and events that may carry a ``step_num`` stat, are decoded field by field (one field of
-each event per numpy step, see :func:`.binary._scan`). Metadata (a few thousand names) is parsed
+each event per numpy step, see :func:`.wire.scan`). Metadata (a few thousand names) is parsed
 by upb.
 
 The result is the same :class:`~.xplane_events.Events` columns the reference walk
@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, final
 
 import numpy as np
 
-from ..model import IntArray
-from .binary import _PAD, _Padded, _scan, _varint, _varints
+from ..trace.data import IntArray
 from .builder import CodedTexts
 from .detect import Unrecognised
+from .wire import PAD, Padded, scan, varint, varints
 from .xplane_events import ALLOCATION, DEALLOCATION, NO_FRAGMENTATION, PS_LIMIT, XLA_SIGNS, Events
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def _event_candidates(u8: np.ndarray, start: int, end: int) -> tuple[IntArray, I
     return at, payload, payload + length
 
 
-def _line_events(padded: _Padded, start: int, end: int, line_id: int = 0, timestamp_ns: int = 0,
+def _line_events(padded: Padded, start: int, end: int, line_id: int = 0, timestamp_ns: int = 0,
                  first: bool = True, last: bool = True) -> tuple[int, int, IntArray, IntArray, int]:
     """A piece ``[start, end)`` of an XLine: its id, timestamp_ns, the spans of its events (walked,
     not decoded) and where the walk stopped.
@@ -103,22 +103,22 @@ def _line_events(padded: _Padded, start: int, end: int, line_id: int = 0, timest
                 pos = int(end_at[stop - 1])
                 continue
         if data[pos] == 0x22:  # an event the candidates missed (or one past the piece's end)
-            length, pos = _varint(data, pos + 1)
+            length, pos = varint(data, pos + 1)
             starts.append(pos)
             pos += length
             ends.append(pos)
             continue
-        tag, pos = _varint(data, pos)
+        tag, pos = varint(data, pos)
         number, wire = tag >> 3, tag & 7
         if wire == 0:
-            value, pos = _varint(data, pos)
+            value, pos = varint(data, pos)
             if number in (1, 3) and pos <= end:
                 if not first:
                     raise Unrecognised("a line's id or timestamp after its events")
                 value = value - (1 << 64) if value >> 63 else value
                 line_id, timestamp_ns = (value, timestamp_ns) if number == 1 else (line_id, value)
         elif wire == _LEN:
-            length, pos = _varint(data, pos)
+            length, pos = varint(data, pos)
             pos += length
         elif wire in (1, 5):
             pos += 8 if wire == 1 else 4
@@ -179,7 +179,7 @@ class _Stats:
     end: IntArray
 
 
-def _stats(padded: _Padded, starts: IntArray, ends: IntArray) -> _Stats:
+def _stats(padded: Padded, starts: IntArray, ends: IntArray) -> _Stats:
     """Decode XStat messages ``[starts[i], ends[i])`` directly: a metadata id, then at most one value field.
 
     Two varints per stat, all stats at once; anything else (another field order, a second
@@ -188,12 +188,12 @@ def _stats(padded: _Padded, starts: IntArray, ends: IntArray) -> _Stats:
     u8 = padded.u8
     if not (u8[starts] == 0x08).all():
         raise Unrecognised("a stat that does not open with its metadata id")
-    metadata_id, id_length = _varints(padded, starts + 1)
+    metadata_id, id_length = varints(padded, starts + 1)
     tag_at = starts + 1 + id_length
     has_value = tag_at < ends
     tag = np.where(has_value, u8[np.minimum(tag_at, len(u8) - 1)], 0).astype(np.int64)
     kind, wire = tag >> 3, tag & 7
-    value, value_length = _varints(padded, tag_at + 1)
+    value, value_length = varints(padded, tag_at + 1)
     payload = tag_at + 1 + value_length
     end = np.where(wire == 0, payload, np.where(wire == _LEN, payload + value.astype(np.int64),
                                                 np.where(wire == 1, tag_at + 9, tag_at + 5)))
@@ -221,19 +221,19 @@ def _signed(values: np.ndarray) -> IntArray:
 
 
 class _Memory:
-    """A profile held whole in memory (followed by ``_PAD`` zero bytes): every piece is the buffer itself."""
+    """A profile held whole in memory (followed by ``PAD`` zero bytes): every piece is the buffer itself."""
 
     def __init__(self, data: bytearray):
         self.data = data
-        self.size = len(data) - _PAD
-        self.padded = _Padded(data)  # type: ignore[arg-type]
+        self.size = len(data) - PAD
+        self.padded = Padded(data)  # type: ignore[arg-type]
         self.piece_bytes = self.size + 1  # a line is always one piece
 
     def header(self, pos: int) -> tuple[bytearray, int]:
         """Bytes holding the field header at ``pos`` and the offset they start at."""
         return self.data, 0
 
-    def piece(self, lo: int, hi: int) -> tuple[bytearray, _Padded, int]:
+    def piece(self, lo: int, hi: int) -> tuple[bytearray, Padded, int]:
         """``[lo, hi)`` (and what follows, or zero padding) and the offset the buffer starts at."""
         return self.data, self.padded, 0
 
@@ -241,7 +241,7 @@ class _Memory:
 class _File:
     """A profile read from a file a piece at a time: what has been decoded is not kept.
 
-    Each piece is read into a buffer of its own (``_PAD`` zero bytes after it), so memory holds
+    Each piece is read into a buffer of its own (``PAD`` zero bytes after it), so memory holds
     a piece (``piece_bytes``, or one field larger than that) and never the file.
     """
 
@@ -254,7 +254,7 @@ class _File:
 
     def _read(self, lo: int, hi: int) -> bytearray:
         hi = min(hi, self.size)
-        buffer = bytearray(hi - lo + _PAD)
+        buffer = bytearray(hi - lo + PAD)
         self.handle.seek(lo)
         if self.handle.readinto(memoryview(buffer)[:hi - lo]) != hi - lo:
             raise Unrecognised("a file shorter than it was")
@@ -262,21 +262,21 @@ class _File:
 
     def header(self, pos: int) -> tuple[bytearray, int]:
         base = self._header_base
-        if not (0 <= base <= pos and pos + _HEADER_BYTES <= base + len(self._header) - _PAD):
+        if not (0 <= base <= pos and pos + _HEADER_BYTES <= base + len(self._header) - PAD):
             self._header = self._read(pos, pos + _HEADER_PIECE)
             self._header_base = base = pos
         return self._header, base
 
-    def piece(self, lo: int, hi: int) -> tuple[bytearray, _Padded, int]:
+    def piece(self, lo: int, hi: int) -> tuple[bytearray, Padded, int]:
         data = self._read(lo, hi)
-        return data, _Padded(data), lo  # type: ignore[arg-type]
+        return data, Padded(data), lo  # type: ignore[arg-type]
 
 
 _Source = _Memory | _File
 
 
 def collect(data: bytearray, into: Events) -> None:
-    """Decode an XSpace held in ``data`` (followed by at least ``_PAD`` zero bytes) into ``into``."""
+    """Decode an XSpace held in ``data`` (followed by at least ``PAD`` zero bytes) into ``into``."""
     _collect(_Memory(data), into, 1)
 
 
@@ -312,7 +312,7 @@ class _Decoder:
         self.into, self.jobs, self.pieces = into, jobs, 0
         self.pool: InOrder[Events] | None = None
 
-    def decode(self, data: bytearray, padded: _Padded, arguments: _LineArguments) -> None:
+    def decode(self, data: bytearray, padded: Padded, arguments: _LineArguments) -> None:
         """``_piece_events(data, *arguments)``, its events appended to ``into`` in the order pieces are given."""
         self.pieces += 1
         if self.jobs > 1 and self.pieces == 2:  # a second piece: worth starting the processes
@@ -340,7 +340,7 @@ def _piece_events(data: bytearray, *arguments: Any) -> Events:
     """One piece's events, decoded on their own (in a worker process)."""
     events = Events()
     line_arguments: _LineArguments = arguments  # type: ignore[assignment]
-    _line(data, _Padded(data), *line_arguments, into=events)  # type: ignore[arg-type]
+    _line(data, Padded(data), *line_arguments, into=events)  # type: ignore[arg-type]
     return events
 
 
@@ -353,17 +353,17 @@ def _walk(source: _Source, start: int, end: int, truncated: str) -> Iterator[tup
     while pos < end:
         field_start = pos
         data, base = source.header(pos)
-        tag, local = _varint(data, pos - base)
+        tag, local = varint(data, pos - base)
         number, wire = tag >> 3, tag & 7
         if number == 0:
             raise Unrecognised("field number 0")
         if wire == 0:
-            _, local = _varint(data, local)
+            _, local = varint(data, local)
             pos = base + local
             yield number, wire, field_start, field_start, pos
             continue
         if wire == _LEN:
-            length, local = _varint(data, local)
+            length, local = varint(data, local)
             payload = base + local
             pos = payload + length
         elif wire in (1, 5):
@@ -453,7 +453,7 @@ def _line_holds_any(source: _Source, lo: int, hi: int, patterns: list[bytes]) ->
     return False
 
 
-def _holds_any(padded: _Padded, lo: int, hi: int, patterns: list[bytes]) -> bool:
+def _holds_any(padded: Padded, lo: int, hi: int, patterns: list[bytes]) -> bool:
     """Whether any of the byte patterns (each opening with 0x08) occurs in ``[lo, hi)``; a stretch at a time."""
     u8 = padded.u8
     for start in range(lo, hi, _SEARCH_BYTES):
@@ -467,14 +467,14 @@ def _holds_any(padded: _Padded, lo: int, hi: int, patterns: list[bytes]) -> bool
     return False
 
 
-def _line(data: bytearray, padded: _Padded, line_id: int, timestamp_ns: int, starts: IntArray, ends: IntArray,
+def _line(data: bytearray, padded: Padded, line_id: int, timestamp_ns: int, starts: IntArray, ends: IntArray,
           alloc_ids: IntArray, free_ids: IntArray, names: dict[int, str], step_id: int | None,
           step_meta: dict[int, int], into: Events) -> None:
     # An event's metadata_id is its first field (field 1, a varint) where protobuf wrote it.
     first = padded.u8[np.minimum(starts, len(data) - 1)]
     if not ((first == 0x08) | (ends == starts)).all():
         raise Unrecognised("an event that does not open with its metadata id")
-    metadata_id, id_length = _varints(padded, starts + 1)
+    metadata_id, id_length = varints(padded, starts + 1)
     metadata_id = _signed(metadata_id)
     is_memory = _member(metadata_id, np.concatenate([alloc_ids, free_ids]))
     memory = np.flatnonzero(is_memory)
@@ -535,7 +535,7 @@ def _line(data: bytearray, padded: _Padded, line_id: int, timestamp_ns: int, sta
 _MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)  # the low k bytes
 
 
-def _string_codes(data: bytearray, padded: _Padded, starts: IntArray, lengths: IntArray, table: list[str]) -> IntArray:
+def _string_codes(data: bytearray, padded: Padded, starts: IntArray, lengths: IntArray, table: list[str]) -> IntArray:
     """Each string's index in ``table``, which the distinct strings are appended to; each is decoded once.
 
     Strings of up to 16 bytes (shapes, mostly: one per allocation) are told apart by their bytes
@@ -571,7 +571,7 @@ def _decode(data: bytearray, lo: int, hi: int) -> str:
         raise Unrecognised("a string stat that is not UTF-8") from None
 
 
-def _memory_stats(padded: _Padded, starts: IntArray, ends: IntArray, id_length: IntArray | int, wanted: dict[int, int],
+def _memory_stats(padded: Padded, starts: IntArray, ends: IntArray, id_length: IntArray | int, wanted: dict[int, int],
                   numbers: int) -> tuple[IntArray, list[IntArray], np.ndarray, tuple[IntArray, ...]]:
     """Memory events as TensorFlow writes them: metadata id, offset_ps, maybe duration_ps, then the stats.
 
@@ -586,11 +586,11 @@ def _memory_stats(padded: _Padded, starts: IntArray, ends: IntArray, id_length: 
     pos = starts + 1 + id_length
     if not (u8[pos] == 0x10).all():
         raise Unrecognised("a memory event whose offset_ps does not follow its metadata id")
-    offset, length = _varints(padded, pos + 1)
+    offset, length = varints(padded, pos + 1)
     pos = pos + 1 + length
     timed = np.flatnonzero(u8[pos] == 0x18)  # duration_ps: instant events have none
     if len(timed):
-        _, length = _varints(padded, pos[timed] + 1)
+        _, length = varints(padded, pos[timed] + 1)
         pos[timed] += 1 + length
     table = np.full(max(wanted, default=0) + 1, -1, dtype=np.int64)
     for key, index in wanted.items():
@@ -607,7 +607,7 @@ def _memory_stats(padded: _Padded, starts: IntArray, ends: IntArray, id_length: 
         start = at + 2
         long = np.flatnonzero(size >= 0x80)
         if len(long):
-            value, length = _varints(padded, at[long] + 1)
+            value, length = varints(padded, at[long] + 1)
             size[long] = value.astype(np.int64)
             start[long] = at[long] + 1 + length
         end = start + size
@@ -617,7 +617,7 @@ def _memory_stats(padded: _Padded, starts: IntArray, ends: IntArray, id_length: 
         id_end = start + 2
         long = np.flatnonzero(stat_id >= 0x80)
         if len(long):
-            value, length = _varints(padded, start[long] + 1)
+            value, length = varints(padded, start[long] + 1)
             stat_id[long] = _signed(value)
             id_end[long] = start[long] + 1 + length
         column = np.where(stat_id < len(table), table[np.minimum(stat_id, len(table) - 1)], -1)
@@ -637,7 +637,7 @@ def _memory_stats(padded: _Padded, starts: IntArray, ends: IntArray, id_length: 
                     raise Unrecognised("a fragmentation stat that is not as TensorFlow writes it")
                 keep = np.flatnonzero(~is_double)
                 chosen, tag_at, tag, their, is_number = chosen[keep], tag_at[keep], tag[keep], their[keep], is_number[keep]
-            value, length = _varints(padded, tag_at + 1)
+            value, length = varints(padded, tag_at + 1)
             payload = tag_at + 1 + length
             kind, wire = tag >> 3, tag & 7
             fits = np.where(is_number, (tag == 0x18) | (tag == 0x20), (tag == 0x2A) | (tag == 0x38))
@@ -661,10 +661,10 @@ def _memory_stats(padded: _Padded, starts: IntArray, ends: IntArray, id_length: 
     return _signed(offset), columns, fragmentation, texts
 
 
-def _steps(padded: _Padded, starts: IntArray, ends: IntArray, metadata_id: IntArray, base_ps: int, step_id: int,
+def _steps(padded: Padded, starts: IntArray, ends: IntArray, metadata_id: IntArray, base_ps: int, step_id: int,
            step_meta: dict[int, int], into: Events) -> None:
     """Step windows from events marked by their metadata or carrying a ``step_num`` stat."""
-    events = _scan(padded, starts, ends)
+    events = scan(padded, starts, ends)
     n = len(starts)
     offset = np.zeros(n, dtype=np.int64)
     duration = np.zeros(n, dtype=np.int64)
@@ -678,7 +678,7 @@ def _steps(padded: _Padded, starts: IntArray, ends: IntArray, metadata_id: IntAr
     has = number_of >= 0
     stat_rows = np.flatnonzero((events.number == 4) & (events.wire == _LEN))
     if len(stat_rows):
-        stats = _scan(padded, events.start[stat_rows], events.end[stat_rows])
+        stats = scan(padded, events.start[stat_rows], events.end[stat_rows])
         owner = events.message[stat_rows]
         is_step = np.zeros(len(stat_rows), dtype=np.bool_)
         ids = np.flatnonzero(stats.number == 1)

@@ -11,14 +11,13 @@ of many chunks keeps the largest (by bytes times events) and says how many it le
 
 from __future__ import annotations
 
-import html
 from collections import Counter
 from typing import IO
 
-from .. import __version__
-from ..address_space import AddressSpace, Box
+from ..allocator.address_space import AddressSpace, Box
 from ..units import format_bytes
-from .common import clean
+from ..version import __version__
+from .common import asset, esc
 
 WIDTH, HEIGHT = 900, 420  # the plot, in SVG user units
 LEFT, RIGHT, TOP, BOTTOM = 110, 60, 40, 40
@@ -26,12 +25,6 @@ BAND_GAP = 10  # between two regions' bands
 MAX_BOXES = 4_000  # about 1.5 MB of SVG
 LEGEND = 12
 OTHER = "#9ca3af"
-
-
-def esc(text: str) -> str:
-    """A name from a trace, safe in HTML text and attribute values (as :func:`.html.esc`; the page
-    that embeds this picture imports this module, so it cannot import that one)."""
-    return html.escape(clean(text), quote=True)
 
 
 def group_of(op: str, by_layer: bool) -> str:
@@ -166,18 +159,10 @@ def svg(space: AddressSpace) -> str:
             + f'<ul class="legend">\n{legend}</ul>\n')
 
 
-STYLE = (
-    "svg.address-space{width:100%;max-width:1160px;height:auto;font-family:system-ui,sans-serif}"
-    "ul.legend{list-style:none;padding:0;display:flex;flex-wrap:wrap;gap:4px 16px;font-size:13px}"
-    ".swatch{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle}"
-    ".note{color:#4b5563;font-size:13px}"
-)
-
-
-def render(spaces: list[AddressSpace], out: IO[str], title: str) -> None:
+def render_html(spaces: list[AddressSpace], out: IO[str], title: str) -> None:
     """A self-contained page: one picture per allocator (``memtrace fit --html``)."""
     out.write(f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{esc(title)}</title>\n'
-              f"<style>body{{font-family:system-ui,sans-serif;margin:24px;color:#111827}}{STYLE}</style>\n"
+              f"<style>body{{font-family:system-ui,sans-serif;margin:24px;color:#111827}}{asset('address_space.css')}</style>\n"
               f"</head>\n<body>\n<h1>{esc(title)}</h1>\n")
     for space in spaces:
         o = space.options

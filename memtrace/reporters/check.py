@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import IO, Any
 
-from ..budget import Budget, CheckResult, Contributor, Outcome
-from ..model import Oddity
+from ..analyses.check import Budget, CheckResult, Contributor, Outcome
+from ..trace.data import Oddity
 from ..units import format_bytes, format_percent, format_us, plural
 from .common import BENT_NUMBERS, clean, table, with_oddities
 

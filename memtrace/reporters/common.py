@@ -1,8 +1,12 @@
-"""What every reporter shares: safe rendering of names from traces, tables, JSON, the output file."""
+"""What every reporter shares: safe rendering of names from traces (text and HTML), tables, JSON, the pages' assets,
+the output file."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import html
+import importlib.resources
 import json
 import math
 import os
@@ -15,7 +19,7 @@ from ..errors import OutputError, UsageError
 from ..output import refuse_input_as_output, refuse_protected, replacing
 
 if TYPE_CHECKING:
-    from ..model import Oddity
+    from ..trace.data import Oddity
 
 _CONTROL_TABLE: dict[int, str] = {c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))}
 # Characters that reorder what a terminal (or browser) shows around them: a name could make a
@@ -28,6 +32,17 @@ def clean(name: str) -> str:
     """A name from a trace made safe for a terminal: control characters (ANSI escapes and the C1
     controls too) and bidirectional overrides escaped."""
     return name.translate(_CONTROL_TABLE)
+
+
+def esc(text: str) -> str:
+    """A name from a trace, safe in HTML text and attribute values (control characters shown escaped)."""
+    return html.escape(clean(text), quote=True)
+
+
+@functools.cache
+def asset(name: str) -> str:
+    """A file of ``reporters/assets/`` (a page's stylesheet or script), inlined into the page at render time."""
+    return (importlib.resources.files(__package__) / "assets" / name).read_text(encoding="utf-8")
 
 
 # Oddities that bend the numbers an analysis reports, and what they bend (see read/builder.py).
@@ -47,7 +62,7 @@ NOTED_ODDITIES = {
 }
 
 # The numbers a report marks where they stand, and the oddities that bend each. Where an
-# allocator's bytes add up past int64 its numbers are not bent but unknown (memtrace.replay.Uncounted).
+# allocator's bytes add up past int64 its numbers are not bent but unknown (memtrace.trace.replay.Uncounted).
 BENT_NUMBERS = {
     "live bytes": ("free-exceeds-allocation", "free-before-allocation"),
     "sizes": ("negative-size",),

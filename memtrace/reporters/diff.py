@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from ..diff import AllocatorChange, OpChange, TraceDiff
-from ..peak import LiveAllocation, held_bytes
+from ..analyses.diff import AllocatorChange, OpChange, TraceDiff
+from ..analyses.peak import LiveAllocation, held_bytes
 from ..units import format_bytes, format_percent, plural
 from .common import clean, table
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from ..fit import Alternative, Failure, FitOptions, FitResult, Reproduction
-from ..units import format_bytes, format_us, plural
+from ..allocator.fit import Alternative, Failure, FitOptions, FitResult
+from ..allocator.reproduce import Reproduction
+from ..units import MIB, format_bytes, format_us, plural
 from .common import clean, table
 
 SCHEMA = "memtrace.fit/1"
-MIB = 1 << 20
 
 
 # -- JSON ---------------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import IO, Any
 
-from ..frag import (
-    BFC_ALIGNMENT_BYTES,
+from ..allocator.bfc import MIN_ALLOCATION_BYTES
+from ..analyses.frag import (
     AllocatorFragmentation,
     AllocatorMetric,
     Anomaly,
@@ -179,7 +179,7 @@ def _render_one(f: AllocatorFragmentation, out: IO[str], top: int, span: str = "
         )
         if f.bfc and t.waste_bytes > 0:
             out.write(
-                f"  BFC model: rounding up to {BFC_ALIGNMENT_BYTES} B {format_bytes(t.rounding_waste_bytes)} "
+                f"  BFC model: rounding up to {MIN_ALLOCATION_BYTES} B {format_bytes(t.rounding_waste_bytes)} "
                 f"({_percent(t.rounding_waste_bytes, t.waste_bytes)} of the waste), whole chunks handed out unsplit "
                 f"{format_bytes(t.unsplit_waste_bytes)} ({_percent(t.unsplit_waste_bytes, t.waste_bytes)})\n"
             )
@@ -215,11 +215,11 @@ def _story(f: AllocatorFragmentation) -> str:
     worst = max(f.histogram, key=lambda c: (c.waste.waste_bytes, -c.max_bytes))
     w = worst.waste
     share = _percent(w.waste_bytes, t.waste_bytes)
-    if f.bfc and worst.max_bytes < BFC_ALIGNMENT_BYTES:
+    if f.bfc and worst.max_bytes < MIN_ALLOCATION_BYTES:
         return (
             f"{_count(w.tensors, 'small tensor')} of at most {worst.max_bytes} B "
             f"{'takes' if w.tensors == 1 else 'each take'} a whole "
-            f"{BFC_ALIGNMENT_BYTES}-byte chunk: {w.requested_bytes:,} B requested, {w.allocated_bytes:,} B allocated, "
+            f"{MIN_ALLOCATION_BYTES}-byte chunk: {w.requested_bytes:,} B requested, {w.allocated_bytes:,} B allocated, "
             f"waste {w.waste_bytes:,} B ({share} of the waste)"
         )
     biggest = f.buffers[0]
@@ -230,7 +230,7 @@ def _story(f: AllocatorFragmentation) -> str:
     if f.bfc and t.unsplit_waste_bytes > t.rounding_waste_bytes:
         return f"most waste is free chunks handed out whole instead of split: the largest, {example}"
     if f.bfc:
-        return f"most waste is rounding up to {BFC_ALIGNMENT_BYTES} B, above all in requests of <= {format_bytes(worst.max_bytes)}"
+        return f"most waste is rounding up to {MIN_ALLOCATION_BYTES} B, above all in requests of <= {format_bytes(worst.max_bytes)}"
     return f"requests of <= {format_bytes(worst.max_bytes)} waste most ({share}); the largest, {example}"
 
 

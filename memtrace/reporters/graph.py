@@ -18,14 +18,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
 SCHEMA = "memtrace.graph/1"
-FORMATS = ("dot", "graphml", "json")
-
-
-def write(graph: nx.MultiDiGraph, fmt: str, out: IO[str]) -> None:
-    {"dot": write_dot, "graphml": write_graphml, "json": write_json}[fmt](graph, out)
-
-
-def write_json(graph: nx.MultiDiGraph, out: IO[str]) -> None:
+def render_json(graph: nx.MultiDiGraph, out: IO[str]) -> None:
     """networkx node-link data (``nx.node_link_graph(data, edges="edges")`` reads it back)."""
     import networkx as nx
 
@@ -35,7 +28,7 @@ def write_json(graph: nx.MultiDiGraph, out: IO[str]) -> None:
     out.write("\n")
 
 
-def write_graphml(graph: nx.MultiDiGraph, out: IO[str]) -> None:
+def render_graphml(graph: nx.MultiDiGraph, out: IO[str]) -> None:
     import networkx as nx
 
     safe = nx.MultiDiGraph(**{k: _safe(v) for k, v in graph.graph.items()})
@@ -82,7 +75,7 @@ def _label(*lines: str) -> str:
     return '"' + "\\n".join(escaped) + '"'
 
 
-def write_dot(graph: nx.MultiDiGraph, out: IO[str]) -> None:
+def render_dot(graph: nx.MultiDiGraph, out: IO[str]) -> None:
     out.write("digraph memtrace {\n")
     for key, value in graph.graph.items():
         out.write(f"  graph [{key}={_quote(value)}];\n")
@@ -103,3 +96,8 @@ def write_dot(graph: nx.MultiDiGraph, out: IO[str]) -> None:
         style = ', color="#d7301f", penwidth=2' if attributes.get("live_at_peak") else ""
         out.write(f"  {_quote(producer)} -> {_quote(consumer)} [label={caption}{style}, {extra}];\n")
     out.write("}\n")
+
+
+# The formats ``memtrace graph --format`` writes, and the renderer of each.
+RENDERERS = {"dot": render_dot, "graphml": render_graphml, "json": render_json}
+FORMATS = tuple(RENDERERS)

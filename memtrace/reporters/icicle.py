@@ -12,7 +12,7 @@ import html
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..peak import LiveAllocation
+from ..analyses.peak import LiveAllocation
 from ..units import format_bytes, plural
 
 ROW_HEIGHT = 22  # pixels
@@ -56,7 +56,7 @@ def scope_tree(live: Iterable[LiveAllocation], root_name: str = "live set",
     return root
 
 
-def render(live: Iterable[LiveAllocation], chart: int, path_of: Callable[[str], list[str]] | None = None) -> str:
+def render_html(live: Iterable[LiveAllocation], chart: int, path_of: Callable[[str], list[str]] | None = None) -> str:
     """The icicle's HTML for one allocator (``chart`` numbers it on the page); by name scope, or by the
     rows ``path_of`` gives (the phase of the step, then the Keras layer, then the op)."""
     root = scope_tree(live, path_of=path_of or scope_path)

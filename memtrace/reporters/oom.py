@@ -1,14 +1,23 @@
-"""Rendering out-of-memory post-mortems as text or JSON (``memtrace.oom/1``)."""
+"""Rendering out-of-memory post-mortems as text, JSON (``memtrace.oom/1``) or one self-contained HTML page.
+
+The page (:func:`render_html`) draws a memory map and takes nothing from the network: its style is
+inlined and the map is inline SVG. Each region is a bar, its chunks drawn to one common scale (in
+use, free, and the largest free chunk marked); the failed request is drawn at the same scale beside
+the largest hole, so the eye sees at once whether it could have fit. Every name from the input goes
+through :func:`~.common.esc`. Huge dumps stay small: runs of chunks in one state are drawn as one
+bar, and a region with more runs than pixels is drawn column by column.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import IO, Any
 
-from ..oom import OomEvent
-from ..oom_model import BinSummary, Region
+from ..allocator.dump import BinSummary, Region
+from ..allocator.oom import OomEvent, describe_lost, largest_free_region
 from ..units import format_bytes, plural
-from .common import clean, table
+from ..version import __version__
+from .common import asset, clean, esc, table
 
 SCHEMA = "memtrace.oom/1"
 
@@ -178,3 +187,171 @@ def _render_event(number: int, count: int, e: OomEvent, out: IO[str], top: int) 
                       for b in used_bins]
         out.write(table(shown_bins, ["bin", "chunks", "in use", "allocated", "in use bytes", "client-requested"],
                         ["right"] * 6) + "\n")
+
+
+# -- the page ----------------------------------------------------------------------------------
+
+WIDTH = 900  # SVG user units for the widest bar
+LABEL = 150  # left margin for the region labels
+BAR, GAP = 22, 14
+COLOURS = {"in_use": "#2563eb", "free": "#d1d5db", "hole": "#16a34a", "request": "#dc2626", "mixed": "#93c5fd",
+           "lost": "#fde68a"}
+
+
+def render_html(events: list[OomEvent], out: IO[str], extra: Sequence[str] = ()) -> None:
+    """Write the whole page: one section per OOM event, in file order (each ending with its ``extra``
+    HTML, where given: ``memtrace oom --trace``'s replay)."""
+    title = "memtrace oom: " + ", ".join(sorted({e.dump.path for e in events}))
+    out.write(f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{esc(title)}</title>\n"
+              f"<style>{asset('oom.css')}</style>\n</head>\n<body>\n<h1>Why did it run out of memory?</h1>\n")
+    for number, event in enumerate(events, 1):
+        out.write(_section(number, len(events), event, extra[number - 1] if number <= len(extra) else ""))
+    out.write(f"<footer>Made by memtrace {esc(__version__)} from the BFC allocator's own dump.</footer>\n"
+              "</body>\n</html>\n")
+
+
+def _section(number: int, count: int, e: OomEvent, extra: str = "") -> str:
+    d = e.dump
+    where = f"{d.path}:{d.line}" if d.line is not None else d.path
+    verdict = e.verdict or "unknown"
+    heading = (f'<section class="event">\n<h2>OOM {number} of {count}: <span class="verdict {esc(verdict)}">'
+               f"{esc(verdict)}</span></h2>\n<p class=\"where\"><code>{esc(where)}</code> allocator "
+               f"<code>{esc(d.allocator or '(unnamed)')}</code></p>\n")
+    parts = [heading]
+    rows = facts(e)
+    parts.append("<table class=\"facts\">\n" + "".join(
+        f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>\n" for k, v in rows) + "</table>\n")
+    parts.append("".join(f"<p>{esc(s)}</p>\n" for s in e.explanation))
+    if e.advice:
+        parts.append("<h3>What helps</h3>\n<ul>\n" + "".join(f"<li>{esc(a)}</li>\n" for a in e.advice) + "</ul>\n")
+    if d.regions:
+        parts.append("<h3>Memory map</h3>\n" + _memory_map(e))
+    if e.top_holders:
+        parts.append("<h3>Live tensors by op</h3>\n<table>\n<tr><th>op</th><th>bytes</th></tr>\n" + "".join(
+            f"<tr><td><code>{esc(t.op)}</code></td><td class=\"num\">{esc(format_bytes(t.bytes))}</td></tr>\n"
+            for t in e.top_holders[:50]) + "</table>\n")
+    if e.by_size:
+        parts.append("<h3>In-use chunks by size</h3>\n<table>\n<tr><th>chunk size</th><th>chunks</th><th>total</th>"
+                     "</tr>\n" + "".join(
+                         f"<tr><td class=\"num\">{esc(format_bytes(s.size_bytes))}</td><td class=\"num\">{s.chunks}"
+                         f"</td><td class=\"num\">{esc(format_bytes(s.total_bytes))}</td></tr>\n"
+                         for s in e.by_size[:50]) + "</table>\n")
+    parts.append(extra + "</section>\n")
+    return "".join(parts)
+
+
+def _segments(region: Region) -> list[tuple[int, int, str, int]]:
+    """(offset, bytes, state, chunks) runs of chunks in one state, in address order."""
+    runs: list[tuple[int, int, str, int]] = []
+    offset = 0
+    for chunk in region.chunks:
+        state = "in_use" if chunk.in_use else "free"
+        if runs and runs[-1][2] == state:
+            start, size, _, n = runs[-1]
+            runs[-1] = (start, size + chunk.size_bytes, state, n + 1)
+        else:
+            runs.append((offset, chunk.size_bytes, state, 1))
+        offset += chunk.size_bytes
+    return runs
+
+
+def _memory_map(e: OomEvent) -> str:
+    regions = e.dump.regions
+    request = e.request_bytes or 0
+    widest = max([r.size_bytes for r in regions] + [request, 1])
+    scale = WIDTH / widest
+    hole = largest_free_region(regions)
+    rows: list[str] = []
+    y = 4
+    for index, region in enumerate(regions):
+        width = max(1.0, region.size_bytes * scale)
+        rows.append(f'<text x="{LABEL - 8}" y="{y + BAR * 0.7:.1f}" text-anchor="end">region {index + 1}: '
+                    f"{esc(format_bytes(region.size_bytes))}</text>")
+        rows.append(f'<rect x="{LABEL}" y="{y}" width="{width:.2f}" height="{BAR}" fill="#f3f4f6" stroke="#6b7280"/>')
+        runs = _segments(region)
+        if len(runs) <= WIDTH:
+            for start, size, state, n in runs:
+                rows.append(f'<rect x="{LABEL + start * scale:.2f}" y="{y}" width="{max(0.5, size * scale):.2f}" '
+                            f'height="{BAR}" fill="{COLOURS[state]}"><title>{n} {state.replace("_", " ")} chunks, '
+                            f"{esc(format_bytes(size))}</title></rect>")
+        else:
+            rows.extend(_columns(region, y, scale))
+        rows.extend(_lost_inside(e, region, y, scale))
+        if hole is not None and hole[0] == index:
+            offset = sum(c.size_bytes for c in region.chunks[: hole[1]])
+            size = region.chunks[hole[1]].size_bytes
+            hx = LABEL + offset * scale
+            rows.append(f'<rect x="{hx:.2f}" y="{y}" width="{max(1.0, size * scale):.2f}" height="{BAR}" '
+                        f'fill="{COLOURS["hole"]}"><title>largest free chunk: {esc(format_bytes(size))}</title></rect>')
+            if request:
+                y += BAR + 4
+                # Under the hole, kept inside the drawing: a hole at the region's end would push the
+                # request (larger than the hole) and its label past the right edge.
+                width = max(1.0, request * scale)
+                rx = min(hx, LABEL + WIDTH - width)
+                middle = rx + width / 2
+                anchor = "end" if middle > LABEL + WIDTH * 0.7 else "start" if middle < LABEL + WIDTH * 0.3 else "middle"
+                tx = {"start": rx, "middle": middle, "end": rx + width}[anchor]
+                rows.append(f'<rect x="{rx:.2f}" y="{y}" width="{width:.2f}" height="{BAR // 2}" '
+                            f'fill="none" stroke="{COLOURS["request"]}" stroke-width="2"/>')
+                rows.append(f'<text x="{tx:.2f}" y="{y + BAR // 2 + 12}" text-anchor="{anchor}" class="request">the '
+                            f"request: {esc(format_bytes(request))}, beside the largest hole: {esc(format_bytes(size))}</text>")
+                y += BAR // 2 + 16
+        y += BAR + GAP
+    if hole is None and request:
+        rows.append(f'<rect x="{LABEL}" y="{y}" width="{max(1.0, request * scale):.2f}" height="{BAR // 2}" '
+                    f'fill="none" stroke="{COLOURS["request"]}" stroke-width="2"/>')
+        rows.append(f'<text x="{LABEL}" y="{y + BAR // 2 + 12}" class="request">the request: '
+                    f"{esc(format_bytes(request))}; no chunk is free</text>")
+        y += BAR // 2 + 20
+    legend = (f'<p class="legend"><span style="background:{COLOURS["in_use"]}"></span>in use '
+              f'<span style="background:{COLOURS["free"]}"></span>free '
+              f'<span style="background:{COLOURS["hole"]}"></span>largest free chunk '
+              f'<span style="border:2px solid {COLOURS["request"]}"></span>the failed request '
+              f'<span style="background:{COLOURS["mixed"]}"></span>in use and free mixed at this scale'
+              + (f' <span style="background:{COLOURS["lost"]}"></span>in use, beyond the tensor: lost inside the chunk'
+                 if any(c.address is not None for c in e.lost_chunks) else "")
+              + "</p>\n")
+    return (f'<svg class="map" viewBox="0 0 {LABEL + WIDTH + 10} {y}" role="img" '
+            f'aria-label="memory map, one bar per region">\n' + "\n".join(rows) + "\n</svg>\n" + legend)
+
+
+def _lost_inside(e: OomEvent, region: Region, y: int, scale: float) -> list[str]:
+    """The chunks that lose most inside them, drawn half filled: the tensor's bytes in the in-use
+    colour, the rest of the chunk (lost until the tensor is freed) in the colour of loss."""
+    start = region.address
+    if start is None:
+        return []
+    end = start + region.size_bytes
+    rects = []
+    for c in e.lost_chunks:
+        if c.address is None or not start <= c.address < end:
+            continue
+        x = LABEL + (c.address - start + c.requested_bytes) * scale
+        rects.append(f'<rect class="lost" x="{x:.2f}" y="{y}" width="{max(0.5, c.lost_bytes * scale):.2f}" '
+                     f'height="{BAR}" fill="{COLOURS["lost"]}" stroke="{COLOURS["in_use"]}" stroke-width="1">'
+                     f"<title>{esc(describe_lost(c))}</title></rect>")
+    return rects
+
+
+def _columns(region: Region, y: int, scale: float) -> list[str]:
+    """A region with more runs than pixels, drawn one pixel column at a time by its in-use share."""
+    columns = max(1, int(region.size_bytes * scale))
+    in_use = [0.0] * columns
+    offset = 0
+    for chunk in region.chunks:
+        if chunk.in_use:
+            first = int(offset * scale)
+            last = min(columns - 1, int((offset + chunk.size_bytes - 1) * scale))
+            for column in range(first, last + 1):
+                lo, hi = column / scale, (column + 1) / scale
+                in_use[column] += max(0.0, min(hi, offset + chunk.size_bytes) - max(lo, offset))
+        offset += chunk.size_bytes
+    rects = []
+    for column, used in enumerate(in_use):
+        share = used * scale
+        state = "in_use" if share > 0.95 else "free" if share < 0.05 else "mixed"
+        rects.append(f'<rect x="{LABEL + column}" y="{y}" width="1" height="{BAR}" fill="{COLOURS[state]}"/>')
+    return rects
+
+

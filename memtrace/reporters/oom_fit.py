@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from ..oom_fit import Avoidance
+from ..allocator.oom_fit import Avoidance
 from ..units import format_bytes
 from .common import clean
 
@@ -52,7 +52,7 @@ def render_text(a: Avoidance, out: IO[str]) -> None:
 
 def html_section(a: Avoidance) -> str:
     """The same, as a part of ``memtrace oom --html``'s section for the event (names escaped)."""
-    from .html import esc
+    from .common import esc
 
     heading, findings, helps = _lines(a)
     parts = [f"<h3>Replayed through the BFC model</h3>\n<p>{esc(heading)}:</p>\n"]

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import IO, Any
 
-from ..model import Oddity
-from ..ops import BYTE_COLUMNS, OpsReport
+from ..analyses.ops import BYTE_COLUMNS, OpsReport
+from ..trace.data import Oddity
 from ..units import format_bytes, plural
-from .common import clean, table
+from .common import clean, concerning, table
 from .tables import output_width
 
 SCHEMA = "memtrace.ops/1"
@@ -33,11 +33,12 @@ def to_json(path: str, report: OpsReport, top: int | None = None) -> dict[str, A
     }
 
 
-def concerning(report: OpsReport, oddities: Sequence[Oddity]) -> list[Oddity]:
-    """The oddities that bend an ops report: the whole trace's, those found on an allocator whose peak
-    'at peak' covers, and negative sizes on any allocator (the size columns add every allocator up)."""
-    covered = {*report.allocators, *(u.allocator for u in report.unknown)}
-    return [o for o in oddities if o.allocator is None or o.allocator in covered or o.kind == "negative-size"]
+def bending(report: OpsReport, oddities: Sequence[Oddity]) -> list[Oddity]:
+    """The oddities that bend an ops report: those that concern the allocators whose peak 'at peak'
+    covers (:func:`~.common.concerning`), and negative sizes on any allocator (the size columns add
+    every allocator up)."""
+    covered = {id(o) for o in concerning(oddities, {*report.allocators, *(u.allocator for u in report.unknown)})}
+    return [o for o in oddities if id(o) in covered or o.kind == "negative-size"]
 
 
 def render_text(report: OpsReport, out: IO[str], top: int = 20, oddities: Sequence[Oddity] = ()) -> None:

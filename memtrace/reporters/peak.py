@@ -6,10 +6,17 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import IO, Any
 
-from ..devices import ALLOCATOR_NOTES
-from ..model import Oddity
-from ..peak import FREED_GROUP, AllocatorPeak, LiveAllocation, LiveGroup, repeated_allocations, split_freed_before_step
-from ..replay import Uncounted
+from ..analyses.peak import (
+    FREED_GROUP,
+    AllocatorPeak,
+    LiveAllocation,
+    LiveGroup,
+    repeated_allocations,
+    split_freed_before_step,
+)
+from ..trace.data import Oddity
+from ..trace.devices import ALLOCATOR_NOTES
+from ..trace.replay import Uncounted
 from ..units import format_bytes, format_us, plural
 from .common import bent, clean, table, with_oddities
 from .tables import output_width, shorten_name

@@ -1,12 +1,12 @@
-"""Rendering a :class:`~memtrace.summary.Summary` as text or JSON (``memtrace.summary/1``)."""
+"""Rendering a :class:`~memtrace.analyses.summary.Summary` as text or JSON (``memtrace.summary/1``)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 from typing import IO, Any
 
-from ..devices import ALLOCATOR_NOTES
-from ..summary import AllocatorSummary, Summary
+from ..analyses.summary import AllocatorSummary, Summary
+from ..trace.devices import ALLOCATOR_NOTES
 from ..units import format_bytes, format_us, plural
 from .common import BENT_NUMBERS, bent, clean, oddity_json, oddity_name, table
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from ..tensor import BufferStory
+from ..analyses.tensor import BufferStory
 from ..units import format_bytes, format_us
 from .common import clean
 

@@ -7,9 +7,9 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..model import Oddity
-from ..replay import Uncounted
-from ..timeline import Timeline
+from ..analyses.timeline import Timeline
+from ..trace.data import Oddity
+from ..trace.replay import Uncounted
 from ..units import format_bytes, format_us, plural
 from .common import bent, clean, with_oddities
 from .tables import output_width

@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 from typing import IO, Any
 
-from .. import __version__
-from ..trend import AllocatorTrend, Trend
+from ..many.trend import AllocatorTrend, Trend
 from ..units import format_bytes
-from .common import clean, table
-from .html import esc
+from ..version import __version__
+from .common import asset, clean, esc, table
 
 # Chart geometry in SVG user units (the SVG scales to the page width).
 WIDTH, HEIGHT = 960, 260
@@ -65,7 +64,7 @@ def render_html(result: Trend, out: IO[str]) -> None:
     """One self-contained page: per allocator a line of its peak across the runs, then the table."""
     title = esc(f"memtrace trend: {result.outdir}")
     out.write(f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{title}</title>\n"
-              f"<style>{_STYLE}</style>\n</head>\n<body>\n<h1>memtrace trend</h1>\n")
+              f"<style>{asset('trend.css')}</style>\n</head>\n<body>\n<h1>memtrace trend</h1>\n")
     failed = f", {result.failed_runs} could not be read" if result.failed_runs else ""
     out.write(f"<p><code>{esc(result.outdir)}</code>: {len(result.runs)} runs, ordered by {esc(result.by)}{failed}. "
               f"memtrace {esc(__version__)}.</p>\n")
@@ -107,11 +106,3 @@ def _chart(a: AllocatorTrend, runs: tuple[str, ...]) -> str:
             f'<polyline points="{points}" class="line"/>{dots}</svg>')
 
 
-_STYLE = """
-body { font: 14px/1.4 system-ui, sans-serif; margin: 2em auto; max-width: 1000px; color: #111; }
-svg { width: 100%; height: auto; } .axis { stroke: #999; } text { font-size: 12px; fill: #444; }
-.line { fill: none; stroke: #2563eb; stroke-width: 2; } circle { fill: #2563eb; }
-table { border-collapse: collapse; margin: 0.5em 0 2em; } th, td { padding: 2px 10px; border-bottom: 1px solid #eee; }
-th { text-align: left; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-code { word-break: break-all; }
-"""

@@ -1,0 +1,625 @@
+"""A model of TensorFlow's BFC allocator: given a request sequence and options, what would it do?
+
+The allocator (``xla/tsl/framework/bfc_allocator.cc``, formerly ``tensorflow/tsl`` and
+``tensorflow/core/common_runtime``) is deterministic given the order of its requests, so
+replaying a step's requests answers, to the byte, where each chunk lands, how many bytes are in
+use, TF's fragmentation metric after each event, and which request (if any) runs out of memory.
+This module is a *mechanism*, not a trace: it takes :class:`Requests` and :class:`BFCOptions`
+and knows nothing of memtrace's readers or analyses.
+
+The rules (TF 2.x; where older versions differ it is said):
+
+- A request is rounded up to a multiple of 256 bytes (``kMinAllocationSize``); a 0-byte request
+  gets no memory (TF returns null and writes no event).
+- Free chunks sit in 21 bins ordered by (size, address); the search starts at the request's bin
+  and walks up, taking the first chunk large enough: the smallest free chunk that fits, the lowest
+  address on ties, across all regions (region address order decides ties between regions).
+- The chunk is split when it is at least twice the rounded request, or when the remainder would
+  be at least ``max_internal_fragmentation`` (128 MiB, or ``fragmentation_fraction`` x limit when
+  that option is above 0; the option appeared in 2022, and the earliest versions split only at
+  twice). The low part is handed out; unsplit, the whole chunk is, and bytes in use count it all.
+- A freed chunk merges with the next chunk if free, then the previous one, within its region.
+- Regions (``Extend``): ``available = floor256(limit - pool)``; a rounded request above that fails;
+  while it is above the current region size, the size doubles; the region is
+  ``min(size, available)`` (so the last one is cut to what the limit leaves); if the size did not
+  double for this request it doubles now, for the next region. The first size is
+  ``RoundedBytes(min(limit, 2 MiB))`` with ``allow_growth``, else the whole limit (one region). The
+  model assumes the device gives every region asked for (TF backs off to 0.9x when it does not).
+- Order of attempts: find a chunk; else extend and find; else, with ``garbage_collection``, free
+  every wholly free region (when that could make room: ``rounded <= limit - pool + their bytes``),
+  extend and find; else out of memory.
+- Statistics after every event, as TF's profiler writes them: bytes in use (whole chunks), pool
+  bytes, the largest free chunk, and ``fragmentation = (F - largest) / F`` with ``F = pool - in
+  use`` (NaN when F = 0). A free's event names the freed chunk as it was before merging.
+
+Not modelled: timestamped chunks (``GPUOptions.experimental.timestamped_allocator``, off by
+default), the sub-allocator refusing memory, and CPU's retry for frees from other threads.
+
+Speed: free chunks are one sorted Python list of integer keys ``size << 64 | address`` (the
+bins' order is exactly this order), searched with ``bisect``; chunks are found by address in
+dicts, so merging needs no linked lists. Regions get virtual base addresses far apart (``2**44``
+bytes), ascending or descending in creation order, so chunks of different regions never touch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import weakref
+from bisect import bisect_left, insort
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+MIN_ALLOCATION_BYTES = 256
+BIN_COUNT = 21
+DEFAULT_MAX_INTERNAL_FRAGMENTATION_BYTES = 128 << 20  # 128 MiB
+INITIAL_GROWTH_REGION_BYTES = 2 << 20  # 2 MiB
+# Virtual region bases: region r of a model starts at r << _REGION_SHIFT (ascending) or
+# (_REGION_SLOTS - r) << _REGION_SHIFT (descending). A region must be smaller than the spacing.
+_REGION_SHIFT = 44
+_REGION_SLOTS = (1 << 18) - 1  # regions a replay may make (garbage collection makes new ones)
+_OFFSET_MASK = (1 << _REGION_SHIFT) - 1
+_KEY_SHIFT = 80  # a free chunk's key: size << 80 | virtual address (virtual addresses stay below 2**63)
+_ADDRESS_MASK = (1 << _KEY_SHIFT) - 1
+MAX_LIMIT_BYTES = 1 << (_REGION_SHIFT - 1)  # 8 TiB: larger limits are refused
+
+IntArray = npt.NDArray[np.int64]
+Int32Array = npt.NDArray[np.int32]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
+
+_Bytes = TypeVar("_Bytes", int, IntArray)
+
+
+def rounded_bytes(n: _Bytes) -> _Bytes:
+    """A request's size as BFC hands it out (of one request, or of each of many): up to a multiple of 256 bytes
+    (``RoundedBytes``; 0 stays 0)."""
+    return (n + MIN_ALLOCATION_BYTES - 1) // MIN_ALLOCATION_BYTES * MIN_ALLOCATION_BYTES
+
+
+def bin_for_size(size_bytes: int) -> int:
+    """The bin a free chunk of this size sits in (``BinNumForSize``): ``min(20, floor(log2(max(size, 256) / 256)))``."""
+    return min(BIN_COUNT - 1, (max(size_bytes, MIN_ALLOCATION_BYTES) // MIN_ALLOCATION_BYTES).bit_length() - 1)
+
+
+@dataclass(frozen=True)
+class BFCOptions:
+    """The options that decide BFC's behaviour (``limit_bytes`` is TF's ``memory_limit``)."""
+
+    limit_bytes: int
+    allow_growth: bool = True
+    garbage_collection: bool = False
+    fragmentation_fraction: float = 0.0  # 0: TF's default, split when the remainder is >= 128 MiB
+    regions_descending: bool = False  # address order of regions (ties between equal free chunks)
+    # The address order of the first regions, as a trace showed it: region_order[r] is the rank of region r's
+    # address among them (0: the lowest). Regions made after them follow regions_descending, beyond all of them.
+    region_order: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.limit_bytes < 0:
+            raise ValueError(f"the limit must not be negative (got {self.limit_bytes} bytes)")
+        if self.limit_bytes > MAX_LIMIT_BYTES:
+            raise ValueError(f"the limit is above what the model holds ({MAX_LIMIT_BYTES} bytes)")
+        if not (0.0 <= self.fragmentation_fraction <= 1.0) or math.isnan(self.fragmentation_fraction):
+            raise ValueError(f"the fragmentation fraction must be in [0, 1] (got {self.fragmentation_fraction})")
+        if sorted(self.region_order) != list(range(len(self.region_order))):
+            raise ValueError(f"the region order must rank the regions 0, 1, ... (got {self.region_order})")
+
+    @property
+    def max_internal_fragmentation_bytes(self) -> int:
+        """Split a chunk whose remainder reaches this, twice the request or not (TF truncates to int64)."""
+        if self.fragmentation_fraction > 0.0:
+            return int(self.fragmentation_fraction * self.limit_bytes)
+        return DEFAULT_MAX_INTERNAL_FRAGMENTATION_BYTES
+
+    @property
+    def initial_region_bytes(self) -> int:
+        """``curr_region_allocation_bytes_`` when the allocator is made."""
+        if self.allow_growth:
+            return rounded_bytes(min(self.limit_bytes, INITIAL_GROWTH_REGION_BYTES))
+        return rounded_bytes(self.limit_bytes)
+
+
+@dataclass(frozen=True, eq=False)
+class Requests:
+    """One row per event, in the order the allocator saw them.
+
+    A free names the row of the allocation it frees; a free whose allocation is not in the
+    sequence (``frees == -1`` on a free row) is ignored by the model.
+    """
+
+    is_alloc: BoolArray
+    requested_bytes: IntArray  # what the caller asked (allocations); 0 for frees
+    frees: IntArray  # for a free, the row of the allocation it frees; -1 for allocations
+    op: Int32Array  # code into op_names, -1 when unknown
+    time_ns: IntArray
+    op_names: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.is_alloc)
+
+    @classmethod
+    def from_events(cls, events: list[tuple[str, int]] | list[tuple[str, int, str]]) -> Requests:
+        """A sequence written by hand: ``("a", bytes[, op])`` allocates, ``("f", row)`` frees the allocation at row.
+
+        Times are the row numbers. Used by tests and by people trying the model out.
+        """
+        is_alloc, requested, frees, ops = [], [], [], []
+        names: dict[str, int] = {}
+        for event in events:
+            kind, value = event[0], int(event[1])
+            if kind == "a":
+                is_alloc.append(True)
+                requested.append(value)
+                frees.append(-1)
+                op = event[2] if len(event) > 2 else None  # type: ignore[misc]
+                ops.append(-1 if op is None else names.setdefault(str(op), len(names)))
+            elif kind == "f":
+                is_alloc.append(False)
+                requested.append(0)
+                frees.append(value)
+                ops.append(-1)
+            else:
+                raise ValueError(f"unknown event kind {kind!r} (use 'a' or 'f')")
+        return cls(np.array(is_alloc, dtype=np.bool_), np.array(requested, dtype=np.int64),
+                   np.array(frees, dtype=np.int64), np.array(ops, dtype=np.int32),
+                   np.arange(len(is_alloc), dtype=np.int64), tuple(names))
+
+    def peak_rounded_live_bytes(self) -> int:
+        """The most rounded bytes alive at once: no limit below it can fit, whatever the allocator does."""
+        sizes = np.where(self.is_alloc, (self.requested_bytes + 255) // 256 * 256, 0)
+        freed = (~self.is_alloc) & (self.frees >= 0)
+        delta = sizes.copy()
+        delta[freed] = -sizes[self.frees[freed]]
+        return int(max(0, np.cumsum(delta).max(initial=0)))
+
+
+@dataclass(frozen=True)
+class ChunkState:
+    """One chunk of the allocator's map: a block handed out (``in_use``) or free."""
+
+    region: int
+    offset: int  # within its region
+    size_bytes: int
+    in_use: bool
+    requested_bytes: int  # 0 for a free chunk
+    op: str  # the op that allocated it; "" for a free chunk or an unknown op
+    row: int  # the allocation's row; -1 for a free chunk
+
+
+@dataclass(frozen=True, eq=False)
+class Simulation:
+    """What the allocator did with a request sequence.
+
+    Per-event columns cover the events the allocator completed (all of them when it fits, those
+    before ``failed_at`` when not). ``regions`` and ``chunks`` are its map at the failure (before
+    the failing request) or at the end. ``region_rows[r]`` is the row whose request made region r.
+    """
+
+    options: BFCOptions
+    fits: bool
+    failed_at: int | None
+    region: Int32Array  # -1 for an event that touched no chunk (a 0-byte request, an unknown free)
+    offset: IntArray
+    chunk_bytes: IntArray
+    bytes_in_use: IntArray
+    pool_bytes: IntArray
+    largest_free_bytes: IntArray
+    peak_in_use_bytes: int
+    regions: tuple[tuple[int, int], ...]  # (region, size_bytes), in creation order, the live ones
+    chunks: tuple[ChunkState, ...]  # by region (creation order), then offset
+    region_rows: tuple[int, ...] = field(default=())
+    max_pool_bytes: int = 0
+
+    @property
+    def fragmentation(self) -> FloatArray:
+        """TF's metric after each event: (free - largest free) / free, NaN when nothing is free."""
+        free = (self.pool_bytes - self.bytes_in_use).astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return (free - self.largest_free_bytes.astype(np.float64)) / free
+
+    @property
+    def in_use_bytes(self) -> int:
+        """Bytes in use at the failure, or at the end."""
+        return sum(c.size_bytes for c in self.chunks if c.in_use)
+
+    @property
+    def pool_total_bytes(self) -> int:
+        return sum(size for _, size in self.regions)
+
+    @property
+    def largest_free_chunk_bytes(self) -> int:
+        return max((c.size_bytes for c in self.chunks if not c.in_use), default=0)
+
+    @property
+    def free_bytes(self) -> int:
+        """Free chunks plus the room the pool may still grow into (limit - pool), as ``memtrace oom`` counts."""
+        free_in_pool = sum(c.size_bytes for c in self.chunks if not c.in_use)
+        return free_in_pool + max(0, self.options.limit_bytes - self.pool_total_bytes)
+
+
+class _Failure(Exception):
+    pass
+
+
+def simulate(requests: Requests, options: BFCOptions) -> Simulation:
+    """Replay ``requests`` through a BFC allocator with ``options``; stops at the first request that fails."""
+    return _Run(requests, options, record=True).simulation()
+
+
+def fits(requests: Requests, options: BFCOptions) -> bool:
+    """Whether every request is served (a replay that records nothing, for searching limits)."""
+    return _Run(requests, options, record=False).failed_at is None
+
+
+@dataclass(frozen=True)
+class LimitSearch:
+    """The smallest limit found, and whether the limits tried say fitting is monotone in the limit."""
+
+    limit_bytes: int
+    monotone: bool
+    tried: tuple[tuple[int, bool], ...]  # (limit, fits) for every limit replayed, in order
+    below_step: int  # below the boundary bisection found, every below_step-th limit was tried (1: every one)
+
+    @property
+    def exhaustive(self) -> bool:
+        """Every limit below the answer was tried (and failed): it is the smallest."""
+        return self.below_step == 1
+
+    def counterexample(self) -> tuple[int, int] | None:
+        """A pair (larger limit that fails, smaller limit that fits) showing fitting is not monotone, if one was tried."""
+        fitting = [limit for limit, ok in self.tried if ok]
+        failing = [limit for limit, ok in self.tried if not ok]
+        for bad in sorted(failing, reverse=True):
+            good = min((limit for limit in fitting if limit < bad), default=None)
+            if good is not None:
+                return bad, good
+        return None
+
+
+def search_min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 20,
+                     extra_probes: int = 2, budget_events: int = 5_000_000) -> LimitSearch:
+    """The smallest multiple of ``granularity`` under which every request is served.
+
+    The lower bound is the most rounded bytes ever alive at once (no allocator fits below it).
+    The upper bound: with ``allow_growth`` and the 128 MiB split rule, the largest pool an
+    unlimited replay reaches (under any limit at least that, every region is what it would be
+    unlimited, so the replay is the same and fits); otherwise it grows from the lower bound, the
+    step doubling, until a limit fits. In the first case every replay under a limit is the
+    unlimited one up to the first region the limit cuts, so it starts from the unlimited
+    replay's state there instead of from the first request. Bisection between them finds a boundary (a limit that fits
+    above one that does not).
+
+    Fitting need not be monotone in the limit: with growth, the last region is cut to what the
+    limit leaves, and a region cut to the size of a later large request can fit where a larger
+    one, taken in part by smaller requests first, does not (seen in a real recording). So the
+    limits below the boundary are tried too, from the lower bound up, every one of them while
+    the replays stay within ``budget_events`` events in all (failing replays stop at their
+    failure, so most cost less than a whole one), else evenly spaced (``below_step``); the first
+    that fits is the answer. ``extra_probes`` limits above the answer are tried as well, and any
+    limit tried that contradicts monotony is reported (``monotone`` False).
+    """
+    if granularity <= 0:
+        raise ValueError("the granularity must be positive")
+    tried: list[tuple[int, bool]] = []
+    top_units = MAX_LIMIT_BYTES // granularity
+    n = max(1, len(requests))
+
+    # With growth and the 128 MiB rule, a replay under any limit is the unlimited one up to the first
+    # region the limit cuts: it resumes from the unlimited replay's state there (reuse what does not change).
+    reuse = options.allow_growth and options.fragmentation_fraction == 0.0
+    checkpoints: list[_Checkpoint] = []
+
+    def check(units: int) -> bool:
+        limit = units * granularity
+        if reuse:
+            first_cut = next((c for c in checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None)
+            ok = first_cut is None or _Run(requests, _with_limit(options, limit), record=False,
+                                           start=first_cut).failed_at is None
+        else:
+            ok = fits(requests, _with_limit(options, limit))
+        tried.append((limit, ok))
+        return ok
+
+    floor = max(0, -(-requests.peak_rounded_live_bytes() // granularity) - 1)  # known not to fit
+    lo = floor
+    if reuse:
+        unlimited = _Run(requests, _with_limit(options, MAX_LIMIT_BYTES), record=False, checkpoints=checkpoints)
+        if unlimited.failed_at is not None:
+            raise ValueError("no limit the model holds fits these requests")
+        hi = max(lo + 1, -(-unlimited.max_pool // granularity))
+        tried.append((hi * granularity, True))
+    else:
+        gap = max(1, lo // 16)
+        hi = lo + gap
+        while not check(hi):
+            lo = hi
+            gap *= 2
+            if hi >= top_units:
+                raise ValueError("no limit the model holds fits these requests")
+            hi = min(top_units, hi + gap)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if check(mid):
+            hi = mid
+        else:
+            lo = mid
+    # Below the boundary: every limit (or every step-th) from the lower bound up; the first that fits wins.
+    below = hi - floor - 1
+    step = max(1, -(-below * n // budget_events)) if below > 0 else 1
+    known = {limit // granularity: ok for limit, ok in tried}
+    for units in range(floor + 1, hi, step):
+        if known.get(units, None) is False:
+            continue
+        if known.get(units) or check(units):
+            # the first fitting limit found: the ones just below it (within the step) decide the answer
+            for smaller in range(max(floor + 1, units - step + 1), units):
+                if check(smaller):
+                    units = smaller
+                    break
+            hi = units
+            break
+    fitting = sorted(limit // granularity for limit, ok in tried if ok)
+    top = fitting[-1] if fitting else hi
+    if extra_probes and top > hi + 1:
+        gap = max(1, (top - hi) // (extra_probes + 1))
+        for units in range(hi + gap, top, gap)[:extra_probes]:
+            check(units)
+    answer = hi * granularity
+    monotone = all(ok == (limit >= answer) for limit, ok in tried if limit > 0)
+    return LimitSearch(answer, monotone, tuple(tried), step)
+
+
+def min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 20) -> int:
+    """The smallest limit, a multiple of ``granularity`` (TF's options take MiB), under which the sequence fits."""
+    return search_min_limit(requests, options, granularity).limit_bytes
+
+
+def _with_limit(options: BFCOptions, limit: int) -> BFCOptions:
+    return BFCOptions(limit, options.allow_growth, options.garbage_collection, options.fragmentation_fraction,
+                      options.regions_descending, options.region_order)
+
+
+@dataclass(frozen=True)
+class _Checkpoint:
+    """A replay's state at the start of a row whose request extends the pool (``region_bytes``: the region it makes
+    when the limit leaves room for it). A replay under another limit is the same up to here as long as every
+    earlier region was made whole."""
+
+    row: int
+    pool: int
+    region_bytes: int
+    keys: tuple[int, ...]
+    free_size: dict[int, int]
+    free_start: dict[int, int]
+    used: dict[int, int]
+    addr_of: dict[int, int]
+    regions: dict[int, int]
+    region_rows: tuple[int, ...]
+    in_use: int
+    peak: int
+    max_pool: int
+    growth: int
+
+
+_COLUMNS: weakref.WeakKeyDictionary[Requests, tuple[list[bool], list[int], list[int]]] = weakref.WeakKeyDictionary()
+
+
+def _columns(requests: Requests) -> tuple[list[bool], list[int], list[int]]:
+    """The columns the loop reads, as Python lists, made once per sequence (a limit search replays it many times)."""
+    found = _COLUMNS.get(requests)
+    if found is None:
+        found = (requests.is_alloc.tolist(), requests.requested_bytes.tolist(), requests.frees.tolist())
+        _COLUMNS[requests] = found
+    return found
+
+
+class _Run:
+    """One replay. The state lives in locals of :meth:`_replay` for speed; what is left is kept here."""
+
+    def __init__(self, requests: Requests, options: BFCOptions, record: bool, start: _Checkpoint | None = None,
+                 checkpoints: list[_Checkpoint] | None = None) -> None:
+        self.requests = requests
+        self.options = options
+        self.record = record
+        self.failed_at: int | None = None
+        self._start = start
+        self._checkpoints = checkpoints
+        self._replay()
+
+    def _slot(self, region: int) -> int:
+        """Where region ``region`` lies among the virtual slots: the known order first, then the direction."""
+        order, descending = self.options.region_order, self.options.regions_descending
+        known = len(order)
+        if region < known:  # ascending: slots 0..known-1; descending: just above every later region
+            return order[region] + (_REGION_SLOTS - known + 1 if descending else 0)
+        return _REGION_SLOTS - region if descending else region
+
+    def _vbase(self, region: int) -> int:
+        return self._slot(region) << _REGION_SHIFT
+
+    def _region_of(self, vaddr: int) -> int:
+        return self._regions_by_slot()[vaddr >> _REGION_SHIFT]
+
+    def _regions_by_slot(self) -> dict[int, int]:
+        return {self._slot(r): r for r in range(len(self.region_rows))}
+
+    def _replay(self) -> None:  # one loop, kept in one frame for speed
+        opts = self.options
+        limit = opts.limit_bytes
+        growth_size = opts.initial_region_bytes
+        max_frag = opts.max_internal_fragmentation_bytes
+        gc = opts.garbage_collection
+        is_alloc, requested, frees = _columns(self.requests)
+        shift, amask = _KEY_SHIFT, _ADDRESS_MASK
+        keys: list[int] = []  # free chunks, size << 80 | vaddr, sorted: the bins' order
+        free_size: dict[int, int] = {}  # vaddr -> size of a free chunk
+        free_start: dict[int, int] = {}  # end vaddr -> start vaddr of a free chunk
+        used: dict[int, int] = {}  # vaddr -> size of a chunk in use
+        addr_of: dict[int, int] = {}  # allocation row -> vaddr, while in use
+        regions: dict[int, int] = {}  # region -> size, the live ones
+        region_rows: list[int] = []
+        pool = in_use = peak = max_pool = 0
+        first_row = 0
+        checkpoints = self._checkpoints
+        if self._start is not None:  # resume a replay that was the same up to this row
+            c = self._start
+            keys, free_size, free_start = list(c.keys), dict(c.free_size), dict(c.free_start)
+            used, addr_of, regions, region_rows = dict(c.used), dict(c.addr_of), dict(c.regions), list(c.region_rows)
+            pool, in_use, peak, max_pool, growth_size, first_row = c.pool, c.in_use, c.peak, c.max_pool, c.growth, c.row
+        record = self.record
+        rec: list[tuple[int, int, int, int, int]] = []  # per event: vaddr, chunk, in use, pool, largest free
+        add_rec = rec.append
+        vbase = self._vbase
+        key_pop, free_pop, start_pop, used_pop, addr_pop = keys.pop, free_size.pop, free_start.pop, used.pop, addr_of.pop
+
+        rows = zip(is_alloc, requested, frees) if not first_row else itertools.islice(
+            zip(is_alloc, requested, frees), first_row, None)
+        for row, (alloc, req, freed) in enumerate(rows, first_row):
+            if alloc:
+                if req <= 0:
+                    if record:
+                        add_rec((-1, 0, in_use, pool, keys[-1] >> shift if keys else 0))
+                    continue
+                rounded = (req + 255) & ~255
+                i = bisect_left(keys, rounded << shift)
+                if i == len(keys):
+                    # Extend: a new region, if the limit leaves room.
+                    if checkpoints is not None:  # the state before this row, and the region it makes unlimited
+                        grown = growth_size
+                        while rounded > grown:
+                            grown *= 2
+                        checkpoints.append(_Checkpoint(row, pool, grown, tuple(keys), dict(free_size), dict(free_start),
+                                                       dict(used), dict(addr_of), dict(regions), tuple(region_rows),
+                                                       in_use, peak, max_pool, growth_size))
+                    made = False
+                    for attempt in (0, 1):
+                        available = (limit - pool) & ~255
+                        if rounded <= available:
+                            grew = False
+                            while rounded > growth_size:
+                                growth_size *= 2
+                                grew = True
+                            size = min(available, growth_size)
+                            if not grew:
+                                growth_size *= 2
+                            r = len(region_rows)
+                            if r >= _REGION_SLOTS:
+                                raise ValueError("the replay made more regions than the model holds")
+                            region_rows.append(row)
+                            regions[r] = size
+                            base = vbase(r)
+                            pool += size
+                            max_pool = max(max_pool, pool)
+                            free_size[base] = size
+                            free_start[base + size] = base
+                            insort(keys, (size << shift) | base)
+                            made = True
+                            break
+                        if attempt or not gc:
+                            break
+                        # Garbage collection: free every wholly free region, if that could make room.
+                        empty = [(r, s) for r, s in regions.items() if free_size.get(vbase(r)) == s]
+                        freed_total = sum(s for _, s in empty)
+                        if not freed_total or rounded > limit - pool + freed_total:
+                            break
+                        for r, s in empty:
+                            base = vbase(r)
+                            key_pop(bisect_left(keys, (s << shift) | base))
+                            del free_size[base]
+                            del free_start[base + s]
+                            del regions[r]
+                            pool -= s
+                    if not made:
+                        self.failed_at = row
+                        break
+                    i = bisect_left(keys, rounded << shift)
+                key = key_pop(i)
+                size = key >> shift
+                addr = key & amask
+                del free_size[addr]
+                end = addr + size
+                if size >= 2 * rounded or size - rounded >= max_frag:
+                    rest = addr + rounded
+                    free_size[rest] = size - rounded
+                    free_start[end] = rest
+                    insort(keys, ((size - rounded) << shift) | rest)
+                    size = rounded
+                else:
+                    del free_start[end]
+                used[addr] = size
+                addr_of[row] = addr
+                in_use += size
+                if in_use > peak:  # noqa: PLR1730 - a call to max() costs more in this loop
+                    peak = in_use
+                if record:
+                    add_rec((addr, size, in_use, pool, keys[-1] >> shift if keys else 0))
+            else:
+                addr = addr_pop(freed, -1)
+                if addr < 0:  # an allocation before the sequence, or a 0-byte one
+                    if record:
+                        add_rec((-1, 0, in_use, pool, keys[-1] >> shift if keys else 0))
+                    continue
+                size = used_pop(addr)
+                in_use -= size
+                start, end = addr, addr + size
+                after = free_pop(end, 0)
+                if after:
+                    key_pop(bisect_left(keys, (after << shift) | end))
+                    del free_start[end + after]
+                    end += after
+                before = start_pop(addr, -1)
+                if before >= 0:
+                    key_pop(bisect_left(keys, (free_pop(before) << shift) | before))
+                    start = before
+                free_size[start] = end - start
+                free_start[end] = start
+                insort(keys, ((end - start) << shift) | start)
+                if record:
+                    add_rec((addr, size, in_use, pool, keys[-1] >> shift if keys else 0))
+
+        self.peak = peak
+        self.max_pool = max_pool
+        self.region_rows = tuple(region_rows)
+        self.regions = dict(regions)
+        self.used = used
+        self.free_size = free_size
+        self.addr_of = addr_of
+        self.records = rec
+
+    def simulation(self) -> Simulation:
+        table = np.array(self.records, dtype=np.int64).reshape(-1, 5)
+        vaddr, rec_size, rec_in_use, rec_pool, rec_largest = table.T
+        touched = vaddr >= 0
+        by_slot = self._regions_by_slot()
+        slots = np.array(sorted(by_slot), dtype=np.int64)
+        regions_in_slot_order = np.array([by_slot[int(v)] for v in slots] or [0], dtype=np.int64)
+        slot = np.where(touched, vaddr >> _REGION_SHIFT, 0)
+        region = np.where(touched, regions_in_slot_order[np.searchsorted(slots, slot).clip(0, max(len(slots) - 1, 0))],
+                          -1)
+        offset = np.where(touched, vaddr & _OFFSET_MASK, 0)
+        row_of = {addr: row for row, addr in self.addr_of.items()}
+        names = self.requests.op_names
+        ops = self.requests.op
+        requested = self.requests.requested_bytes
+        chunks = []
+        for addr, size in self.used.items():
+            row = row_of[addr]
+            code = int(ops[row])
+            chunks.append(ChunkState(self._region_of(addr), addr & _OFFSET_MASK, size, True, int(requested[row]),
+                                     names[code] if 0 <= code < len(names) else "", row))
+        for addr, size in self.free_size.items():
+            chunks.append(ChunkState(self._region_of(addr), addr & _OFFSET_MASK, size, False, 0, "", -1))
+        chunks.sort(key=lambda c: (c.region, c.offset))
+        return Simulation(
+            options=self.options, fits=self.failed_at is None, failed_at=self.failed_at,
+            region=region.astype(np.int32), offset=offset.astype(np.int64),
+            chunk_bytes=rec_size.copy(), bytes_in_use=rec_in_use.copy(), pool_bytes=rec_pool.copy(),
+            largest_free_bytes=rec_largest.copy(),
+            peak_in_use_bytes=self.peak, regions=tuple(sorted(self.regions.items())), chunks=tuple(chunks),
+            region_rows=self.region_rows, max_pool_bytes=self.max_pool,
+        )

@@ -1,0 +1,231 @@
+"""Would this step fit under that limit, and what would make it fit? The BFC model replayed on a trace's requests.
+
+:func:`fit` takes one allocator's requests (:mod:`.requests`), replays them through the allocator
+model (:mod:`.bfc`) under the options the runtime that recorded the trace would use (:mod:`.defaults`)
+or the ones given, and answers: the smallest limit (to the MiB) under which every request is served,
+the peak in use there, whether it fits a given limit and if not the first request that fails (with
+the same verdict ``memtrace oom`` gives a dump, :mod:`.oom`), what changing an option would need,
+and how well the model reproduces the allocator's own decisions where the trace records them
+(:mod:`.reproduce`, run under the limit a profile's events show: ``bytes_available`` + ``bytes_allocated``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..errors import UsageError
+from ..trace.data import TraceData
+from ..units import MIB
+from . import bfc
+from .bfc import BFCOptions, Requests, Simulation
+from .defaults import trace_defaults
+from .dump import Chunk, OomDump, Region
+from .oom import analyse
+from .reproduce import Reproduction, reproduce
+from .requests import requests_for
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """The options a replay ran under (``limit_bytes`` None: the smallest limit was searched for)."""
+
+    limit_bytes: int | None
+    allow_growth: bool
+    garbage_collection: bool
+    fragmentation_fraction: float
+
+
+
+@dataclass(frozen=True)
+class FailureChunk:
+    region: int
+    offset: int
+    size_bytes: int
+    in_use: bool
+    requested_bytes: int
+    op: str
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The first request the allocator could not serve, and its state at that instant."""
+
+    row: int
+    op: str
+    requested_bytes: int
+    request_bytes: int  # rounded
+    time_ns: int
+    in_use_bytes: int
+    pool_bytes: int
+    free_bytes: int  # free chunks + limit - pool
+    largest_free_bytes: int
+    verdict: str  # "fragmentation" or "exhausted", as memtrace oom decides
+    missing_bytes: int
+    regions: tuple[tuple[int, int], ...]
+    chunks: tuple[FailureChunk, ...]
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One option changed, measured by replaying: does it fit the limit, and what limit it needs."""
+
+    change: str  # e.g. "garbage_collection on"
+    options: FitOptions
+    fits: bool | None  # under the limit asked for; None when none was
+    min_limit_bytes: int
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """The answer for one allocator (JSON schema ``memtrace.fit/1``)."""
+
+    allocator: str
+    options: FitOptions
+    defaults: str  # whose defaults filled in the options not given
+    fits: bool
+    min_limit_bytes: int
+    monotone: bool  # False when a limit tried above the smallest failed
+    counterexample: tuple[int, int] | None  # (a limit that fails, a smaller one that fits), when not monotone
+    below_step_bytes: int  # the limits below the smallest were tried every this many bytes (1 MiB: all of them)
+    peak_in_use_bytes: int  # under the limit given, else under the smallest limit
+    pool_bytes: int  # the largest pool under that limit
+    lost_bytes: int  # the smallest limit minus the peak in use at it: lost to fragmentation and rounding
+    requested_peak_bytes: int  # the most rounded bytes ever alive at once: no allocator fits below it
+    events: int
+    allocations: int
+    reproduced: Reproduction | None
+    failure: Failure | None
+    alternatives: tuple[Alternative, ...]
+    assumptions: tuple[str, ...] = field(default=())
+    runtime: str = "TensorFlow"  # whose defaults: "TensorFlow" or "XLA" (the runtime that recorded the trace)
+
+
+def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_growth: bool | None = None,
+        garbage_collection: bool | None = None, fragmentation_fraction: float | None = None,
+        recorded_limit: int | None = None, alternatives: bool = True) -> FitResult:
+    """Fit ``allocator``'s requests in ``trace`` (see the module's docstring).
+
+    Options left None take the defaults of the runtime that recorded the trace, TF's or XLA's
+    (:func:`trace_defaults`). ``recorded_limit`` is the limit the trace was recorded under, for the
+    self-check (default: the limit the profile's events show, where they show one, which is said
+    where it is not the runtime's default (a GPU's, which depends on the card; a run under
+    TF_CPU_BFC_MEM_LIMIT_IN_MB); else the runtime's default for the allocator; else, for a GPU, no
+    self-check).
+    """
+    found = requests_for(trace, allocator)
+    defaults = trace_defaults(trace, allocator)
+    growth = defaults.allow_growth if allow_growth is None else allow_growth
+    gc = defaults.garbage_collection if garbage_collection is None else garbage_collection
+    fraction = 0.0 if fragmentation_fraction is None else fragmentation_fraction
+    reproduced = None
+    descending, order = False, tuple[int, ...]()
+    notes = list(found.assumptions)
+    if found.from_birth and found.addresses is not None:
+        check_limit = recorded_limit if recorded_limit is not None else defaults.limit_bytes
+        shown = trace.recorded_limit(allocator)
+        if recorded_limit is None and shown is not None and shown != defaults.limit_bytes:
+            check_limit = shown
+            notes.append(f"the self-check runs under the limit the profile's events show ({shown:,} bytes: "
+                         "bytes_available + bytes_allocated)")
+        if check_limit is None:
+            notes.append("the limit this profile was recorded under is unknown (a GPU's depends on the card): no "
+                         "self-check; give it with --recorded-limit")
+        else:
+            reproduced = reproduce(found, BFCOptions(check_limit, growth, gc, fraction))
+            descending, order = reproduced.regions_descending, reproduced.region_order
+    result = fit_requests(found.requests, _options(limit, growth, gc, fraction, descending, order), allocator=allocator,
+                          alternatives=alternatives, defaults=defaults.source, runtime=defaults.runtime)
+    return replace(result, reproduced=reproduced, assumptions=tuple(notes))
+
+
+def _options(limit: int | None, growth: bool, gc: bool, fraction: float, descending: bool,
+             order: tuple[int, ...]) -> BFCOptions:
+    try:
+        return BFCOptions(0 if limit is None else limit, growth, gc, fraction, descending, order)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = "", limit_given: bool | None = None,
+                 alternatives: bool = True, defaults: str = "", runtime: str = "TensorFlow") -> FitResult:
+    """Fit a request sequence not read from a trace (``memtrace fit --vs`` builds one per batch size).
+
+    ``options.limit_bytes`` is the limit asked about; 0 (with ``limit_given`` not True) means
+    none was: then the smallest limit is searched for and the rest is reported under it.
+    """
+    given = options.limit_bytes > 0 if limit_given is None else limit_given
+    try:
+        search = bfc.search_min_limit(requests, options)
+    except ValueError as exc:  # requests beyond any limit the model holds (8 TiB)
+        raise UsageError(f"{allocator or 'the requests'}: {exc}") from None
+    under = options if given else _replace(options, search.limit_bytes)
+    sim = bfc.simulate(requests, under)
+    failure = _failure(requests, sim) if not sim.fits else None
+    at_min = sim if not given else bfc.simulate(requests, _replace(options, search.limit_bytes))
+    alts = _alternatives(requests, options, given) if alternatives else ()
+    return FitResult(
+        allocator=allocator,
+        options=FitOptions(options.limit_bytes if given else None, options.allow_growth, options.garbage_collection,
+                           options.fragmentation_fraction),
+        defaults=defaults, fits=sim.fits, min_limit_bytes=search.limit_bytes, monotone=search.monotone,
+        counterexample=search.counterexample(), below_step_bytes=search.below_step * MIB,
+        peak_in_use_bytes=sim.peak_in_use_bytes, pool_bytes=sim.max_pool_bytes,
+        lost_bytes=search.limit_bytes - at_min.peak_in_use_bytes,
+        requested_peak_bytes=requests.peak_rounded_live_bytes(), events=len(requests),
+        allocations=int(np.count_nonzero(requests.is_alloc)), reproduced=None, failure=failure, alternatives=alts,
+        runtime=runtime,
+    )
+
+
+def _replace(options: BFCOptions, limit: int) -> BFCOptions:
+    return replace(options, limit_bytes=limit)
+
+
+def _alternatives(requests: Requests, options: BFCOptions, given: bool) -> tuple[Alternative, ...]:
+    changes = [
+        ("garbage_collection " + ("off" if options.garbage_collection else "on"),
+         replace(options, garbage_collection=not options.garbage_collection)),
+        ("allow_growth " + ("off" if options.allow_growth else "on"), replace(options, allow_growth=not options.allow_growth)),
+    ]
+    for fraction in (0.0, 0.01, 0.1):
+        if fraction != options.fragmentation_fraction:
+            changes.append((f"fragmentation_fraction {fraction:g}", replace(options, fragmentation_fraction=fraction)))
+    found = []
+    for change, alt in changes:
+        try:
+            needed = bfc.min_limit(requests, alt)
+        except ValueError:  # no limit the model holds fits with this change
+            continue
+        ok = bfc.fits(requests, alt) if given else None
+        found.append(Alternative(change, FitOptions(options.limit_bytes if given else None, alt.allow_growth,
+                                                    alt.garbage_collection, alt.fragmentation_fraction), ok, needed))
+    return tuple(found)
+
+
+def _failure(requests: Requests, sim: Simulation) -> Failure:
+    row = sim.failed_at
+    assert row is not None
+    code = int(requests.op[row])
+    op = requests.op_names[code] if 0 <= code < len(requests.op_names) else ""
+    requested = int(requests.requested_bytes[row])
+    rounded = bfc.rounded_bytes(requested)
+    by_region: dict[int, list[Chunk]] = {}
+    for c in sim.chunks:
+        by_region.setdefault(c.region, []).append(
+            Chunk(c.offset, c.size_bytes, c.in_use, c.requested_bytes if c.in_use else None, None, c.op or None))
+    dump = OomDump(path="", source="model", line=None, allocator=None, request_bytes=rounded, op=op or None,
+                   regions=tuple(Region(size, tuple(by_region.get(r, ()))) for r, size in sim.regions),
+                   limit_bytes=sim.options.limit_bytes, pool_bytes_reported=sim.pool_total_bytes, sum_in_use_bytes=sim.in_use_bytes)
+    event = analyse(dump)
+    return Failure(
+        row=row, op=op, requested_bytes=requested, request_bytes=rounded, time_ns=int(requests.time_ns[row]),
+        in_use_bytes=event.in_use_bytes, pool_bytes=event.pool_bytes or 0, free_bytes=event.free_bytes or 0,
+        largest_free_bytes=event.largest_free_bytes or 0, verdict=event.verdict or "", missing_bytes=event.missing_bytes,
+        regions=sim.regions,
+        chunks=tuple(FailureChunk(c.region, c.offset, c.size_bytes, c.in_use, c.requested_bytes, c.op)
+                     for c in sim.chunks),
+    )
+
+

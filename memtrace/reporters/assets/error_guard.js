@@ -1,0 +1,1 @@
+(function(){var seen=[];function note(m){seen.push(String(m));document.documentElement.setAttribute('data-errors',seen.join(' | '));}window.addEventListener('error',function(e){note(e.message||'error');});window.addEventListener('unhandledrejection',function(e){note(e.reason);});})();
