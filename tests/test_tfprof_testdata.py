@@ -58,13 +58,12 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from memtrace.cli import main
-from memtrace.model import TraceData
-
 # memtrace's internals this file reaches into, in one place (a module moved is one edit here):
-from memtrace.ops import node_rows  # the rows `memtrace ops --group-by node` prints
+from memtrace.analyses.ops import node_rows  # the rows `memtrace ops --group-by node` prints
+from memtrace.cli import main
 from memtrace.read import binary as binreader  # BLOCK_BYTES: blocks small enough that -j 2 decodes in workers
 from memtrace.read import jobs as read_jobs  # cores(): jobs are capped at the cores this process may use
+from memtrace.trace.data import TraceData
 
 from .conftest import FIXTURES, tensorflow_protos
 from .fastpaths import fast, reference  # memtrace's streaming readers alone; protobuf's parser alone
