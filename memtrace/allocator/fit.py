@@ -160,18 +160,19 @@ def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = ""
         search = bfc.search_min_limit(requests, options)
     except ValueError as exc:  # requests beyond any limit the model holds (8 TiB)
         raise UsageError(f"{allocator or 'the requests'}: {exc}") from None
-    under = options if given else _replace(options, search.limit_bytes)
-    sim = bfc.simulate(requests, under)
-    failure = _failure(requests, sim) if not sim.fits else None
-    at_min = sim if not given else bfc.simulate(requests, _replace(options, search.limit_bytes))
+    # Replays that record nothing answer the rest (the search has replayed most of these limits already); only a
+    # failure, whose map is shown, is replayed recording its events.
+    under = bfc.outcome(requests, options if given else _replace(options, search.limit_bytes))
+    failure = _failure(requests, bfc.simulate(requests, options)) if not under.fits else None
+    at_min = bfc.outcome(requests, _replace(options, search.limit_bytes))
     alts = _alternatives(requests, options, given) if alternatives else ()
     return FitResult(
         allocator=allocator,
         options=FitOptions(options.limit_bytes if given else None, options.allow_growth, options.garbage_collection,
                            options.fragmentation_fraction),
-        defaults=defaults, fits=sim.fits, min_limit_bytes=search.limit_bytes, monotone=search.monotone,
+        defaults=defaults, fits=under.fits, min_limit_bytes=search.limit_bytes, monotone=search.monotone,
         counterexample=search.counterexample(), below_step_bytes=search.below_step * MIB,
-        peak_in_use_bytes=sim.peak_in_use_bytes, pool_bytes=sim.max_pool_bytes,
+        peak_in_use_bytes=under.peak_in_use_bytes, pool_bytes=under.max_pool_bytes,
         lost_bytes=search.limit_bytes - at_min.peak_in_use_bytes,
         requested_peak_bytes=requests.peak_rounded_live_bytes(), events=len(requests),
         allocations=int(np.count_nonzero(requests.is_alloc)), reproduced=None, failure=failure, alternatives=alts,
