@@ -366,7 +366,7 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
 
     def check(units: int) -> bool:
         limit = units * granularity
-        ok = limits.fits(limit)
+        ok = limits.fits(limit, snapshots=True)
         tried.append((limit, ok))
         return ok
 
@@ -439,7 +439,7 @@ def min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 2
     while units <= MAX_LIMIT_BYTES // granularity:
         if limits.replayed_events - spent > allowed:
             return search_min_limit(requests, options, granularity, budget_events=budget_events).limit_bytes
-        if limits.fits(units * granularity):
+        if limits.fits(units * granularity, snapshots=True):
             return units * granularity
         _, high, _ = limits.span(units * granularity)
         units = max(units + 1, high // granularity + 1)
@@ -463,7 +463,7 @@ class _Limits:
     """
 
     def __init__(self, requests: Requests, options: BFCOptions) -> None:
-        self.requests = requests
+        self._requests = weakref.ref(requests)  # kept by the sequence (a strong reference would keep it forever)
         self.options = _with_limit(options, 0)
         self.needed_bytes = requests.peak_rounded_live_bytes()  # no limit below it fits
         self.proven: list[tuple[int, int, bool]] = []
@@ -476,6 +476,12 @@ class _Limits:
         self._kept_from = 0
         self.snapshots: list[_Snapshot] = []  # the latest tracked replay's (and those it resumed from)
         self.snapshots_from: _Checkpoint | None = None  # the checkpoint that replay started from
+
+    @property
+    def requests(self) -> Requests:
+        found = self._requests()
+        assert found is not None  # the sequence lives while it is asked about
+        return found
 
     def span(self, limit: int) -> tuple[int, int, bool]:
         """The widest proven range around ``limit`` (chained across replays), assuming ``limit`` is proven."""
@@ -501,9 +507,11 @@ class _Limits:
             best = (limit, limit, self.outcomes[limit].fits)
         return best
 
-    def fits(self, limit: int) -> bool:
+    def fits(self, limit: int, snapshots: bool = False) -> bool:
+        """Proven, or replayed (taking snapshots for replays under nearby limits to resume from, with ``snapshots``:
+        a search asks about many)."""
         found = self._lookup(limit)
-        return found[2] if found is not None else self.outcome(limit, exact=False).fits
+        return found[2] if found is not None else self.outcome(limit, exact=False, snapshots=snapshots).fits
 
     def unlimited(self, keep_from: int) -> int:
         """The largest pool of the replay under the largest limit the model holds (with ``reuse``); its states where it
@@ -520,7 +528,7 @@ class _Limits:
             self.proven.append((run.max_pool, MAX_LIMIT_BYTES, True))  # every region as unlimited: the same replay
         return self.unlimited_outcome.max_pool_bytes
 
-    def outcome(self, limit: int, exact: bool = True) -> Outcome:
+    def outcome(self, limit: int, exact: bool = True, snapshots: bool = False) -> Outcome:
         """The outcome under ``limit``: remembered, or replayed (from a saved state where one applies). Without
         ``exact`` the peak and the largest pool may be left unknown (-1): a replay resumed from another replay's
         snapshot does not know them."""
@@ -544,9 +552,10 @@ class _Limits:
             resume = next((z for z in reversed(self.snapshots) if z.low <= limit <= z.high), None)
         kept = [z for z in self.snapshots if resume is not None and z.row <= resume.row]
         run = _Run(self.requests, _with_limit(self.options, limit), record=False, start=start, track=True,
-                   resume=resume, snapshots=kept)
+                   resume=resume, snapshots=kept if snapshots else None)
         self._count(run)
-        self.snapshots, self.snapshots_from = kept, start
+        if snapshots:
+            self.snapshots, self.snapshots_from = kept, start
         low, high = run.proven_low, run.proven_high
         if start is not None:
             low = max(low, whole_from)
@@ -644,7 +653,7 @@ class _Snapshot:
         return 8 * len(self.keys) + 100 * (len(self.free_size) + len(self.used)) + 1000
 
 
-_SNAPSHOT_BYTES = 64 << 20  # what a sequence's snapshots may hold in all
+_SNAPSHOT_BYTES = 32 << 20  # what a sequence's snapshots may hold in all
 _SNAPSHOTS = 64  # about this many in a replay, evenly spaced
 _SNAPSHOT_ROWS = 8192  # and at least this many rows apart
 
@@ -946,18 +955,24 @@ class _Run:
                                 dhi = _fraction_edge(fraction, size - x) - limit
                         elif int(fraction * (limit + dlo)) <= size - x:  # not split: it must stay above it
                             dlo = _fraction_edge(fraction, size - x) + 1 - limit
-                    del keys[i]
                     del free_size[addr]
                     end = addr + size
                     if size >= 2 * x or size - x >= max_frag:
                         rest = addr + x
                         free_size[rest] = size - x
                         free_start[end] = rest
-                        insort(keys, ((size - x) << shift) | rest)
+                        key = ((size - x) << shift) | rest  # sorts at or before the chunk it is cut from
+                        j = bisect_left(keys, key, 0, i)
+                        if j == i:
+                            keys[i] = key
+                        else:
+                            del keys[i]
+                            keys.insert(j, key)
                         if addr == tfree:
                             tfree, tsize = rest, size - x
                         size = x
                     else:
+                        del keys[i]
                         del free_start[end]
                         if addr == tfree:
                             tfree = -1
@@ -978,17 +993,29 @@ class _Run:
                     in_use -= size
                     start, end = addr, addr + size
                     after_size = free_pop(end, 0)
+                    k = -1  # where the key of a neighbour merged with sits: the merged chunk sorts after it
                     if after_size:
-                        key_pop(bisect_left(keys, (after_size << shift) | end))
+                        k = bisect_left(keys, (after_size << shift) | end)
                         del free_start[end + after_size]
                         end += after_size
                     before = start_pop(addr, -1)
                     if before >= 0:
-                        key_pop(bisect_left(keys, (free_pop(before) << shift) | before))
+                        if k >= 0:
+                            del keys[k]
+                        k = bisect_left(keys, (free_pop(before) << shift) | before)
                         start = before
                     free_size[start] = end - start
                     free_start[end] = start
-                    insort(keys, ((end - start) << shift) | start)
+                    key = ((end - start) << shift) | start
+                    if k < 0:
+                        insort(keys, key)
+                    else:
+                        j = bisect_left(keys, key, k + 1)
+                        if j == k + 1:
+                            keys[k] = key
+                        else:
+                            del keys[k]
+                            keys.insert(j - 1, key)
                     if end == tend:  # the chunk that moves with the limit is free again
                         tfree, tsize = start, end - start
                     if record:
