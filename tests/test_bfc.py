@@ -15,10 +15,12 @@ import pytest
 from memtrace.allocator import bfc
 from memtrace.allocator.bfc import (
     BFCOptions,
+    Outcome,
     Requests,
     bin_for_size,
     fits,
     min_limit,
+    outcome,
     proven_limits,
     rounded_bytes,
     search_min_limit,
@@ -291,6 +293,14 @@ def test_the_smallest_limit_is_exact_and_every_limit_tried_says_what_a_full_repl
         assert not any(fits(seq_copy(requests), BFCOptions(limit, growth, gc, fraction))
                        for limit in range(granularity, search.limit_bytes, granularity))
         assert min_limit(seq_copy(requests), options, granularity) == search.limit_bytes
+        # AND the outcome under each limit tried, worked out from the replays that proved it where none ran under
+        # it (the peak in use and the largest pool move with the limit where the cut region's last chunk was in
+        # use, or the region made), is that of a replay recording every event
+        for limit, _ in search.tried:
+            here = BFCOptions(limit, growth, gc, fraction)
+            theirs = simulate(seq_copy(requests), here)
+            assert outcome(requests, here) == Outcome(theirs.fits, theirs.failed_at, theirs.peak_in_use_bytes,
+                                                      theirs.max_pool_bytes)
 
 
 def seq_copy(requests: Requests) -> Requests:

@@ -57,7 +57,7 @@ from __future__ import annotations
 import math
 import weakref
 from bisect import bisect_left, insort
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import numpy as np
@@ -462,11 +462,16 @@ class _Limits:
     unlimited replay's states where it makes a region the limits searched may cut, to resume replays from.
     """
 
-    def __init__(self, requests: Requests, options: BFCOptions) -> None:
+    def __init__(self, requests: Requests, options: BFCOptions, needed_bytes: int) -> None:
         self._requests = weakref.ref(requests)  # kept by the sequence (a strong reference would keep it forever)
         self.options = _with_limit(options, 0)
-        self.needed_bytes = requests.peak_rounded_live_bytes()  # no limit below it fits
+        self.needed_bytes = needed_bytes  # no limit below it fits
+        # With growth, the same options but garbage collection, where asked about too: what they proved, see _lookup.
+        self.without_gc: _Limits | None = None
+        self.with_gc: _Limits | None = None
         self.proven: list[tuple[int, int, bool]] = []
+        self.stats: list[tuple[int, int, int, int | None, tuple[int, int, int, int]]] = []  # and what they show
+        self.unlimited_peaks = (0, _NEVER, 0, _NEVER)
         self.outcomes: dict[int, Outcome] = {}
         self.replays = 0
         self.replayed_events = 0
@@ -496,6 +501,20 @@ class _Limits:
         return low, high, ok
 
     def _lookup(self, limit: int) -> tuple[int, int, bool] | None:
+        found = self._own(limit)
+        if found is None and self.without_gc is not None:
+            # A replay without garbage collection that fits is the replay with it (collection runs only where an
+            # extension fails, and it never failed).
+            other = self.without_gc._own(limit)
+            found = other if other is not None and other[2] else None
+        if found is None and self.with_gc is not None:
+            # A replay with garbage collection that fails: the one without is the same up to the first extension
+            # that fails, and fails there.
+            other = self.with_gc._own(limit)
+            found = other if other is not None and not other[2] else None
+        return found
+
+    def _own(self, limit: int) -> tuple[int, int, bool] | None:
         if limit < self.needed_bytes:
             return (0, self.needed_bytes - 1, False)
         best = None
@@ -511,11 +530,18 @@ class _Limits:
         """Proven, or replayed (taking snapshots for replays under nearby limits to resume from, with ``snapshots``:
         a search asks about many)."""
         found = self._lookup(limit)
-        return found[2] if found is not None else self.outcome(limit, exact=False, snapshots=snapshots).fits
+        return found[2] if found is not None else self.outcome(limit, snapshots=snapshots).fits
 
     def unlimited(self, keep_from: int) -> int:
         """The largest pool of the replay under the largest limit the model holds (with ``reuse``); its states where it
         makes a region that a limit of ``keep_from`` or more may cut are kept to resume from."""
+        twin = self.without_gc or self.with_gc  # unlimited, no extension fails: the same replay either way
+        if (self.checkpoints is None or keep_from < self._kept_from) and twin is not None and (
+                twin.checkpoints is not None and twin._kept_from <= keep_from):
+            self.checkpoints, self._kept_from, self.unlimited_outcome, self.unlimited_peaks = (
+                twin.checkpoints, twin._kept_from, twin.unlimited_outcome, twin.unlimited_peaks)
+            self._prove(self.unlimited_outcome.max_pool_bytes, MAX_LIMIT_BYTES, MAX_LIMIT_BYTES, None,
+                        self.unlimited_peaks)
         if self.checkpoints is None or keep_from < self._kept_from:
             checkpoints: list[_Checkpoint] = []
             run = _Run(self.requests, _with_limit(self.options, MAX_LIMIT_BYTES), record=False, checkpoints=checkpoints,
@@ -525,16 +551,24 @@ class _Limits:
                 raise ValueError("no limit the model holds fits these requests")
             self.checkpoints, self._kept_from = checkpoints, keep_from
             self.unlimited_outcome = Outcome(True, None, run.peak, run.max_pool)
-            self.proven.append((run.max_pool, MAX_LIMIT_BYTES, True))  # every region as unlimited: the same replay
+            self.unlimited_peaks = run.peaks
+            self._prove(run.max_pool, MAX_LIMIT_BYTES, MAX_LIMIT_BYTES, None, run.peaks)  # every region whole: the same
         return self.unlimited_outcome.max_pool_bytes
 
-    def outcome(self, limit: int, exact: bool = True, snapshots: bool = False) -> Outcome:
-        """The outcome under ``limit``: remembered, or replayed (from a saved state where one applies). Without
-        ``exact`` the peak and the largest pool may be left unknown (-1): a replay resumed from another replay's
-        snapshot does not know them."""
+    def outcome(self, limit: int, snapshots: bool = False) -> Outcome:
+        """The outcome under ``limit``: remembered, worked out from a replay whose proof covers it (the peak in use
+        and the largest pool move with the limit where they were reached with the moving chunk in use, or the cut
+        region made), or replayed (from a saved state where one applies)."""
         found = self.outcomes.get(limit)
-        if found is not None and (found.peak_in_use_bytes >= 0 or not exact):
+        if found is not None:
             return found
+        if limit % MIN_ALLOCATION_BYTES == 0:
+            for low, high, ran_at, failed_at, (peak, peak_moving, pool, pool_moving) in self.stats:
+                if low <= limit <= high:
+                    d = limit - ran_at
+                    found = self.outcomes[limit] = Outcome(failed_at is None, failed_at, max(peak, peak_moving + d),
+                                                           max(pool, pool_moving + d))
+                    return found
         start, whole_from = None, 0
         if self.reuse and self.checkpoints is not None and limit >= self._kept_from:
             whole_from = self._kept_from
@@ -544,11 +578,11 @@ class _Limits:
                     break
                 whole_from = max(whole_from, c.pool + c.region_bytes)
             if start is None:  # every region as unlimited: the unlimited replay itself
-                self.proven.append((whole_from, MAX_LIMIT_BYTES, True))
+                self._prove(whole_from, MAX_LIMIT_BYTES, limit, None, self.unlimited_peaks)
                 self.outcomes[limit] = self.unlimited_outcome
                 return self.unlimited_outcome
         resume = None
-        if not exact and self.snapshots_from is start:  # the latest snapshot whose comparisons admit this limit
+        if self.snapshots_from is start:  # the latest snapshot whose comparisons admit this limit
             resume = next((z for z in reversed(self.snapshots) if z.low <= limit <= z.high), None)
         kept = [z for z in self.snapshots if resume is not None and z.row <= resume.row]
         run = _Run(self.requests, _with_limit(self.options, limit), record=False, start=start, track=True,
@@ -561,12 +595,14 @@ class _Limits:
             low = max(low, whole_from)
             high = min(high, start.pool + start.region_bytes - 1)
         if low <= limit <= high and low < high:
-            self.proven.append((low, high, run.failed_at is None))
-        exact_run = run.exact_peak
-        found = Outcome(run.failed_at is None, run.failed_at, run.peak if exact_run else -1,
-                        run.max_pool if exact_run else -1)
-        self.outcomes[limit] = found
+            self._prove(low, high, limit, run.failed_at, run.peaks)
+        found = self.outcomes[limit] = Outcome(run.failed_at is None, run.failed_at, run.peak, run.max_pool)
         return found
+
+    def _prove(self, low: int, high: int, ran_at: int, failed_at: int | None, peaks: tuple[int, int, int, int]) -> None:
+        """Limits ``low``..``high`` decide as the replay under ``ran_at`` did (its peaks: see _Run.peaks)."""
+        self.proven.append((low, high, failed_at is None))
+        self.stats.append((low, high, ran_at, failed_at, peaks))
 
     def _count(self, run: _Run) -> None:
         self.replays += 1
@@ -591,7 +627,13 @@ def _limits(requests: Requests, options: BFCOptions) -> _Limits:
         key = BFCOptions(0, False, False, key.fragmentation_fraction, key.regions_descending, key.region_order)
     found = per_options.get(key)
     if found is None:
-        found = per_options[key] = _Limits(requests, options)
+        twin_key = replace(key, garbage_collection=not key.garbage_collection)
+        twin = per_options.get(twin_key)
+        found = per_options[key] = _Limits(requests, options, twin.needed_bytes if twin is not None else (
+            next(iter(per_options.values())).needed_bytes if per_options else requests.peak_rounded_live_bytes()))
+        if twin is not None and key.allow_growth:
+            without, with_ = (twin, found) if key.garbage_collection else (found, twin)
+            with_.without_gc, without.with_gc = without, with_
     return found
 
 
@@ -646,6 +688,7 @@ class _Snapshot:
     tfree: int
     tsize: int
     tend: int
+    peaks: tuple[int, int, int, int]  # see _Run.peaks
 
     @property
     def size_bytes(self) -> int:
@@ -653,6 +696,7 @@ class _Snapshot:
         return 8 * len(self.keys) + 100 * (len(self.free_size) + len(self.used)) + 1000
 
 
+_NEVER = -(1 << 62)  # a maximum of nothing
 _SNAPSHOT_BYTES = 32 << 20  # what a sequence's snapshots may hold in all
 _SNAPSHOTS = 64  # about this many in a replay, evenly spaced
 _SNAPSHOT_ROWS = 8192  # and at least this many rows apart
@@ -718,7 +762,6 @@ class _Run:
         self.snapshots = snapshots
         self.proven_low = self.proven_high = options.limit_bytes
         self.first_row = resume.row if resume is not None else start.row if start is not None else 0
-        self.exact_peak = resume is None  # a resumed replay does not know the peak before it (nor the largest pool)
         self._replay()
 
     def _slot(self, region: int) -> int:
@@ -753,6 +796,9 @@ class _Run:
         regions: dict[int, int] = {}  # region -> size, the live ones
         region_rows: list[int] = []
         pool = in_use = peak = max_pool = 0
+        # Where they move with the limit (while the moving chunk is in use; once the cut region is made), the peak in
+        # use and the largest pool under this limit, kept apart: under limit + d they are d larger.
+        peak_moving = pool_moving = _NEVER
         first_row = 0
         checkpoints = self._checkpoints
         keep_from = self._keep_from
@@ -812,7 +858,9 @@ class _Run:
                     used[moving] += d
                     in_use += d
                 tend += d
-            peak, max_pool = in_use, pool
+            peak, peak_moving, max_pool, pool_moving = z.peaks
+            peak_moving += d
+            pool_moving += d
         snapshots = self.snapshots if track else None
         every = max(_SNAPSHOT_ROWS, n // _SNAPSHOTS) if snapshots is not None else _BLOCK
         record = self.record
@@ -831,7 +879,8 @@ class _Run:
                 snapshots.append(_Snapshot(begin, limit, limit + dlo, limit + dhi, list(keys), dict(free_size),
                                            dict(free_start), dict(used), dict(addr_of), dict(regions),
                                            tuple(region_rows), pool, in_use, growth_size, pool_slope, growth_slope,
-                                           dict(region_slope), tfree, tsize, tend))
+                                           dict(region_slope), tfree, tsize, tend,
+                                           (peak, peak_moving, max_pool, pool_moving)))
                 if sum(z.size_bytes for z in snapshots) > _SNAPSHOT_BYTES:
                     del snapshots[::2]  # thin them out, evenly
             for row, x in enumerate(events[begin:begin + every].tolist(), begin):
@@ -878,7 +927,10 @@ class _Run:
                                 regions[r] = size
                                 base = vbase(r)
                                 pool += size
-                                max_pool = max(max_pool, pool)
+                                if pool_slope or slope:
+                                    pool_moving = max(pool_moving, pool)
+                                else:
+                                    max_pool = max(max_pool, pool)
                                 free_size[base] = size
                                 free_start[base + size] = base
                                 insort(keys, (size << shift) | base)
@@ -979,8 +1031,11 @@ class _Run:
                     used[addr] = size
                     addr_of[row] = addr
                     in_use += size
-                    if in_use > peak:  # noqa: PLR1730 - a call to max() costs more in this loop
-                        peak = in_use
+                    if tend < 0 or tfree >= 0:  # in use does not move with the limit (the chunk that does is free)
+                        if in_use > peak:  # noqa: PLR1730 - a call to max() costs more in this loop
+                            peak = in_use
+                    elif in_use > peak_moving:
+                        peak_moving = in_use
                     if record:
                         add_rec((addr, size, in_use, pool, keys[-1] >> shift if keys else 0))
                 elif x < 0:  # a free of the allocation at row ~x
@@ -1031,8 +1086,9 @@ class _Run:
         if record and rec:
             tables.append(np.array(rec, dtype=np.int64))
 
-        self.peak = peak
-        self.max_pool = max_pool
+        self.peaks = (peak, peak_moving, max_pool, pool_moving)
+        self.peak = max(peak, peak_moving)
+        self.max_pool = max(max_pool, pool_moving)
         self.region_rows = tuple(region_rows)
         self.regions = dict(regions)
         self.used = used
