@@ -1,16 +1,22 @@
-"""How fast the BFC model replays: one replay of N events, and a smallest-limit search.
+"""How fast the BFC model replays: one replay of N events, a smallest-limit search, and a whole default ``fit``.
 
-    python scripts/bench_fit.py [--events 500000] [--seed 0]
+    python scripts/bench_fit.py [--events 500000] [--seed 0] [--fit]
 
 The sequence is synthetic and deterministic: a training-like pattern of long-lived weights, then
 steps of activations of many sizes (256 B to 64 MiB) allocated in a forward pass and freed in
-reverse, with short-lived temporaries in between. Prints seconds per replay (recording every
-event's statistics, and recording nothing, as the limit search does) and for ``min_limit``.
+reverse, with short-lived temporaries in between. Prints CPU seconds per replay (recording every
+event's statistics, and recording nothing, as the limit search does) and for each search (with
+the replays it made and the events they replayed, where the version measured says). ``--fit``
+also runs what ``memtrace fit`` runs on a trace without a limit (the search, the outcome under
+the answer, and the four alternatives), under TF's CPU options (growth on) and GPU options
+(growth off, garbage collection on), and prints the CPU time and the process's peak RSS. Run it
+with ``PYTHONPATH`` set to another checkout to compare versions.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 
 import numpy as np
@@ -56,22 +62,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=500_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fit", action="store_true", help="also a whole default fit under TF's CPU and GPU options")
     args = parser.parse_args()
     requests = training_like(args.events, args.seed)
-    options = BFCOptions(64 << 30)
-    print(f"{len(requests):,} events, {int(requests.is_alloc.sum()):,} allocations")
-    for what, run in (("simulate (every event recorded)", lambda: simulate(requests, options)),
-                      ("fits (nothing recorded)", lambda: fits(requests, options))):
+    print(f"{len(requests):,} events, {int(requests.is_alloc.sum()):,} allocations; "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB of RSS made")
+    for what, run in (("simulate (every event recorded)", lambda: simulate(requests, BFCOptions(64 << 30))),
+                      ("fits (nothing recorded)", lambda: fits(requests, BFCOptions(64 << 30)))):
         start, cpu = time.perf_counter(), time.process_time()
         run()
         print(f"{what}: {time.perf_counter() - start:.2f} s ({time.process_time() - cpu:.2f} s of CPU)")
     for growth in (True, False):
+        fresh = _copy(requests)  # nothing an earlier replay proved carries over
         opts = BFCOptions(64 << 30, allow_growth=growth)
         start, cpu = time.perf_counter(), time.process_time()
-        search = search_min_limit(requests, opts)
-        print(f"min_limit (allow_growth {'on' if growth else 'off'}): {search.limit_bytes / (1 << 20):,.0f} MiB, "
-              f"{len(search.tried)} limits, {time.perf_counter() - start:.2f} s ({time.process_time() - cpu:.2f} s of CPU)")
-    assert min_limit(requests, options) > 0
+        search = search_min_limit(fresh, opts)
+        replays = f", {search.replays} replays of {search.replayed_events:,} events" if hasattr(search, "replays") else ""
+        print(f"search_min_limit (allow_growth {'on' if growth else 'off'}): {search.limit_bytes / (1 << 20):,.0f} MiB, "
+              f"{len(search.tried)} limits{replays}, below_step {search.below_step}, "
+              f"{time.perf_counter() - start:.2f} s ({time.process_time() - cpu:.2f} s of CPU)")
+    assert min_limit(requests, BFCOptions(64 << 30)) > 0
+    if args.fit:
+        from memtrace.allocator.fit import fit_requests
+
+        for name, opts in (("CPU (growth on)", BFCOptions(0, True, False)),
+                           ("GPU (growth off, garbage collection on)", BFCOptions(0, False, True))):
+            fresh = _copy(requests)
+            start, cpu = time.perf_counter(), time.process_time()
+            result = fit_requests(fresh, opts)
+            print(f"fit, {name}: smallest {result.min_limit_bytes / (1 << 20):,.0f} MiB (below it every "
+                  f"{result.below_step_bytes / (1 << 20):,.0f} MiB tried), alternatives "
+                  f"{', '.join(f'{a.min_limit_bytes / (1 << 20):,.0f}' for a in result.alternatives)} MiB; "
+                  f"{time.perf_counter() - start:.1f} s ({time.process_time() - cpu:.1f} s of CPU); peak RSS so far "
+                  f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+def _copy(requests: Requests) -> Requests:
+    return Requests(requests.is_alloc.copy(), requests.requested_bytes.copy(), requests.frees.copy(),
+                    requests.op.copy(), requests.time_ns.copy(), requests.op_names)
 
 
 if __name__ == "__main__":
