@@ -407,3 +407,27 @@ def test_check_fits_escapes_the_failing_ops_name(capsys: pytest.CaptureFixture[s
     with pytest.raises(AssertionError) as failed:
         memtrace.testing.assert_fits(str(path), "CPU:0", "1MiB")
     assert "\x1b" not in str(failed.value) and "evil\\x1b" in str(failed.value)
+
+
+# -- --card limits the GPU's allocators, not the pinned host allocator (issue 36) ---------------------------
+
+
+def test_card_leaves_the_pinned_host_allocator_its_own_limit(capsys: pytest.CaptureFixture[str],
+                                                             tmp_path: Path) -> None:
+    # GIVEN TF's pinned host allocator holding 20 GiB of input batches (host RAM, not the card's memory)
+    path = write_profile(tmp_path / "host.xplane.pb", [(True, 20 << 30, 20 << 30, BASE, 20 << 30, 0.0, "batches")],
+                         allocator="cuda_host_bfc")
+    # WHEN asked whether the step fits a 16 GB card
+    code, out, _ = run(capsys, "fit", str(path), "--card", "16GB", "--json", "--no-alternatives")
+    entry = json.loads(out)["allocators"][0]
+    # THEN the host allocator keeps TF_GPU_HOST_MEM_LIMIT_IN_MB's 131,072 MiB, fits, and a note says why
+    assert code == 0 and entry["fits"] is True and entry["options"]["limit_bytes"] == 131072 * MIB
+    assert any("cuda_host_bfc holds pinned host memory (RAM), so it keeps its own limit, TF_GPU_HOST_MEM_LIMIT_IN_MB"
+               in note for note in entry["assumptions"])
+    code, out, _ = run(capsys, "fit", str(path), "--card", "16GB", "--no-alternatives")
+    assert code == 0 and "under 131,072 MiB: fits" in out and "limits the GPU's allocators only" in " ".join(out.split())
+    # AND XLA's host allocator keeps XLA's own (64 GiB); a GPU allocator takes the card's
+    from memtrace.allocator.defaults import limit_on_card
+
+    assert limit_on_card("xla_gpu_host_bfc", "XLA", 16 * 10**9, 8)[0] == 64 << 30
+    assert limit_on_card("GPU_0_bfc", "TensorFlow", 16 * 10**9, 8) == (16 * 10**9 - 1536 * MIB, None)
