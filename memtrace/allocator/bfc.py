@@ -224,6 +224,10 @@ class Simulation:
     chunks: tuple[ChunkState, ...]  # by region (creation order), then offset
     region_rows: tuple[int, ...] = field(default=())
     max_pool_bytes: int = 0
+    # every region the replay made, (region, size_bytes) in creation order, and (region, row) of each one garbage
+    # collection gave back at that row's request (``regions`` holds only the live ones)
+    made_regions: tuple[tuple[int, int], ...] = field(default=())
+    given_back: tuple[tuple[int, int], ...] = field(default=())
 
     @property
     def fragmentation(self) -> FloatArray:
@@ -795,6 +799,8 @@ class _Run:
         addr_of: dict[int, int] = {}  # allocation row -> vaddr, while in use
         regions: dict[int, int] = {}  # region -> size, the live ones
         region_rows: list[int] = []
+        made_regions: list[tuple[int, int]] = []  # (region, size) of every region made, and (region, row) of each
+        given_back: list[tuple[int, int]] = []  # given back: kept by a recording replay (never one that resumes)
         pool = in_use = peak = max_pool = 0
         # Where they move with the limit (while the moving chunk is in use; once the cut region is made), the peak in
         # use and the largest pool under this limit, kept apart: under limit + d they are d larger.
@@ -925,6 +931,8 @@ class _Run:
                                     raise ValueError("the replay made more regions than the model holds")
                                 region_rows.append(row)
                                 regions[r] = size
+                                if record:
+                                    made_regions.append((r, size))
                                 base = vbase(r)
                                 pool += size
                                 if pool_slope or slope:
@@ -962,6 +970,8 @@ class _Run:
                                 del free_start[base + s]
                                 del regions[r]
                                 pool -= s
+                                if record:
+                                    given_back.append((r, row))
                                 if r in region_slope:
                                     pool_slope -= region_slope.pop(r)
                                     tfree = tend = -1
@@ -1091,6 +1101,8 @@ class _Run:
         self.max_pool = max(max_pool, pool_moving)
         self.region_rows = tuple(region_rows)
         self.regions = dict(regions)
+        self.made_regions = tuple(made_regions)
+        self.given_back = tuple(given_back)
         self.used = used
         self.free_size = free_size
         self.addr_of = addr_of
@@ -1164,5 +1176,6 @@ class _Run:
             chunk_bytes=rec_size.copy(), bytes_in_use=rec_in_use.copy(), pool_bytes=rec_pool.copy(),
             largest_free_bytes=rec_largest.copy(),
             peak_in_use_bytes=self.peak, regions=tuple(sorted(self.regions.items())), chunks=tuple(chunks),
-            region_rows=self.region_rows, max_pool_bytes=self.max_pool,
+            region_rows=self.region_rows, max_pool_bytes=self.max_pool, made_regions=self.made_regions,
+            given_back=self.given_back,
         )

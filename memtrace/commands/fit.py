@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--garbage-collection", action=argparse.BooleanOptionalAction, default=None,
                         help="free wholly free regions before giving up (default: TF's off for CPU BFC, on for GPU; "
                         "XLA's off)")
-    parser.add_argument("--fragmentation-fraction", metavar="F", type=float, default=None,
+    parser.add_argument("--fragmentation-fraction", metavar="F", default=None,
                         help="split a chunk whose remainder is at least F x limit (TF's "
                         "internal_fragmentation_fraction); default 0: the 128 MiB rule")
     parser.add_argument("--recorded-limit", metavar="SIZE",
@@ -51,16 +51,17 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..allocator.defaults import card_limit_bytes, parse_compute_capability
+    from dataclasses import replace
+
+    from ..allocator.defaults import limit_on_card, parse_compute_capability
     from ..allocator.fit import fit
     from ..allocator.requests import bfc_allocators
     from ..errors import UsageError
     from ..reporters import fit as report
     from ..units import parse_size
 
-    fraction = args.fragmentation_fraction
-    if fraction is not None and not 0.0 <= fraction <= 1.0:
-        raise UsageError(f"--fragmentation-fraction must be between 0 and 1 (got {fraction:g})")
+    fraction = _fraction(args.fragmentation_fraction)
+    args.fragmentation_fraction = fraction  # (fit --vs reads it too)
     limit = _size(args.limit, "--limit", parse_size)
     card = None
     if args.card is not None:  # the limit on the card is the runtime's: TF's (less a reserve) or XLA's (a fraction)
@@ -77,10 +78,18 @@ def run(args: argparse.Namespace) -> int:
         if not allocators:
             raise UsageError(f"{trace.path}: no allocator here made BFC requests (it has: "
                              f"{', '.join(trace.allocators) or 'none'}); name one with --allocator")
-    limits = {name: limit if card is None else card_limit_bytes(*card, trace.runtime_of(name)) for name in allocators}
+    limits: dict[str, int | None] = {name: limit for name in allocators}
+    card_notes: dict[str, str] = {}
+    if card is not None:  # the card limits the GPU's allocators; a pinned host allocator keeps its own (a note says so)
+        for name in allocators:
+            limits[name], note = limit_on_card(name, trace.runtime_of(name), *card, f"--card {args.card.strip()}")
+            if note is not None:
+                card_notes[name] = note
     results = [fit(trace, name, limit=limits[name], allow_growth=args.allow_growth, garbage_collection=args.garbage_collection,
                    fragmentation_fraction=fraction, recorded_limit=recorded, alternatives=args.alternatives)
                for name in allocators]
+    results = [replace(r, assumptions=(*r.assumptions, card_notes[r.allocator])) if r.allocator in card_notes else r
+               for r in results]
 
     if args.html:
         return _write_html(args, trace, allocators, limits, fraction, results)
@@ -112,6 +121,21 @@ def _write_html(args: argparse.Namespace, trace: Any, allocators: list[str], lim
     with open_output(args.output, input_paths(args)) as out:
         render_html(spaces, out, f"memtrace fit: {trace.path}")
     return 0 if all(r.fits for r in results) else 1
+
+
+def _fraction(text: str | None) -> float | None:
+    """``--fragmentation-fraction``: a number from 0 to 1; anything else is one line (not argparse's usage)."""
+    from ..errors import UsageError
+
+    if text is None:
+        return None
+    try:
+        fraction = float(text)
+    except ValueError:
+        raise UsageError(f"--fragmentation-fraction must be a number between 0 and 1 (got {text!r})") from None
+    if not 0.0 <= fraction <= 1.0:  # (also nan)
+        raise UsageError(f"--fragmentation-fraction must be between 0 and 1 (got {fraction:g})")
+    return fraction
 
 
 def _size(text: str | None, option: str, parse: Any) -> int | None:

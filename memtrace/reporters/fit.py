@@ -121,9 +121,12 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
         out.write(f"  self-check: {reproduction_line(p)} (replayed under {mib(p.limit_bytes)}, regions at {order})\n")
         if p.first_difference:
             out.write(f"  first difference: {clean(p.first_difference)}\n")
-    out.write(f"  smallest limit: {mib(r.min_limit_bytes)}"
-              + ("" if r.below_step_bytes <= MIB else
-                 f" (the limits below it were tried every {mib(r.below_step_bytes)}: a smaller one may fit)") + "\n")
+    if r.min_limit_bytes is None:
+        out.write("  smallest limit: none that the model holds (up to 8 TiB) fits these requests\n")
+    else:
+        out.write(f"  smallest limit: {mib(r.min_limit_bytes)}"
+                  + ("" if r.below_step_bytes <= MIB else
+                     f" (the limits below it were tried every {mib(r.below_step_bytes)}: a smaller one may fit)") + "\n")
     if r.counterexample is not None:
         fails, fits = r.counterexample
         out.write(f"  fitting is NOT monotone in the limit: {mib(fits)} fits but {mib(fails)} does not (with growth, "
@@ -131,6 +134,7 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
     out.write(f"  no allocator could do with less than {format_bytes(r.requested_peak_bytes)} (the most rounded bytes "
               "alive at once)\n")
     if o.limit_bytes is None:
+        assert r.lost_bytes is not None  # without a limit, fit found the smallest one (else it refused)
         out.write(f"  under the smallest limit: peak in use {format_bytes(r.peak_in_use_bytes)}, "
                   f"{format_bytes(r.lost_bytes)} of the limit lost to fragmentation (limit - peak in use)\n")
     else:
