@@ -430,15 +430,16 @@ def min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 2
     """The smallest limit, a multiple of ``granularity`` (TF's options take MiB), under which the sequence fits.
 
     The answer of :func:`search_min_limit`, found from the lower bound up alone (no bisection, no
-    probes above it): every limit no replay has proven yet is replayed, and its proof skips the
-    limits that decide alike, up to the first that fits. Past the search's budget it is the search.
+    probes above it, no unlimited replay): every limit no replay has proven yet is replayed, and its
+    proof skips the limits that decide alike, up to the first that fits. Past the search's budget
+    it is the search.
     """
     if granularity <= 0:
         raise ValueError("the granularity must be positive")
     limits = _limits(requests, options)
     units = max(0, -(-limits.needed_bytes // granularity) - 1) + 1
-    if limits.reuse:
-        limits.unlimited(units * granularity)  # its largest pool fits: the scan ends there at the latest
+    # (No unlimited replay for states to resume from, unless one was made: most of the scan's replays fail early,
+    # and the one that fits would cost about as much as it does.)
     allowed, spent = max(budget_events, 4 * max(1, len(requests))), limits.replayed_events
     while units <= MAX_LIMIT_BYTES // granularity:
         if limits.replayed_events - spent > allowed:
