@@ -433,7 +433,8 @@ def measure_fit(out: Path, repeats: int, compare: Path | None) -> list[str]:
         ("peak lstm13_b16", [*memtrace, "peak", s]),
         ("peak lstm13_b64", [*memtrace, "peak", l]),
         ("fit lstm13_b16 --vs lstm13_b64", [*memtrace, "fit", s, "--vs", l]),
-        ("fit lstm13_b16 --vs lstm13_b64 --limit 4GiB", [*memtrace, "fit", s, "--vs", l, "--limit", "4GiB"]),
+        ("fit lstm13_b16 --vs lstm13_b64 --batch 256 --limit 4GiB",
+         [*memtrace, "fit", s, "--vs", l, "--batch", "256", "--limit", "4GiB"]),
     ]
     versions = [("now", ROOT)] + ([("before", compare)] if compare is not None else [])
     runs = []

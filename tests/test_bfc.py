@@ -319,3 +319,28 @@ def test_a_search_on_a_step_not_monotone_in_the_limit_stays_linear_in_its_events
     # THEN it is exact (the answer of the core alone) and takes a few replays, not one per limit below the boundary
     assert search.limit_bytes == search_min_limit(seq(*core), BFCOptions(0)).limit_bytes == 4 * MIB
     assert search.exhaustive and search.replays <= 10 and search.replayed_events <= 10 * len(requests)
+
+
+def test_with_growth_garbage_collection_on_and_off_share_what_they_prove() -> None:
+    # GIVEN sequences searched without garbage collection, then with it, on the same objects
+    for seed in range(8):
+        requests = random_sequence(300 + seed, 150, 14 + seed % 8)
+        off = search_min_limit(requests, BFCOptions(0, True, False), 64 * KIB)
+        on = search_min_limit(requests, BFCOptions(0, True, True), 64 * KIB)
+        # THEN each answer and every limit tried is what fresh replays say (a fit without collection is the fit
+        # with it, a failure with it a failure without), and the answer with it is found again from scratch
+        fresh = search_min_limit(seq_copy(requests), BFCOptions(0, True, True), 64 * KIB)
+        assert (on.limit_bytes, on.tried) == (fresh.limit_bytes, fresh.tried)
+        for search, gc in ((off, False), (on, True)):
+            assert all(fits(seq_copy(requests), BFCOptions(limit, True, gc)) == ok for limit, ok in search.tried)
+
+
+def test_the_limit_search_keeps_states_only_where_a_searched_limit_can_cut_a_region() -> None:
+    # GIVEN a sequence that grows the pool through ten regions (2 MiB, 4 MiB, ... as it asks for more)
+    requests = seq(*[("a", MIB) for _ in range(1000)])
+    # WHEN its smallest limit is searched for (with growth: replays resume from the unlimited replay's states)
+    search = search_min_limit(requests, BFCOptions(0))
+    # THEN only the states before the regions a limit above the lower bound (1,000 MiB) can cut are kept, as arrays
+    kept = bfc._limits(requests, BFCOptions(0)).checkpoints
+    assert search.limit_bytes == 1000 * MIB and kept is not None and 1 <= len(kept) <= 2
+    assert all(c.pool + c.region_bytes > 1000 * MIB and isinstance(c.used_sizes, np.ndarray) for c in kept)
