@@ -153,7 +153,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def render_text(results: TraceFragmentation, out: IO[str], top: int = 10, span: str = "step") -> None:
-    """Each allocator's waste; times are into the ``span``: the step, or a profile of several steps."""
+    """Each allocator's waste; times are into the ``span``: the step, or a profile (of several steps, or of none marked)."""
     if not results.allocators:
         out.write("no allocator in this trace: it holds no memory information\n")
     for number, f in enumerate(results.allocators):
@@ -236,14 +236,14 @@ def _story(f: AllocatorFragmentation) -> str:
 
 def _render_moment(label: str, m: Moment, out: IO[str], span: str = "step") -> None:
     if m.time_us is None:
-        out.write(f"  {label}: the allocator never rises above its level at the step start\n")
+        out.write(f"  {label}: the allocator never rises above its level at the {span} start\n")
         return
     w = m.live
     out.write(
         f"  {label} ({format_us(m.time_us * 1000)} into the {span}): {_count(w.tensors, 'live output buffer')}, requested "
         f"{format_bytes(w.requested_bytes)}, allocated {format_bytes(w.allocated_bytes)}, waste "
         f"{format_bytes(w.waste_bytes)} ({_percent(w.waste_bytes, w.allocated_bytes)}), "
-        f"of {format_bytes(m.replay_live_bytes)} live since the step start\n"
+        f"of {format_bytes(m.replay_live_bytes)} live since the {span} start\n"
     )
 
 
