@@ -5,13 +5,14 @@ that allocated it to the event that freed it; holes are the space of a region no
 The layout is the model's replay of the allocator's requests (:mod:`memtrace.allocator.bfc`): for a profile
 that starts at the allocator's birth it is the allocator's own (the model reproduces every
 address, see :func:`memtrace.allocator.reproduce.reproduce`); elsewhere it is what the allocator would have done
-with the trace's requests from an empty start. Time is counted in events (one step per allocation
-or free), as PyTorch's allocator history does: a trace's clock has long idle stretches.
+with the trace's requests from an empty start. Each event has its index (one per allocation or
+free, as PyTorch's allocator history counts) and its time; the picture draws time, its idle
+stretches cut short (:mod:`memtrace.reporters.address_space`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -55,6 +56,8 @@ class AddressSpace:
     failed_op: str
     exact: bool  # the layout is the allocator's own: every address of the trace reproduced
     note: str  # where the layout comes from, in words
+    # (step, start) of each step a profile marks, on the same clock as time_ns
+    step_starts_ns: tuple[tuple[int, int], ...] = ()
 
     @property
     def pool_bytes(self) -> int:
@@ -131,7 +134,10 @@ def address_space(trace: TraceData, allocator: str, limit: int | None = None, al
     else:
         note = (f"the BFC model's layout of the trace's requests from an empty allocator ({how}): the trace starts "
                 "after the allocator's birth")
-    return lay_out(found.requests, options, allocator, exact, note)
+    space = lay_out(found.requests, options, allocator, exact, note)
+    origin = trace.step_start_ns + (int(found.requests.time_ns[0]) if len(found.requests) else 0)
+    return replace(space, step_starts_ns=tuple((s.number, s.start_ns - origin) for s in trace.steps
+                                               if trace.step is None or s.number == trace.step))
 
 
 

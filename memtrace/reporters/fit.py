@@ -100,6 +100,19 @@ def reproduction_line(p: Reproduction) -> str:
     return line
 
 
+def headline(r: FitResult) -> str:
+    """The answer in one sentence, as the text says it first (the pages lead with it): the smallest limit,
+    whether the limit asked for fits, and where not, the request that fails."""
+    line = f"{r.allocator}: the smallest limit is {mib(r.min_limit_bytes)}"
+    if r.options.limit_bytes is not None:
+        line += f"; under {mib(r.options.limit_bytes)} it {'fits' if r.fits else 'does NOT fit'}"
+    f = r.failure
+    if f is not None:
+        line += (f": {f.op or '(op unknown)'} asks for {format_bytes(f.request_bytes)} at event {f.row:,} and the "
+                 f"largest free chunk is {format_bytes(f.largest_free_bytes)} ({f.verdict})")
+    return line + "."
+
+
 def render_text(results: list[FitResult], out: IO[str], map_rows: int = 20) -> None:
     for number, r in enumerate(results):
         if number:
