@@ -108,6 +108,9 @@ class OomDump:
     live_tensors: tuple[LiveTensor, ...] = ()
     live_tensors_remaining: tuple[int, int] | None = None  # ("Remaining N nodes with S") -> (N, bytes)
     missing: tuple[str, ...] = field(default=())  # sections a cut-off dump lacks
+    time_s: float | None = None  # when the log wrote it (its line's stamp, in seconds), where the line says
+    # Whether the log's last uncaught error reports this failure (read/bfc_log.py); None where the log shows none
+    ended_run: bool | None = None
 
     @property
     def chunks(self) -> tuple[Chunk, ...]:
