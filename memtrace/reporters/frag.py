@@ -195,7 +195,7 @@ def _render_one(f: AllocatorFragmentation, out: IO[str], top: int, span: str = "
         _render_moment("at the peak", f.at_peak, out, span)
     if f.at is not None:
         _render_moment("at the time asked for", f.at, out, span)
-    _render_external(f, out)
+    _render_external(f, out, span)
     if t.waste_bytes > 0:
         _render_histogram(f.histogram, t, out)
         _render_top_ops(f, out, top)
@@ -247,7 +247,7 @@ def _render_moment(label: str, m: Moment, out: IO[str], span: str = "step") -> N
     )
 
 
-def _render_external(f: AllocatorFragmentation, out: IO[str]) -> None:
+def _render_external(f: AllocatorFragmentation, out: IO[str], span: str = "step") -> None:
     m = f.at or f.at_peak
     where = "at the time asked for" if f.at is not None else "at the peak"
     e = m.external if m is not None else None
@@ -274,7 +274,7 @@ def _render_external(f: AllocatorFragmentation, out: IO[str]) -> None:
         out.write(f"    {_count(len(e.overlaps), 'overlap')} between live buffers, {format_bytes(e.overlap_bytes)}: see the anomalies\n")
     if e.regions:
         out.write(f"    {REGIONS_FROM_MODEL}\n")
-    out.write(f"    {SEES_ONLY}\n")
+    out.write(f"    {SEES_ONLY.replace('the step', f'the {span}')}\n")
     if not f.bfc:
         out.write("    not a BFC allocator: its memory may come from the system heap, so the span can cross unrelated memory\n")
 

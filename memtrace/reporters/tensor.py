@@ -75,10 +75,10 @@ def _lifetime(story: BufferStory, span: str = "step") -> str:
         return (f"no allocation of this {span} holds it (made before the {span}, e.g. a variable: part of the "
                 "baseline)")
     freed = f"not freed in the {span}" if story.free_time_us is None else f"freed {_at(story.free_time_us)}"
-    span = f", lived {format_us(story.lifetime_us * 1000)}" if story.lifetime_us is not None else ""
+    lived = f", lived {format_us(story.lifetime_us * 1000)}" if story.lifetime_us is not None else ""
     origin = {"records": "allocation records", "outputs": "output lifetimes (the allocator left no records)",
               "dataflow": "the dataflow (the output names no allocator)"}[story.source]
-    return f"allocated {_at(story.alloc_time_us)}, {freed}{span} (from {origin}; times from the {span} start)"
+    return f"allocated {_at(story.alloc_time_us)}, {freed}{lived} (from {origin}; times from the {span} start)"
 
 
 def _at_peak(story: BufferStory) -> str:
