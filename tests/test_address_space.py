@@ -408,3 +408,23 @@ def test_the_script_zooms_and_its_axis_says_what_the_servers_would(tmp_path: Pat
             at, room = float(label.attrs["x"]), 6 * len(label.text)
             start = {"start": at, "end": at - room, "middle": at - room / 2}[label.attrs["text-anchor"]]
             assert 0 <= start and start + room <= LEFT + WIDTH + RIGHT, (label.text, start, room)
+
+
+def test_regions_are_numbered_from_the_lowest_address_as_the_profile_places_them(tmp_path: Path) -> None:
+    # GIVEN the Keras run's profile, whose chunk addresses the model reproduces, and its raw events (protobuf alone)
+    events = memory_events(CNN, CPU)
+    page = tmp_path / "fit.html"
+    assert main(["fit", str(CNN), "--html", "-o", str(page)]) == 0
+    text = page.read_text()
+    # WHEN each drawn chunk is placed by its event's own address
+    lowest: dict[int, int] = {}
+    for title in (t.text for t in Page(text).find("title")):
+        found = _CHUNK.search(title)
+        if found:
+            region, event = int(found[4]), int(found[5].replace(",", ""))
+            address = int(events[event]["addr"]) - int(found[3].replace(",", ""))  # the region's base
+            assert lowest.setdefault(region, address) == address  # one base per region
+    # THEN region 1 has the lowest base, and the numbers rise with the addresses, top to bottom on the page
+    assert sorted(lowest) == [1, 2, 3] and [lowest[1], lowest[2], lowest[3]] == sorted(lowest.values())
+    labels = re.findall(r'text-anchor="end" font-size="11">(region \d+: [^<]*)</text>', text)
+    assert labels == ["region 1: 32 MiB", "region 2: 4 MiB", "region 3: 2 MiB"]

@@ -80,8 +80,8 @@ def lay_out(requests: bfc.Requests, options: bfc.BFCOptions, allocator: str = ""
         boxes.append(Box(int(sim.region[row]), int(sim.offset[row]), int(sim.chunk_bytes[row]),
                          int(requests.requested_bytes[row]), row, end if end >= 0 else None,
                          names[code] if 0 <= code < len(names) else ""))
-    # Regions in address order: creation order, or its reverse where they lie descending.
-    regions = tuple(sorted(sim.regions, key=lambda r: -r[0] if options.regions_descending else r[0]))
+    # Regions in address order, as the model places them (the trace's own order, where the self-check learned it).
+    regions = tuple(sorted(sim.regions, key=lambda r: options.address_slot(r[0])))
     in_use = sim.bytes_in_use
     peak = int(np.argmax(in_use)) if done and int(in_use.max()) > 0 else None
     failed = sim.failed_at
@@ -125,7 +125,7 @@ def address_space(trace: TraceData, allocator: str, limit: int | None = None, al
     exact = False
     if found.from_birth and found.addresses is not None:
         check = reproduce(found, options)
-        options = bfc.BFCOptions(chosen, growth, gc, fragmentation_fraction, check.regions_descending)
+        options = bfc.BFCOptions(chosen, growth, gc, fragmentation_fraction, check.regions_descending, check.region_order)
         exact = check.addresses_equal == check.chunks_equal == check.allocations  # (fragmentation depends on the limit)
     if exact:
         note = f"the allocator's own layout: the model reproduces every address of the trace ({how})"
