@@ -79,6 +79,7 @@ def test_fit_html_draws_every_chunk_the_peak_and_the_failure(tmp_path: Path) -> 
     assert len(chunks) == len(space.boxes) == 13 and sum(t.startswith("Fill") for t in chunks) >= 4
     assert len(dom.find("line", "peak")) == 1 and len(dom.find("line", "failure")) == 1
     assert "out of memory: 20 MiB for Fill" in page.read_text()
+    assert "coloured by op, by bytes allocated" in page.read_text()  # (every op is Fill or unknown)
     assert len(dom.find("rect", "free")) == 4  # one band per region: 2, 4, 8 and 16 MiB
     assert len(dom.find("script")) == 2  # the error guard and the zoom (assets/address_space.js)
 

@@ -23,10 +23,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import IO
+
+import numpy as np
 
 from ..allocator.address_space import AddressSpace
 from ..trace.data import NO_OP
@@ -84,18 +87,17 @@ def idle_cap(gaps: Sequence[int], share: float = IDLE_SHARE) -> int:
     takes more than that share of the drawn time), where ``share'`` is ``share``, or more where there
     are few gaps (``1.5 / gaps``: fewer than 1 / share gaps could not meet ``share`` at all). No gap
     longer than that: the longest gap, nothing is cut."""
-    if not gaps:
+    if not len(gaps):
         return 0
-    ordered = sorted(gaps)
-    total, count = sum(ordered), len(ordered)
-    share = max(share, 1.5 / count)
-    if ordered[-1] <= share * total:
-        return ordered[-1]
-    low, high = 0.0, float(ordered[-1])
+    lengths = np.asarray(gaps, dtype=np.float64)
+    share = max(share, 1.5 / len(lengths))
+    longest = int(lengths.max())
+    if longest <= share * lengths.sum():
+        return longest
+    low, high = 0.0, float(longest)
     for _ in range(64):  # h(c) = share * sum(min(g, c)) - c is concave, h(0) = 0: its root by bisection
         middle = (low + high) / 2
-        drawn = sum(min(g, middle) for g in ordered)
-        low, high = (middle, high) if share * drawn >= middle else (low, middle)
+        low, high = (middle, high) if share * np.minimum(lengths, middle).sum() >= middle else (low, middle)
     return max(int(low), 1)
 
 
@@ -126,7 +128,7 @@ def ticks(axis: TimeAxis, low: float, high: float, target: int = 6) -> list[tupl
         a, b = max(d0, low), min(d1, high)
         if a > b:
             continue
-        real = -(-int(r0 + (a - d0)) // step) * step
+        real = math.ceil((r0 + (a - d0)) / step) * step
         while real <= r0 + (b - d0):
             drawn = d0 + (real - r0)
             if not found or drawn - found[-1][0] >= span / (target * 1.6):
@@ -210,13 +212,6 @@ def unknown_op(op: str) -> bool:
     return op in ("", NO_OP)
 
 
-def group_of(op: str, by_layer: bool) -> str:
-    """What a chunk is coloured by: its op's name scope (``model/dense_1`` of ``model/dense_1/MatMul``), or the op."""
-    if unknown_op(op):
-        return "(op unknown)"
-    return op.rpartition("/")[0] or op if by_layer else op
-
-
 def size_class(size_bytes: int) -> str:
     """A chunk's size class, where every op is the same (or unknown): ``<= 16 MiB``."""
     return "<= " + format_bytes(1 << max(size_bytes - 1, 1).bit_length())
@@ -228,20 +223,12 @@ PALETTE = ("#2563eb", "#16a34a", "#f59e0b", "#7c3aed", "#0891b2", "#db2777", "#6
 UNKNOWN = "(op unknown)"
 
 
-@dataclass(frozen=True)
-class Grouping:
-    """How chunks are grouped and what the legend calls it."""
-
-    key: dict[str, str]  # op -> group ("" for an op whose chunks are grouped by size or unknown)
-    by_size: bool
-    what: str  # in words, for the legend's note
-
-
 def grouping(space: AddressSpace, group_by: str = "scope", layer_names: LayerNames | None = None,
-             batch: int | None = None) -> tuple[Grouping, dict[int, str]]:
-    """Each chunk's group (by index into ``space.boxes``): its layer and phase (``group_by="layer"``), the
-    layer's name scope where the names show a Keras model, else the op's scope or op; by size where
-    every op is the same. Chunks of unknown ops are :data:`UNKNOWN` (unless the sizes say input data)."""
+             batch: int | None = None) -> tuple[str, dict[int, str]]:
+    """What the chunks are grouped by, in words, and each chunk's group (by index into ``space.boxes``): its
+    layer and phase (``group_by="layer"``), the layer's name scope where the names show a Keras model,
+    else the op's scope or op; by size where every op is the same. Chunks of unknown ops are
+    :data:`UNKNOWN` (unless, by layer, the sizes say they are input data)."""
     ops = {b.op for b in space.boxes}
     known = sorted(op for op in ops if not unknown_op(op))
     by_size = len(ops) == 1  # one op (or none known): colour by size instead
@@ -270,7 +257,7 @@ def grouping(space: AddressSpace, group_by: str = "scope", layer_names: LayerNam
             groups[index] = f"{data.layer} ({data.phase})" if data is not None else UNKNOWN
         else:
             groups[index] = names[b.op]
-    return Grouping(names, by_size, what), groups
+    return what, groups
 
 
 def _patterns(number: int) -> str:
@@ -317,7 +304,7 @@ def svg(space: AddressSpace, number: int = 0, group_by: str = "scope", layer_nam
     def x_at(drawn: float) -> float:
         return LEFT + scale * drawn
 
-    plan, groups = grouping(space, group_by, layer_names, batch)
+    grouped_by, groups = grouping(space, group_by, layer_names, batch)
     weight: Counter[str] = Counter()
     for index, b in enumerate(boxes):
         weight[groups[index]] += b.size_bytes
@@ -479,7 +466,7 @@ def svg(space: AddressSpace, number: int = 0, group_by: str = "scope", layer_nam
             + "".join(parts)
             + '<button class="reset" type="button" hidden>show all of it</button>\n</figure>\n'
             + f'<p class="note">{esc(opens)}Regions top to bottom in address order (region 1: the lowest addresses), offsets '
-            f"growing downwards; each chunk a box from its allocation to its free, coloured by {esc(plan.what)}, by "
+            f"growing downwards; each chunk a box from its allocation to its free, coloured by {esc(grouped_by)}, by "
             f"bytes allocated. Drag across the picture to zoom into a time range; double-click to see all of it. "
             f"{esc(space.note[0].upper() + space.note[1:])}.</p>\n" + left_out
             + f'<ul class="legend">\n{"".join(legend)}</ul>\n')
