@@ -429,3 +429,31 @@ def test_regions_are_numbered_from_the_lowest_address_as_the_profile_places_them
     assert sorted(lowest) == [1, 2, 3] and [lowest[1], lowest[2], lowest[3]] == sorted(lowest.values())
     labels = re.findall(r'text-anchor="end" font-size="11">(region \d+: [^<]*)</text>', text)
     assert labels == ["region 1: 32 MiB", "region 2: 4 MiB", "region 3: 2 MiB"]
+
+
+def test_the_oom_page_of_a_keras_run_leads_with_its_verdict_in_chromium(tmp_path: Path) -> None:
+    # GIVEN the dump of a Keras fit that ran out (fixtures/oom/cpu_keras_fit.log), drawn 1400 px wide
+    page = tmp_path / "oom.html"
+    assert main(["oom", str(FIXTURES / "oom" / "cpu_keras_fit.log"), "--html", "-o", str(page)]) == 0
+    [answer] = Page(page.read_text()).find("p", "answer")
+    assert answer.text.startswith("Enough bytes were free in total, but no free chunk")
+    shot = tmp_path / "oom.png"
+    done = run_chromium(tmp_path, "--window-size=1400,1100", f"--screenshot={shot}", page.as_uri())
+    assert not console_errors(done.stderr)
+    image = read_png(shot)[:, :, :3].astype(np.int64)
+
+    def pixels_near(colour: tuple[int, int, int]) -> int:
+        return int((np.abs(image - np.array(colour)).sum(axis=2) < 30).sum())
+
+    def longest_run(colour: tuple[int, int, int]) -> int:
+        """The longest row of pixels of this colour: the width of the widest bar drawn in it."""
+        near = np.abs(image - np.array(colour)).sum(axis=2) < 30
+        best = 0
+        for row in near[near.any(axis=1)]:
+            edges = np.flatnonzero(np.diff(np.concatenate(([0], row.astype(np.int8), [0]))))
+            best = max(best, int((edges[1::2] - edges[::2]).max()))
+        return best
+
+    # THEN the request (a red outline, 32 MiB) is drawn beside the largest hole (green, 8 MiB): four times as wide
+    assert pixels_near((0x16, 0xA3, 0x4A)) > 2_000
+    assert longest_run((0xDC, 0x26, 0x26)) == pytest.approx(4 * longest_run((0x16, 0xA3, 0x4A)), rel=0.03)
