@@ -302,3 +302,11 @@ def test_fit_alternatives_name_the_settings_of_the_allocators_runtime(capsys: py
     assert settings["fragmentation_fraction 0.1"] == "GPUOptions.experimental.internal_fragmentation_fraction=0.1"
     _, out, _ = run(capsys, "fit", str(ROOT / "fixtures" / "profiles" / "keras_mlp.xplane.pb.gz"))
     assert "(TF CPU has no setting for any of these" in " ".join(out.split()) and "TF_GPU" not in out
+
+
+def test_the_picture_is_the_allocators_own_layout() -> None:
+    # fit --html and report lay an XLA profile's chunks out partitioned, under the limit it was recorded under
+    from memtrace.allocator.address_space import address_space
+
+    space = address_space(load(H200 / "mlp_930.xplane.pb.gz"), GPU)
+    assert space.exact and "under a limit of 975,175,680 bytes" in space.note

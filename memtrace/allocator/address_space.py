@@ -111,6 +111,8 @@ def address_space(trace: TraceData, allocator: str, limit: int | None = None, al
     growth = defaults.allow_growth if allow_growth is None else allow_growth
     gc = defaults.garbage_collection if garbage_collection is None else garbage_collection
     chosen = limit if limit is not None else defaults.limit_bytes if growth else None
+    if chosen is None and not growth and defaults.runtime == "XLA":
+        chosen = trace.recorded_limit(allocator)  # XLA's partitioned pool: the layout depends on the gap's size
     if chosen is None:
         # One region of a limit the trace does not say (a GPU's): any limit well above what the
         # requests need lays the chunks out as the allocator did (one replay, where searching for
