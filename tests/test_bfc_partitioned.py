@@ -93,6 +93,18 @@ def test_a_whole_end_freed_reforms_one_gap_for_the_other_end() -> None:
     assert replay(events, partitioned(1 << 30)).offset[-1] == 0
 
 
+def test_a_boundary_free_sweeps_the_ends_holes_below_it_into_the_gap() -> None:
+    # three 1 KiB from below in 4096 (a 1 KiB gap above); the middle one freed stays a lower hole (a lower chunk is
+    # above it); the top one freed rejoins the gap, and merging (MergedChunkTag: hole + gap -> gap) makes one gap of
+    # 3 KiB, which a 3 KiB lower request then carves from its start
+    sim = replay([("a", 1024), ("a", 1024), ("a", 1024), ("f", 1)], partitioned(4096))
+    assert chunks(sim) == [(0, 1024, True, "lower"), (1024, 1024, False, "lower"), (2048, 1024, True, "lower"),
+                           (3072, 1024, False, "central_gap")]
+    sim = replay([("a", 1024), ("a", 1024), ("a", 1024), ("f", 1), ("f", 2), ("a", 3072)], partitioned(4096))
+    assert sim.offset.tolist() == [0, 1024, 2048, 1024, 2048, 1024] and sim.fits
+    assert sim.largest_free_bytes.tolist()[3:5] == [1024, 3072]
+
+
 def test_own_holes_are_reused_before_the_gap_even_when_the_gap_fits_better() -> None:
     # XLA's SpatialReusesOwnHoles: three 256 B at each end, the middle ones freed, then taken again
     sim = replay([("a", 256), ("a", 256), ("a", 256), ("u", 256), ("u", 256), ("u", 256), ("f", 1), ("f", 4),
