@@ -53,14 +53,49 @@ loaded two-core machine gives. An out-of-memory run takes about 10 s more (TF's 
 source, how it was run (threads, oneDNN, TF and Keras versions, CPU count), the recordings with
 their smallest limits, every ladder run, the ladder summary (per limit: runs, completed, the
 failing requests) and the out-of-memory profile with what memtrace said on it.
+
+What was recorded (TensorFlow 2.21.0, Keras 3.15.1, Python 3.11, a 2-CPU x86-64 machine shared with
+other work; ``fixtures/orders/``, about 77 minutes of wall time in all)::
+
+    recordings default --runs 6; recordings steady --runs 6
+    ladder default --limits 96,100,104,106,108,110,112,114,116,120,124,128,136,144,160 --runs 2
+    ladder default --limits 84,86,88,90,92,94,95,96-120,122,124,126,128,130,132,136,144,160,192 --runs 4
+    ladder steady --limits 88,92,96-120,124,128 --runs 3
+    ladder default --limits 70,74,76,78,80-83 --runs 4
+    ladder default --limits 113-124 --runs 2
+    ladder default --limits 84-94 --runs 2; ladder default --limits 85,87,89,91,93 --runs 2
+    ladder default --limits 96,100,104,108,112 --runs 4 --profiler
+    ladder default --limits 65536 --runs 8 --profiler
+    oom default --limit 86; oom steady --limit 112
+
+- ``default``: the six recordings need 110, 110, 111, 113, 113 and 113 MiB (``memtrace fit``); eight
+  more profiled runs under 65,536 MiB needed 101, 109, 110, 110, 113, 113, 113 and 117. Under a limit
+  (286 runs without the profiler): every run ran out from 70 to 83 MiB; from 84 to 113 MiB the share
+  that completed was 0 to 83% and not monotone in the limit (84: 2 of 6, 86-88: 0, 89: 2 of 4, 100: 0
+  of 6, 101: 3 of 4, 102: 0 of 4, 110: 3 of 6, 111: 2 of 4, 113: 5 of 6); 114 and 115 every run, 116
+  7 of 8, and every run from 117 to 192 MiB. At the recordings' own smallest limits 110, 111 and
+  113 MiB, 50%, 50% and 83% of TF's runs completed. The first failure is a 16 MiB ``MaxPoolGrad`` of
+  ``pool_a`` in most OOMs; every OOM from 90 MiB up ended in SIGSEGV after TF's line (oneDNN).
+- ``steady``: the six recordings need 113 MiB each; TF (87 runs, 3 per limit) ran out at every limit
+  from 88 to 112 MiB, always on the 27 MiB ``Conv2DBackpropFilter`` of ``conv_b``, and completed
+  every run from 113 to 128 MiB: one boundary, the recordings' own.
+- ``oom``: ``default`` at 86 MiB ran out on a 2 MiB ``MaxPool2d`` (exhausted); ``memtrace oom --trace``
+  fails at that request in the dump's state and names 90 MiB. ``steady`` at 112 MiB ran out on the
+  27 MiB ``Conv2DBackpropFilter`` (fragmentation); its profile's memory events stop for 10.0 s (CPU's
+  retry) at the dump's bytes in use, then 84 more follow (38 allocations, the largest 42 MiB: ops
+  that ran after the failure), and ``memtrace oom --trace`` says the model "does not run out of
+  memory where TensorFlow did" and names 94 MiB as enough, where TF ran out at every limit from 88 to
+  112 MiB (issue 34's wrong answer, recorded).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -69,6 +104,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +292,45 @@ def fit_facts(profile: Path) -> dict[str, Any]:
     }
 
 
+RETRY_GAP_S = 5.0  # CPU's retry: a failed request waits about 10 s for frees before TF logs the OOM
+
+
+def profile_around_failures(profile: Path, dump_in_use_bytes: int) -> dict[str, Any]:
+    """Where the failures sit in a profile: the gaps of CPU's retry between memory events, and what came after.
+
+    A failed request writes no event; while TF retries it (about 10 s) nothing else is allocated if no
+    other op runs, so the failure shows as a gap. Read with TensorFlow's own XSpace protobuf.
+    """
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(profile.read_bytes())
+    events: list[tuple[int, bool, int, int]] = []  # (time in ps, allocation?, chunk bytes, bytes in use after)
+    for plane in space.planes:
+        names = {k: m.name for k, m in plane.stat_metadata.items()}
+        kinds = {k: m.name == "MemoryAllocation" for k, m in plane.event_metadata.items()
+                 if m.name in ("MemoryAllocation", "MemoryDeallocation")}
+        for line in plane.lines:
+            for event in line.events:
+                if event.metadata_id in kinds:
+                    stats = {names[s.metadata_id]: s.int64_value or s.uint64_value for s in event.stats}
+                    events.append((line.timestamp_ns * 1000 + event.offset_ps, kinds[event.metadata_id],
+                                   stats.get("allocation_bytes", 0), stats.get("bytes_allocated", 0)))
+    events.sort()
+    gaps = [{"after_event": i, "seconds": round((events[i][0] - events[i - 1][0]) / 1e12, 3),
+             "in_use_bytes_before": events[i - 1][3]}
+            for i in range(1, len(events)) if events[i][0] - events[i - 1][0] >= RETRY_GAP_S * 1e12]
+    after = events[gaps[0]["after_event"]:] if gaps else []
+    return {
+        "events": len(events), "retry_gaps": gaps,
+        "dump_in_use_bytes": dump_in_use_bytes,
+        "first_gap_matches_dump": bool(gaps) and gaps[0]["in_use_bytes_before"] == dump_in_use_bytes,
+        "events_after_first_gap": len(after),
+        "allocations_after_first_gap": sum(1 for e in after if e[1]),
+        "largest_allocation_after_first_gap_bytes": max((e[2] for e in after if e[1]), default=0),
+    }
+
+
 def the_profile(work: Path) -> Path | None:
     found = sorted((work / "logdir").glob("plugins/profile/*/*.xplane.pb"))
     return found[0] if len(found) == 1 else None
@@ -290,19 +365,14 @@ def section(data: dict[str, Any], config: str) -> dict[str, Any]:
 def note_versions(entry: dict[str, Any], run: dict[str, Any], jobs: int) -> None:
     version = run.pop("_tensorflow", None)
     run.pop("_failure_micros", None)
-    import platform
-
     entry.setdefault("recorded_with", {})
     entry["recorded_with"].update({"python": sys.version.split()[0], "cpu_count": os.cpu_count(),
-                                   "machine": platform.machine(), "concurrent_runs": jobs})
+                                   "machine": platform.machine()})
+    run["concurrent_runs"] = jobs
     if version:
         entry["recorded_with"]["tensorflow"] = version
-    try:
-        from importlib.metadata import version as installed
-
-        entry["recorded_with"]["keras"] = installed("keras")
-    except Exception:  # noqa: BLE001 - best effort
-        pass
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        entry["recorded_with"]["keras"] = metadata.version("keras")
 
 
 def summarize(entry: dict[str, Any]) -> None:
@@ -340,9 +410,23 @@ def ladder_rows(runs_recorded: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def save(data: dict[str, Any]) -> None:
     for entry in data["configs"].values():
         summarize(entry)
-    data["configs"] = {k: data["configs"][k] for k in CONFIGS if k in data["configs"]}
+    order = ["source", "configuration", "recorded_with", "recordings", "ladder", "ladder_profiled", "oom_profiles", "runs",
+             "runs_profiled"]
+    data["configs"] = {config: {k: data["configs"][config][k] for k in sorted(data["configs"][config], key=order.index)}
+                       for config in CONFIGS if config in data["configs"]}
     OUT.mkdir(parents=True, exist_ok=True)
-    LADDERS.write_text(json.dumps(data, indent=1) + "\n")
+    LADDERS.write_text(render(data) + "\n")
+
+
+def render(value: Any, depth: int = 0) -> str:
+    """JSON with the file's outline indented and each run, recording and row on one line of its own."""
+    if depth >= 4 or not isinstance(value, (dict, list)) or not value:
+        return json.dumps(value)
+    inner = " " * (depth + 1)
+    if isinstance(value, dict):
+        items = [f"{inner}{json.dumps(k)}: {render(v, depth + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + " " * depth + "}"
+    return "[\n" + ",\n".join(inner + render(v, depth + 1) for v in value) + "\n" + " " * depth + "]"
 
 
 # -- the three kinds of run ----------------------------------------------------------------------
@@ -444,6 +528,7 @@ def record_oom(config: str, limit: int, tries: int, scratch: Path) -> None:
     run.update(attempt=attempt, files={k: p.name for k, p in paths.items()},
                sizes={k: p.stat().st_size for k, p in paths.items()},
                dumps_written=len(list(work.glob("dump_*"))), dump=dump_state(dump, run["failures"][0]["request_bytes"], limit))
+    run["profile_around_failures"] = profile_around_failures(profile, run["dump"]["in_use_bytes"])
     run["memtrace_oom"] = memtrace_text("oom", relative["log"], "--trace", relative["profile"])
     _, explained = memtrace_json("oom", relative["log"], "--trace", relative["profile"])
     run["memtrace_oom_json"] = [{k: event.get(k) for k in ("verdict", "request_bytes", "op", "in_use_bytes", "free_bytes",
