@@ -86,6 +86,10 @@ other work; ``fixtures/orders/``, about 77 minutes of wall time in all)::
   that ran after the failure), and ``memtrace oom --trace`` says the model "does not run out of
   memory where TensorFlow did" and names 94 MiB as enough, where TF ran out at every limit from 88 to
   112 MiB (issue 34's wrong answer, recorded).
+
+Runs recorded before the script wrote ``load_1min`` (the recordings, the first two ``default`` ladders and
+the ``steady`` ladder) have none; ``concurrent_runs`` was added to the runs recorded before it was
+written per run (2 for the recordings and ladders, 1 for the out-of-memory runs), as they ran.
 """
 
 from __future__ import annotations
