@@ -450,6 +450,20 @@ def _profile_files(logdir: str, before: set[str]) -> list[str]:
     return sorted(set(found) - before)
 
 
+GPU_MEMORY_LIMIT = "MEMTRACE_GPU_MEMORY_LIMIT_MB"  # memtrace run --limit/--card: each GPU's memory_limit, for its child
+
+
+def limit_gpus(memory_limit_mb: int) -> int:
+    """Give each GPU one logical device of ``memory_limit_mb`` MiB (its BFC allocator's limit); how many GPUs.
+
+    Must come before TensorFlow's runtime starts (``memtrace run`` does it right after the import)."""
+    tf = _tf()
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        tf.config.set_logical_device_configuration(gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=memory_limit_mb)])
+    return len(gpus)
+
+
 @contextmanager
 def recording(logdir: str | os.PathLike[str], *, cpu_bfc: bool = False, quiet: bool = False) -> Iterator[Recording]:
     """Everything inside the block under TensorFlow's profiler, written to ``logdir`` however the block ends.
@@ -502,5 +516,8 @@ def run_script(logdir: str, script: str, args: list[str]) -> None:
     signal.signal(signal.SIGTERM, terminated)
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
+    limit = os.environ.pop(GPU_MEMORY_LIMIT, None)
+    if limit is not None:
+        limit_gpus(int(limit))
     with recording(logdir):
         runpy.run_path(script, run_name="__main__")

@@ -45,7 +45,7 @@ class AddressSpace:
 
     allocator: str
     options: bfc.BFCOptions
-    regions: tuple[tuple[int, int], ...]  # (region, size_bytes) in address order, low first
+    regions: tuple[tuple[int, int], ...]  # (region, size_bytes) of every region made, in address order, low first
     boxes: tuple[Box, ...]
     events: int  # events replayed (up to the failure)
     time_ns: tuple[int, ...]  # per event, relative to the first
@@ -56,12 +56,15 @@ class AddressSpace:
     failed_op: str
     exact: bool  # the layout is the allocator's own: every address of the trace reproduced
     note: str  # where the layout comes from, in words
+    given_back: tuple[tuple[int, int], ...] = ()  # (region, event) of each region garbage collection gave back
     # (step, start) of each step a profile marks, on the same clock as time_ns
     step_starts_ns: tuple[tuple[int, int], ...] = ()
 
     @property
     def pool_bytes(self) -> int:
-        return sum(size for _, size in self.regions)
+        """The pool at the end (or at the failure): the regions made, less those given back."""
+        gone = {region for region, _ in self.given_back}
+        return sum(size for region, size in self.regions if region not in gone)
 
 
 def lay_out(requests: bfc.Requests, options: bfc.BFCOptions, allocator: str = "", exact: bool = False,
@@ -80,8 +83,9 @@ def lay_out(requests: bfc.Requests, options: bfc.BFCOptions, allocator: str = ""
         boxes.append(Box(int(sim.region[row]), int(sim.offset[row]), int(sim.chunk_bytes[row]),
                          int(requests.requested_bytes[row]), row, end if end >= 0 else None,
                          names[code] if 0 <= code < len(names) else ""))
-    # Regions in address order, as the model places them (the trace's own order, where the self-check learned it).
-    regions = tuple(sorted(sim.regions, key=lambda r: options.address_slot(r[0])))
+    # Regions in address order, as the model places them (the trace's own order, where the self-check learned it);
+    # those garbage collection gave back too (their chunks are drawn until then).
+    regions = tuple(sorted(sim.made_regions, key=lambda r: options.address_slot(r[0])))
     in_use = sim.bytes_in_use
     peak = int(np.argmax(in_use)) if done and int(in_use.max()) > 0 else None
     failed = sim.failed_at
@@ -93,11 +97,13 @@ def lay_out(requests: bfc.Requests, options: bfc.BFCOptions, allocator: str = ""
         peak_event=peak, peak_in_use_bytes=int(in_use.max()) if done else 0, failed_event=failed,
         failed_request_bytes=bfc.rounded_bytes(int(requests.requested_bytes[failed])) if failed is not None else 0,
         failed_op=names[failed_code] if 0 <= failed_code < len(names) else "", exact=exact, note=note,
+        given_back=sim.given_back,
     )
 
 
 def address_space(trace: TraceData, allocator: str, limit: int | None = None, allow_growth: bool | None = None,
-                  garbage_collection: bool | None = None, fragmentation_fraction: float = 0.0) -> AddressSpace:
+                  garbage_collection: bool | None = None, fragmentation_fraction: float = 0.0,
+                  partitioned: bool | None = None, gap_split: str | None = None) -> AddressSpace:
     """``allocator``'s address space in ``trace`` under TF's options for it (or the ones given).
 
     Without ``limit``: the limit TF would use where it does not depend on the device (CPU), else (a
@@ -113,6 +119,8 @@ def address_space(trace: TraceData, allocator: str, limit: int | None = None, al
     growth = defaults.allow_growth if allow_growth is None else allow_growth
     gc = defaults.garbage_collection if garbage_collection is None else garbage_collection
     chosen = limit if limit is not None else defaults.limit_bytes if growth else None
+    if chosen is None and not growth and defaults.runtime == "XLA":
+        chosen = trace.recorded_limit(allocator)  # XLA's partitioned pool: the layout depends on the gap's size
     if chosen is None:
         # One region of a limit the trace does not say (a GPU's): any limit well above what the
         # requests need lays the chunks out as the allocator did (one replay, where searching for
@@ -121,11 +129,11 @@ def address_space(trace: TraceData, allocator: str, limit: int | None = None, al
         how = f"in one region of a limit larger than the trace needs ({chosen:,} bytes)"
     else:
         how = f"under a limit of {chosen:,} bytes"
-    options = bfc.BFCOptions(chosen, growth, gc, fragmentation_fraction)
+    options = defaults.options(chosen, growth, gc, fragmentation_fraction, partitioned, gap_split)
     exact = False
     if found.from_birth and found.addresses is not None:
         check = reproduce(found, options)
-        options = bfc.BFCOptions(chosen, growth, gc, fragmentation_fraction, check.regions_descending, check.region_order)
+        options = replace(options, regions_descending=check.regions_descending, region_order=check.region_order)
         exact = check.addresses_equal == check.chunks_equal == check.allocations  # (fragmentation depends on the limit)
     if exact:
         note = f"the allocator's own layout: the model reproduces every address of the trace ({how})"

@@ -35,7 +35,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--garbage-collection", action=argparse.BooleanOptionalAction, default=None,
                         help="free wholly free regions before giving up (default: TF's off for CPU BFC, on for GPU; "
                         "XLA's off)")
-    parser.add_argument("--fragmentation-fraction", metavar="F", type=float, default=None,
+    parser.add_argument("--partitioning", action=argparse.BooleanOptionalAction, default=None,
+                        help="XLA's spatially partitioned pool (a central gap between a lower and an upper end; "
+                        "needs allow_growth off). Default: the runtime's: on for XLA's GPU allocator with "
+                        "preallocation (JAX), off for TF's")
+    parser.add_argument("--gap-split", metavar="heuristic|exact", default=None,
+                        help="a partitioned pool's carve from its central gap: BFC's split rule, a small gap handed "
+                        "out whole (heuristic: JAX 0.11.2, the default), or always split (exact: XLA's source)")
+    parser.add_argument("--fragmentation-fraction", metavar="F", default=None,
                         help="split a chunk whose remainder is at least F x limit (TF's "
                         "internal_fragmentation_fraction); default 0: the 128 MiB rule")
     parser.add_argument("--recorded-limit", metavar="SIZE",
@@ -53,22 +60,32 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..allocator.defaults import card_limit_bytes, parse_compute_capability
+    from dataclasses import replace
+
+    from ..allocator.defaults import limit_on_card, parse_compute_capability, trace_defaults
     from ..allocator.fit import fit
     from ..allocator.requests import bfc_allocators
     from ..errors import UsageError
     from ..reporters import fit as report
     from ..units import parse_size
 
-    fraction = args.fragmentation_fraction
-    if fraction is not None and not 0.0 <= fraction <= 1.0:
-        raise UsageError(f"--fragmentation-fraction must be between 0 and 1 (got {fraction:g})")
+    fraction = _fraction(args.fragmentation_fraction)
+    args.fragmentation_fraction = fraction  # (fit --vs reads it too)
     limit = _size(args.limit, "--limit", parse_size)
     card = None
     if args.card is not None:  # the limit on the card is the runtime's: TF's (less a reserve) or XLA's (a fraction)
         card = (_size(args.card, "--card", parse_size) or 0, parse_compute_capability(args.compute_capability))
     recorded = _size(args.recorded_limit, "--recorded-limit", parse_size)
+    if args.partitioning and args.allow_growth:
+        raise UsageError("--partitioning needs allow_growth off: XLA's allocator refuses both (a partitioned pool is "
+                         "one fixed region)")
+    if args.gap_split is not None and args.gap_split not in ("heuristic", "exact"):
+        raise UsageError(f"--gap-split must be heuristic or exact (got {args.gap_split!r})")
+    if args.gap_split is not None and args.partitioning is False:
+        raise UsageError("--gap-split applies to a partitioned pool only (not with --no-partitioning)")
     check_options(args)
+    if args.vs is not None and (args.partitioning is not None or args.gap_split is not None):
+        raise UsageError("--partitioning and --gap-split are not taken with --vs (it uses the runtime's default)")
     if args.vs is not None:
         return run_batches(args, limit, card)
     trace = load_trace(args)
@@ -79,10 +96,23 @@ def run(args: argparse.Namespace) -> int:
         if not allocators:
             raise UsageError(f"{trace.path}: no allocator here made BFC requests (it has: "
                              f"{', '.join(trace.allocators) or 'none'}); name one with --allocator")
-    limits = {name: limit if card is None else card_limit_bytes(*card, trace.runtime_of(name)) for name in allocators}
+    limits: dict[str, int | None] = {name: limit for name in allocators}
+    card_notes: dict[str, str] = {}
+    if card is not None:  # the card limits the GPU's allocators; a pinned host allocator keeps its own (a note says so)
+        for name in allocators:
+            limits[name], note = limit_on_card(name, trace.runtime_of(name), *card, f"--card {args.card.strip()}")
+            if note is not None:
+                card_notes[name] = note
+    if args.gap_split is not None and not args.partitioning and not any(
+            trace_defaults(trace, name).partitioned and not args.allow_growth for name in allocators):
+        raise UsageError(f"--gap-split applies to a partitioned pool, and no allocator here is one by default "
+                         f"({', '.join(allocators)}): give --partitioning")
     results = [fit(trace, name, limit=limits[name], allow_growth=args.allow_growth, garbage_collection=args.garbage_collection,
-                   fragmentation_fraction=fraction, recorded_limit=recorded, alternatives=args.alternatives)
+                   fragmentation_fraction=fraction, recorded_limit=recorded, alternatives=args.alternatives,
+                   partitioned=args.partitioning, gap_split=args.gap_split)
                for name in allocators]
+    results = [replace(r, assumptions=(*r.assumptions, card_notes[r.allocator])) if r.allocator in card_notes else r
+               for r in results]
 
     if args.html:
         return _write_html(args, trace, allocators, limits, fraction, results)
@@ -112,7 +142,8 @@ def _write_html(args: argparse.Namespace, trace: Any, allocators: list[str], lim
     from ..trace.layers import batch_size, load_layer_names
 
     spaces = [address_space(trace, name, limit=limits[name], allow_growth=args.allow_growth,
-                            garbage_collection=args.garbage_collection, fragmentation_fraction=fraction or 0.0)
+                            garbage_collection=args.garbage_collection, fragmentation_fraction=fraction or 0.0,
+                            partitioned=args.partitioning, gap_split=args.gap_split)
               for name in allocators]
     names = load_layer_names(trace.path) if args.group_by == "layer" else None
     batch = batch_size(trace, names) if args.group_by == "layer" else None
@@ -120,6 +151,21 @@ def _write_html(args: argparse.Namespace, trace: Any, allocators: list[str], lim
         render_html(spaces, out, f"memtrace fit: {trace.path}", [headline(r) for r in results], args.group_by, names,
                     [batch] * len(spaces))
     return 0 if all(r.fits for r in results) else 1
+
+
+def _fraction(text: str | None) -> float | None:
+    """``--fragmentation-fraction``: a number from 0 to 1; anything else is one line (not argparse's usage)."""
+    from ..errors import UsageError
+
+    if text is None:
+        return None
+    try:
+        fraction = float(text)
+    except ValueError:
+        raise UsageError(f"--fragmentation-fraction must be a number between 0 and 1 (got {text!r})") from None
+    if not 0.0 <= fraction <= 1.0:  # (also nan)
+        raise UsageError(f"--fragmentation-fraction must be between 0 and 1 (got {fraction:g})")
+    return fraction
 
 
 def _size(text: str | None, option: str, parse: Any) -> int | None:

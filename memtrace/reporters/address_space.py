@@ -146,6 +146,7 @@ def tick_label(real_ns: int, step_ns: int) -> str:
     raise AssertionError("unreachable: the last unit takes every time")
 
 
+FOCUS_EVENTS = 16  # a picture of fewer events opens whole
 FOCUS_SHARES = (0.9, 0.75)  # of what comes and goes, what the opening view holds: the first that leaves a view
 
 
@@ -157,13 +158,14 @@ def focus(space: AddressSpace, axis: TimeAxis) -> tuple[float, float, float] | N
     bytes squared (a few large chunks decide whether a step fits, not many small ones), times the
     share of the picture it does not live (what stays from the start-up to the end counts little).
     The view is the shortest span of events that holds 90% of it (else 75%), widened to hold the
-    peak and the failure and padded by a tenth, where that is less than 70% of the picture. As the
+    peak and the failure and padded by a tenth (a tenth of the picture wide at least), where that is
+    less than 70% of the picture. As the
     report's memory chart opens where the bytes move (:func:`memtrace.analyses.report.focus_window`):
     a Keras profile's start-up allocates its weights and the optimizer's slots once, over a long time
     (they stay, and cross the opening view as bars), its steps allocate and free much in a short one.
     """
     last = len(axis.drawn_ns) - 1
-    if last < 1:
+    if last < FOCUS_EVENTS:  # a handful of events reads whole
         return None
     moved = [0.0] * (last + 1)
     for b in space.boxes:
@@ -180,7 +182,9 @@ def focus(space: AddressSpace, axis: TimeAxis) -> tuple[float, float, float] | N
             first = final = anchors[0] if anchors else 0
         for event in anchors:
             first, final = min(first, event), max(final, min(event + 1, last))
-        pad = max((axis.drawn_ns[final] - axis.drawn_ns[first]) / 10, axis.total_ns / 200)
+        # padded by a tenth, and at least a tenth of the whole wide (a view of one event says nothing)
+        pad = max((axis.drawn_ns[final] - axis.drawn_ns[first]) / 10,
+                  (axis.total_ns / 10 - (axis.drawn_ns[final] - axis.drawn_ns[first])) / 2)
         low, high = max(0.0, axis.drawn_ns[first] - pad), min(float(axis.total_ns), axis.drawn_ns[final] + pad)
         if high - low < 0.7 * axis.total_ns:
             return low, high, share
@@ -293,8 +297,8 @@ def svg(space: AddressSpace, number: int = 0, group_by: str = "scope", layer_nam
     boxes = list(space.boxes)
     end = space.events + (space.failed_event is not None)
     times = list(space.time_ns[: end + 1]) or [0]
-    while len(times) < end + 1:
-        times.append(times[-1])
+    while len(times) < end + 1:  # the end, where the chunks still in use stop: a hundredth past the last event
+        times.append(times[-1] + max((times[-1] - times[0]) // 100, 1))
     axis = time_axis(times)
     scale = WIDTH / axis.total_ns
 
@@ -330,7 +334,7 @@ def svg(space: AddressSpace, number: int = 0, group_by: str = "scope", layer_nam
     cropped = {region for (region, size), (_, drawn) in zip(space.regions, regions) if drawn != size}
     numbers = region_numbers(space)
     room = HEIGHT - BAND_GAP * max(len(regions) - 1, 0)
-    total = max(space.pool_bytes, 1)
+    total = max(sum(size for _, size in space.regions), 1)  # (those given back included: each has its band)
     heights = [max(12.0, room * size / total) for _, size in regions]
     scale_h = room / sum(heights) if sum(heights) else 1.0
     heights = [h * scale_h for h in heights]
@@ -357,6 +361,13 @@ def svg(space: AddressSpace, number: int = 0, group_by: str = "scope", layer_nam
                          f'font-size="10" fill="#6b7280">drawn to {esc(format_bytes(dict(regions)[region]))}'
                          '</text>\n')
     parts.append(f'<g class="chunks" clip-path="url(#plot-{number})">\n')
+    for region, event in space.given_back:  # garbage collection gave it back: from then on it is not the allocator's
+        top, h, _ = band[region]
+        gone = x_of(event)
+        parts.append(f'<rect class="given-back" x="{gone:.3f}" y="{top:.2f}" width="{LEFT + WIDTH - gone:.3f}" '
+                     f'height="{h:.2f}" fill="#ffffff" stroke="#9ca3af" stroke-dasharray="2 2" '
+                     f'vector-effect="non-scaling-stroke"><title>region {numbers[region]} given back by garbage '
+                     f'collection at event {event:,} ({format_us(times[event])})</title></rect>\n')
     for index in kept:
         b = boxes[index]
         top, h, size = band[b.region]
@@ -482,7 +493,10 @@ def largest_hole(space: AddressSpace) -> tuple[int, int, int] | None:
         if b.end_event is None:
             alive.setdefault(b.region, []).append((b.offset, b.size_bytes))
     best: tuple[int, int, int] | None = None
+    gone = {region for region, _ in space.given_back}  # garbage collection gave these back: no longer the allocator's
     for region, size in space.regions:
+        if region in gone:
+            continue
         at = 0
         for offset, length in sorted(alive.get(region, [])) + [(size, 0)]:
             if offset > at and (best is None or offset - at > best[2]):
@@ -534,7 +548,8 @@ def render_html(spaces: list[AddressSpace], out: IO[str], title: str, leads: Seq
         out.write(f"<p>Limit {esc(format_bytes(o.limit_bytes))}, "
                   f"allow_growth {'on' if o.allow_growth else 'off'}, garbage collection "
                   f"{'on' if o.garbage_collection else 'off'}: {len(space.regions)} region(s), "
-                  f"{esc(format_bytes(space.pool_bytes))} in all; peak {esc(format_bytes(space.peak_in_use_bytes))} "
+                  + (f"{len(space.given_back):,} given back by garbage collection, " if space.given_back else "")
+                  + f"{esc(format_bytes(space.pool_bytes))} in all{' at the end' if space.given_back else ''}; peak {esc(format_bytes(space.peak_in_use_bytes))} "
                   f"in use; {space.events:,} events"
                   + (", then out of memory" if space.failed_event is not None else "") + ".</p>\n")
         out.write(svg(space, number, group_by, layer_names, batches[number] if number < len(batches) else None))
