@@ -53,6 +53,16 @@ def _event_json(e: OomEvent) -> dict[str, Any]:
         "free_bytes": e.free_bytes,
         "largest_free_bytes": e.largest_free_bytes,
         "free_chunks": e.free_chunks,
+        "runtime": d.runtime,
+        "request_end": d.request_end,
+        "partitioned": d.partitioned,
+        "usable_largest_free_bytes": e.usable_largest_free_bytes,
+        "other_end_free_bytes": e.other_end_free_bytes,
+        "central_gap_bytes": d.central_gap_bytes,
+        "compile_budget": None if d.compile_budget is None else {
+            "target_bytes": d.compile_budget.target_bytes, "reached_bytes": d.compile_budget.reached_bytes,
+            "original_bytes": d.compile_budget.original_bytes},
+        "by_annotation": [{"annotation": t.op, "bytes": t.bytes} for t in e.by_annotation],
         "missing_bytes": e.missing_bytes,
         "lost_exceeds_missing": e.lost_exceeds_missing,
         "lost_chunks": [{"address": c.address, "size_bytes": c.size_bytes, "requested_bytes": c.requested_bytes,
@@ -68,6 +78,8 @@ def _event_json(e: OomEvent) -> dict[str, Any]:
         "explanation": list(e.explanation),
         "advice": list(e.advice),
         "missing": list(d.missing),
+        "time_s": d.time_s,
+        "ended_run": d.ended_run,
     }
 
 
@@ -78,7 +90,8 @@ def _region_json(r: Region) -> dict[str, Any]:
         "in_use_bytes": sum(c.size_bytes for c in r.chunks if c.in_use),
         "free_bytes": sum(c.size_bytes for c in r.chunks if not c.in_use),
         "chunks": [{"address": c.address, "size_bytes": c.size_bytes, "in_use": c.in_use,
-                    "requested_bytes": c.requested_bytes, "op": c.op} for c in r.chunks],
+                    "requested_bytes": c.requested_bytes, "op": c.op, "tag": c.tag, "annotation": c.annotation}
+                   for c in r.chunks],
     }
 
 
@@ -104,7 +117,7 @@ def render_text(events: list[OomEvent], out: IO[str], top: int = 10,
     for number, e in enumerate(events, 1):
         if number > 1:
             out.write("\n")
-        _render_event(number, len(events), e, out, top)
+        _render_event(number, len(events), e, out, top, events)
         if number <= len(after):
             after[number - 1](out)
 
@@ -121,6 +134,8 @@ def facts(e: OomEvent) -> list[tuple[str, str]]:
     request = _size(e.request_bytes, d.request_exact)
     if e.request_bytes is not None:
         request += f" ({e.request_bytes} bytes)"
+    if d.request_end is not None:
+        request += f" from the {d.request_end} end"
     if d.op:
         request += f" by op {d.op}"
     if d.shape is not None:
@@ -140,15 +155,50 @@ def facts(e: OomEvent) -> list[tuple[str, str]]:
         ("free in all", _size(e.free_bytes)),
         ("largest free", _size(e.largest_free_bytes)),
     ]
+    if e.usable_largest_free_bytes is not None:
+        exact = d.usable_exact or any(c.tag for c in d.chunks)  # from the chunk map, or the summary line
+        usable = (_size(e.usable_largest_free_bytes, exact)
+                  + f" (of the {d.request_end} end's own holes and the central gap)")
+        if e.other_end_free_bytes:
+            usable += f"; {format_bytes(e.other_end_free_bytes)} free in the other end's holes"
+        rows.append(("usable by it", usable))
     if e.verdict == "exhausted":
         rows.append(("missing", format_bytes(e.missing_bytes)))
     return rows
 
 
-def _render_event(number: int, count: int, e: OomEvent, out: IO[str], top: int) -> None:
+def which_ended(events: Sequence[OomEvent], number: int) -> str | None:
+    """For an event of a log with several (``number`` counts from 1 among ``events``): whether it is the
+    failure that ended the run, as the log's last uncaught error says, and when it came after the
+    log's first; None for a log of one event."""
+    e = events[number - 1]
+    siblings = [(n, other) for n, other in enumerate(events, 1) if other.dump.path == e.dump.path]
+    if len(siblings) < 2:
+        return None
+    d = e.dump
+    first = siblings[0][1].dump
+    after = (f"{d.time_s - first.time_s:.1f} s after OOM {siblings[0][0]}; " if d.time_s is not None and
+             first.time_s is not None and first is not d else "")
+    ended = [n for n, other in siblings if other.dump.ended_run]
+    if d.ended_run:
+        return (f"{after}this failure ended the run: the program's last error reports its request (the "
+                f"{len(siblings) - 1} other{'s' if len(siblings) > 2 else ''} in the log did not end it)")
+    if ended:
+        return f"{after}not the failure that ended the run: OOM {ended[0]} of {len(events)} did (the program's last error reports it)"
+    if siblings[0][1] is not e:
+        return after.removesuffix("; ") or None
+    return (f"the first of {len(siblings)} failures in this log; which of them ended the run the log does not say (no "
+            "uncaught error follows its dumps: the program caught them, or the capture stops early)")
+
+
+def _render_event(number: int, count: int, e: OomEvent, out: IO[str], top: int,
+                  events: Sequence[OomEvent] = ()) -> None:
     d = e.dump
     where = f"{clean(d.path)}:{d.line}" if d.line is not None else clean(d.path)
     out.write(f"OOM {number} of {count}  {where}  allocator {clean(d.allocator or '(unnamed)')}\n")
+    ended = which_ended(events, number) if events else None
+    if ended is not None:
+        out.write(f"{clean(ended)}\n")
     verdict = (e.verdict or "unknown").upper()
     if e.lost_exceeds_missing:
         verdict += (f" (yet {format_bytes(e.internal_waste_bytes or 0)} lost inside chunks, more than the "
@@ -205,18 +255,29 @@ def render_html(events: list[OomEvent], out: IO[str], extra: Sequence[str] = ())
     out.write(f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{esc(title)}</title>\n"
               f"<style>{asset('oom.css')}</style>\n</head>\n<body>\n<h1>Why did it run out of memory?</h1>\n")
     for number, event in enumerate(events, 1):
-        out.write(_section(number, len(events), event, extra[number - 1] if number <= len(extra) else ""))
+        out.write(_section(number, len(events), event, extra[number - 1] if number <= len(extra) else "", events))
     out.write(f"<footer>Made by memtrace {esc(__version__)} from the BFC allocator's own dump.</footer>\n"
               "</body>\n</html>\n")
 
 
-def _section(number: int, count: int, e: OomEvent, extra: str = "") -> str:
+def verdict_sentence(e: OomEvent) -> str:
+    """The sentence of the explanation that gives the verdict its reason (what the text says under ``verdict:``)."""
+    reasons = ("Enough bytes were free", "Not enough bytes were free", "The dump does not say")
+    return next((s for s in e.explanation if s.startswith(reasons)), e.explanation[0] if e.explanation else "")
+
+
+def _section(number: int, count: int, e: OomEvent, extra: str = "", events: Sequence[OomEvent] = ()) -> str:
     d = e.dump
     where = f"{d.path}:{d.line}" if d.line is not None else d.path
     verdict = e.verdict or "unknown"
     heading = (f'<section class="event">\n<h2>OOM {number} of {count}: <span class="verdict {esc(verdict)}">'
-               f"{esc(verdict)}</span></h2>\n<p class=\"where\"><code>{esc(where)}</code> allocator "
-               f"<code>{esc(d.allocator or '(unnamed)')}</code></p>\n")
+               f"{esc(verdict)}</span></h2>\n")
+    # What the text leads with: the verdict, in its sentence, and (a log of several) which failure ended the run.
+    ended = which_ended(events, number) if events else None
+    heading += (f'<p class="answer">{esc(verdict_sentence(e))}</p>\n' if verdict_sentence(e) else "") + (
+        f'<p class="answer">{esc(ended[0].upper() + ended[1:])}.</p>\n' if ended else "")
+    heading += (f"<p class=\"where\"><code>{esc(where)}</code> allocator "
+                f"<code>{esc(d.allocator or '(unnamed)')}</code></p>\n")
     parts = [heading]
     rows = facts(e)
     parts.append("<table class=\"facts\">\n" + "".join(
