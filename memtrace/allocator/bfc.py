@@ -505,6 +505,7 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
             check(units)
     answer = hi * granularity
     monotone = all(ok == (limit >= answer) for limit, ok in tried if limit > 0)
+    limits.drop_snapshots()
     return LimitSearch(answer, monotone, tuple(tried), step, limits.replays - replays,
                        limits.replayed_events - events_before)
 
@@ -527,13 +528,16 @@ def min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 2
     # (No unlimited replay for states to resume from, unless one was made: most of the scan's replays fail early,
     # and the one that fits would cost about as much as it does.)
     allowed, spent = max(budget_events, 4 * max(1, len(requests))), limits.replayed_events
-    while units <= MAX_LIMIT_BYTES // granularity:
-        if limits.replayed_events - spent > allowed:
-            return search_min_limit(requests, options, granularity, budget_events=budget_events).limit_bytes
-        if limits.fits(units * granularity, snapshots=True):
-            return units * granularity
-        _, high, _ = limits.span(units * granularity)
-        units = max(units + 1, high // granularity + 1)
+    try:
+        while units <= MAX_LIMIT_BYTES // granularity:
+            if limits.replayed_events - spent > allowed:
+                return search_min_limit(requests, options, granularity, budget_events=budget_events).limit_bytes
+            if limits.fits(units * granularity, snapshots=True):
+                return units * granularity
+            _, high, _ = limits.span(units * granularity)
+            units = max(units + 1, high // granularity + 1)
+    finally:
+        limits.drop_snapshots()
     raise ValueError("no limit the model holds fits these requests")
 
 
@@ -700,6 +704,11 @@ class _Limits:
         """Limits ``low``..``high`` decide as the replay under ``ran_at`` did (its peaks: see _Run.peaks)."""
         self.proven.append((low, high, failed_at is None))
         self.stats.append((low, high, ran_at, failed_at, peaks))
+
+    def drop_snapshots(self) -> None:
+        """A search is done: its snapshots (for replays under nearby limits) are let go, so that the sequences kept
+        together (fit --vs keeps a few dozen) hold one search's at most."""
+        self.snapshots, self.snapshots_from = [], None
 
     def _count(self, run: _Run) -> None:
         self.replays += 1
