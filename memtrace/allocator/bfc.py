@@ -32,8 +32,11 @@ The rules (TF 2.x; where older versions differ it is said):
   bytes, the largest free chunk, and ``fragmentation = (F - largest) / F`` with ``F = pool - in
   use`` (NaN when F = 0). A free's event names the freed chunk as it was before merging.
 
-Not modelled: timestamped chunks (``GPUOptions.experimental.timestamped_allocator``, off by
-default), the sub-allocator refusing memory, and CPU's retry for frees from other threads.
+Not modelled here: timestamped chunks (``GPUOptions.experimental.timestamped_allocator``, off by
+default) and the sub-allocator refusing memory. A request that fails is retried when memory comes
+back (``AllocatorRetry``: the thread waits up to 10 s for frees from other threads) only where the
+caller gives a :class:`Schedule`, which knows what else could run meanwhile (``allocator/orders.py``);
+the allocator's own rules are the same either way.
 
 Speed: free chunks are one sorted Python list of integer keys ``size << 64 | address`` (the
 bins' order is exactly this order), searched with ``bisect``; chunks are found by address in
@@ -47,8 +50,9 @@ import itertools
 import math
 import weakref
 from bisect import bisect_left, insort
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -246,14 +250,34 @@ class _Failure(Exception):
     pass
 
 
+class Schedule(Protocol):
+    """The rows a replay serves, in the order it serves them, and what happens when one fails.
+
+    Without one, a replay serves the rows in order and stops at the first that fails. A schedule
+    may serve them otherwise: when ``blocked(row)`` returns True the request waits (the allocator's
+    state is as before it) and the schedule hands out other rows, ``row`` again later; False ends
+    the replay there, out of memory. How long a request may wait, and what may run meanwhile, is
+    the runtime's (TF's ``AllocatorRetry``), not the allocator's: see ``allocator/orders.py``.
+    """
+
+    def __iter__(self) -> Iterator[int]: ...
+
+    def blocked(self, row: int) -> bool: ...
+
+
+# A schedule for a replay that starts at the given row (0, or where it resumes from a saved state).
+ScheduleFactory = Callable[[int], Schedule]
+
+
 def simulate(requests: Requests, options: BFCOptions) -> Simulation:
     """Replay ``requests`` through a BFC allocator with ``options``; stops at the first request that fails."""
     return _Run(requests, options, record=True).simulation()
 
 
-def fits(requests: Requests, options: BFCOptions) -> bool:
-    """Whether every request is served (a replay that records nothing, for searching limits)."""
-    return _Run(requests, options, record=False).failed_at is None
+def fits(requests: Requests, options: BFCOptions, schedule: ScheduleFactory | None = None) -> bool:
+    """Whether every request is served (a replay that records nothing, for searching limits), in order or as
+    ``schedule`` serves them."""
+    return _Run(requests, options, record=False, schedule=schedule).failed_at is None
 
 
 @dataclass(frozen=True)
@@ -282,7 +306,8 @@ class LimitSearch:
 
 
 def search_min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 20,
-                     extra_probes: int = 2, budget_events: int = 5_000_000) -> LimitSearch:
+                     extra_probes: int = 2, budget_events: int = 5_000_000,
+                     schedule: ScheduleFactory | None = None) -> LimitSearch:
     """The smallest multiple of ``granularity`` under which every request is served.
 
     The lower bound is the most rounded bytes ever alive at once (no allocator fits below it).
@@ -301,7 +326,9 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     the replays stay within ``budget_events`` events in all (failing replays stop at their
     failure, so most cost less than a whole one), else evenly spaced (``below_step``); the first
     that fits is the answer. ``extra_probes`` limits above the answer are tried as well, and any
-    limit tried that contradicts monotony is reported (``monotone`` False).
+    limit tried that contradicts monotony is reported (``monotone`` False). With ``schedule``, every
+    replay under a limit serves the rows as it says (a failing request may wait); the unlimited
+    replay, where nothing fails, is the same either way.
     """
     if granularity <= 0:
         raise ValueError("the granularity must be positive")
@@ -319,9 +346,9 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
         if reuse:
             first_cut = next((c for c in checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None)
             ok = first_cut is None or _Run(requests, _with_limit(options, limit), record=False,
-                                           start=first_cut).failed_at is None
+                                           start=first_cut, schedule=schedule).failed_at is None
         else:
-            ok = fits(requests, _with_limit(options, limit))
+            ok = fits(requests, _with_limit(options, limit), schedule)
         tried.append((limit, ok))
         return ok
 
@@ -422,13 +449,16 @@ class _Run:
     """One replay. The state lives in locals of :meth:`_replay` for speed; what is left is kept here."""
 
     def __init__(self, requests: Requests, options: BFCOptions, record: bool, start: _Checkpoint | None = None,
-                 checkpoints: list[_Checkpoint] | None = None) -> None:
+                 checkpoints: list[_Checkpoint] | None = None, schedule: ScheduleFactory | None = None) -> None:
+        if schedule is not None and record:
+            raise ValueError("a replay served by a schedule records nothing (its events are not in row order)")
         self.requests = requests
         self.options = options
         self.record = record
         self.failed_at: int | None = None
         self._start = start
         self._checkpoints = checkpoints
+        self._schedule = schedule
         self._replay()
 
     def _slot(self, region: int) -> int:
@@ -477,9 +507,14 @@ class _Run:
         vbase = self._vbase
         key_pop, free_pop, start_pop, used_pop, addr_pop = keys.pop, free_size.pop, free_start.pop, used.pop, addr_of.pop
 
-        rows = zip(is_alloc, requested, frees) if not first_row else itertools.islice(
-            zip(is_alloc, requested, frees), first_row, None)
-        for row, (alloc, req, freed) in enumerate(rows, first_row):
+        schedule = None if self._schedule is None else self._schedule(first_row)
+        if schedule is None:
+            rows: Iterator[tuple[int, tuple[bool, int, int]]] = enumerate(
+                zip(is_alloc, requested, frees) if not first_row else itertools.islice(
+                    zip(is_alloc, requested, frees), first_row, None), first_row)
+        else:
+            rows = ((row, (is_alloc[row], requested[row], frees[row])) for row in schedule)
+        for row, (alloc, req, freed) in rows:
             if alloc:
                 if req <= 0:
                     if record:
@@ -535,6 +570,8 @@ class _Run:
                             del regions[r]
                             pool -= s
                     if not made:
+                        if schedule is not None and schedule.blocked(row):
+                            continue  # the request waits for memory to come back; the schedule serves it again
                         self.failed_at = row
                         break
                     i = bisect_left(keys, rounded << shift)

@@ -7,6 +7,9 @@ the peak in use there, whether it fits a given limit and if not the first reques
 the same verdict ``memtrace oom`` gives a dump, :mod:`.oom`), what changing an option would need,
 and how well the model reproduces the allocator's own decisions where the trace records them
 (:mod:`.reproduce`, run under the limit a profile's events show: ``bytes_available`` + ``bytes_allocated``).
+Then, since a run does not repeat its order, the band over the orders the runtime may take
+(:mod:`.orders`): from which limit every sampled order runs, below which none does; over several
+recordings of one step with :func:`fit_recordings`.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from .bfc import BFCOptions, Requests, Simulation
 from .defaults import trace_defaults
 from .dump import Chunk, OomDump, Region
 from .oom import analyse
+from .orders import DEFAULT_ORDERS, DEFAULT_SEED, DEFAULT_WINDOW_NS, OrderBand, Recording, order_band, order_graph
 from .reproduce import Reproduction, reproduce
-from .requests import requests_for
+from .requests import TraceRequests, requests_for
 
 
 @dataclass(frozen=True)
@@ -100,12 +104,28 @@ class FitResult:
     alternatives: tuple[Alternative, ...]
     assumptions: tuple[str, ...] = field(default=())
     runtime: str = "TensorFlow"  # whose defaults: "TensorFlow" or "XLA" (the runtime that recorded the trace)
+    band: OrderBand | None = None  # over the orders a run may take (None: only the recorded order was replayed)
+    recordings: tuple[FitResult, ...] = field(default=())  # fit_recordings: each recording's own answer, this one first
+
+    @property
+    def verdict(self) -> bool:
+        """Whether the limit asked about holds: every sampled order runs under it where a band was made (else
+        the recorded order does). Without a limit: True."""
+        if self.options.limit_bytes is None:
+            return True
+        if self.band is not None and self.band.all_fit is not None:
+            return self.band.all_fit and self.fits
+        return self.fits
 
 
 def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_growth: bool | None = None,
         garbage_collection: bool | None = None, fragmentation_fraction: float | None = None,
-        recorded_limit: int | None = None, alternatives: bool = True) -> FitResult:
+        recorded_limit: int | None = None, alternatives: bool = True, orders: int = DEFAULT_ORDERS,
+        window_ns: int = DEFAULT_WINDOW_NS, seed: int = DEFAULT_SEED) -> FitResult:
     """Fit ``allocator``'s requests in ``trace`` (see the module's docstring).
+
+    ``orders`` orders of the recording are sampled for the band (:mod:`.orders`, within the
+    scheduling window ``window_ns``); 0: only the recorded order is replayed (``band`` None).
 
     Options left None take the defaults of the runtime that recorded the trace, TF's or XLA's
     (:func:`trace_defaults`). ``recorded_limit`` is the limit the trace was recorded under, for the
@@ -114,6 +134,59 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
     TF_CPU_BFC_MEM_LIMIT_IN_MB); else the runtime's default for the allocator; else, for a GPU, no
     self-check).
     """
+    result, found = _fit_one(trace, allocator, limit, allow_growth, garbage_collection, fragmentation_fraction,
+                             recorded_limit, alternatives)
+    if not orders:
+        return result
+    band = _band([(trace.path, found, result)], result, orders, window_ns, seed)
+    return replace(result, band=band)
+
+
+def fit_recordings(traces: list[TraceData], allocator: str, *, limit: int | None = None,
+                   allow_growth: bool | None = None, garbage_collection: bool | None = None,
+                   fragmentation_fraction: float | None = None, recorded_limit: int | None = None,
+                   alternatives: bool = True, orders: int = DEFAULT_ORDERS, window_ns: int = DEFAULT_WINDOW_NS,
+                   seed: int = DEFAULT_SEED) -> FitResult:
+    """Several recordings of one step: the first one's answer (:func:`fit`), each one's own smallest limit
+    (``recordings``), and the band over ``orders`` sampled orders of each (their orders and their requests)."""
+    if not traces:
+        raise UsageError("no recording to fit")
+    fitted = [_fit_one(trace, allocator, limit, allow_growth, garbage_collection, fragmentation_fraction,
+                       recorded_limit, alternatives and number == 0)
+              for number, trace in enumerate(traces)]
+    first = fitted[0][0]
+    for trace, (other, _) in zip(traces[1:], fitted[1:]):
+        if (other.options.allow_growth, other.options.garbage_collection, other.runtime) != (
+                first.options.allow_growth, first.options.garbage_collection, first.runtime):
+            raise UsageError(f"{trace.path}: {allocator!r} was recorded by another runtime or with other options than "
+                             f"in {traces[0].path}: not recordings of one step")
+    band = _band([(trace.path, found, result) for trace, (result, found) in zip(traces, fitted)], first, orders,
+                 window_ns, seed) if orders else None
+    return replace(first, band=band, recordings=tuple(result for result, _ in fitted))
+
+
+def _band(found: list[tuple[str, TraceRequests, FitResult]], result: FitResult, orders: int, window_ns: int,
+          seed: int) -> OrderBand:
+    """The band over the recordings' sampled orders, under ``result``'s options (and limit, if one was asked);
+    each recording's replay keeps the region order its self-check found."""
+    o = result.options
+    options = _options(None, o.allow_growth, o.garbage_collection, o.fragmentation_fraction, False, ())
+    recordings = []
+    for path, f, own in found:
+        checked = own.reproduced
+        regions = options if checked is None else replace(
+            options, regions_descending=checked.regions_descending, region_order=checked.region_order)
+        recordings.append(Recording(path, order_graph(f.requests, f.threads, window_ns=window_ns), regions,
+                                    own.min_limit_bytes))
+    try:
+        return order_band(recordings, options, orders=orders, seed=seed, limit=o.limit_bytes)
+    except ValueError as exc:  # an order beyond any limit the model holds (8 TiB)
+        raise UsageError(f"{result.allocator}: {exc}") from None
+
+
+def _fit_one(trace: TraceData, allocator: str, limit: int | None, allow_growth: bool | None,
+             garbage_collection: bool | None, fragmentation_fraction: float | None, recorded_limit: int | None,
+             alternatives: bool) -> tuple[FitResult, TraceRequests]:
     found = requests_for(trace, allocator)
     defaults = trace_defaults(trace, allocator)
     growth = defaults.allow_growth if allow_growth is None else allow_growth
@@ -137,7 +210,7 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
             descending, order = reproduced.regions_descending, reproduced.region_order
     result = fit_requests(found.requests, _options(limit, growth, gc, fraction, descending, order), allocator=allocator,
                           alternatives=alternatives, defaults=defaults.source, runtime=defaults.runtime)
-    return replace(result, reproduced=reproduced, assumptions=tuple(notes))
+    return replace(result, reproduced=reproduced, assumptions=tuple(notes)), found
 
 
 def _options(limit: int | None, growth: bool, gc: bool, fraction: float, descending: bool,

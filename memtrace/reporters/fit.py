@@ -8,6 +8,7 @@ from ..allocator.fit import Alternative, Failure, FitOptions, FitResult
 from ..allocator.reproduce import Reproduction
 from ..units import MIB, format_bytes, format_us, plural
 from .common import clean, table
+from .orders import band_json, render_band
 
 SCHEMA = "memtrace.fit/1"
 
@@ -47,6 +48,11 @@ def _result_json(r: FitResult, chunks: bool) -> dict[str, Any]:
         "failure": None if r.failure is None else _failure_json(r.failure, chunks),
         "alternatives": [_alternative_json(a) for a in r.alternatives],
         "assumptions": list(r.assumptions),
+        "fits_every_order": r.verdict if r.band is not None and r.options.limit_bytes is not None else None,
+        "band": None if r.band is None else band_json(r.band),
+        "recordings": [{"path": path, "events": one.events, "min_limit_bytes": one.min_limit_bytes, "fits": one.fits,
+                        "reproduced": None if one.reproduced is None else _reproduced_json(one.reproduced)}
+                       for path, one in zip(r.band.recordings if r.band is not None else (), r.recordings)],
     }
 
 
@@ -109,19 +115,28 @@ def render_text(results: list[FitResult], out: IO[str], map_rows: int = 20) -> N
 
 def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
     o = r.options
-    out.write(f"{clean(r.allocator)}: {plural(r.events, 'event')}, {plural(r.allocations, 'allocation')}; "
+    several = len(r.recordings) > 1
+    what = (f"{len(r.recordings)} recordings of one step" if several else
+            f"{plural(r.events, 'event')}, {plural(r.allocations, 'allocation')}")
+    out.write(f"{clean(r.allocator)}: {what}; "
               f"allow_growth {'on' if o.allow_growth else 'off'}, garbage collection "
               f"{'on' if o.garbage_collection else 'off'}, fragmentation_fraction {o.fragmentation_fraction:g}\n")
     if r.defaults:
         out.write(f"  options not given are {r.defaults}\n")
-    if r.reproduced is not None:
+    if several and r.band is not None:
+        for number, (path, one) in enumerate(zip(r.band.recordings, r.recordings), 1):
+            check = "" if one.reproduced is None else f"; self-check: {reproduction_line(one.reproduced)}"
+            out.write(f"  recording {number} ({clean(path)}): {plural(one.events, 'event')}; smallest limit "
+                      f"{mib(one.min_limit_bytes)}{check}\n")
+        out.write(f"  the answers below are recording 1's, then the band over all {len(r.recordings)}\n")
+    if r.reproduced is not None and not several:
         p = r.reproduced
         order = ("ascending" if not p.regions_descending else "descending") + " addresses" if not p.region_order else (
             "addresses ranked " + ", ".join(str(rank) for rank in p.region_order) + " as the profile shows")
         out.write(f"  self-check: {reproduction_line(p)} (replayed under {mib(p.limit_bytes)}, regions at {order})\n")
         if p.first_difference:
             out.write(f"  first difference: {clean(p.first_difference)}\n")
-    out.write(f"  smallest limit: {mib(r.min_limit_bytes)}"
+    out.write(f"  smallest limit{' under the recorded order' if r.band is not None else ''}: {mib(r.min_limit_bytes)}"
               + ("" if r.below_step_bytes <= MIB else
                  f" (the limits below it were tried every {mib(r.below_step_bytes)}: a smaller one may fit)") + "\n")
     if r.counterexample is not None:
@@ -135,8 +150,12 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
                   f"{format_bytes(r.lost_bytes)} of the limit lost to fragmentation (limit - peak in use)\n")
     else:
         verdict = "fits" if r.fits else "does NOT fit"
+        if r.band is not None:
+            verdict = "the recorded order fits" if r.fits else "the recorded order does NOT fit"
         out.write(f"  under {mib(o.limit_bytes)}: {verdict}; peak in use {format_bytes(r.peak_in_use_bytes)}, "
                   f"pool {format_bytes(r.pool_bytes)}\n")
+    if r.band is not None:
+        render_band(r.band, out)
     if r.failure is not None:
         _render_failure(r.failure, out, map_rows)
     if r.alternatives:
