@@ -472,8 +472,14 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
                 schedule = order.schedule()
                 search = bfc.search_min_limit(order.requests, own, granularity, extra_probes=2,
                                               budget_events=ORDER_BUDGET_EVENTS, schedule=schedule)
-                under = None if limit is None else bfc.fits(order.requests, replace(own, limit_bytes=limit), schedule)
-                seen[key] = (search.limit_bytes, search.tried, under)
+                tried = search.tried
+                under = None
+                if limit is not None:  # replayed there too: a limit the search did not try may fail above the smallest
+                    under = dict(tried).get(limit)
+                    if under is None:
+                        under = bfc.fits(order.requests, replace(own, limit_bytes=limit), schedule)
+                        tried = (*tried, (limit, under))
+                seen[key] = (search.limit_bytes, tried, under)
                 live.append(order.requests.peak_rounded_live_bytes())
             least, tried, under = seen[key]
             found.append(OrderLimit(index, number == 0, least, tried, granularity))

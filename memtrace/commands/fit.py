@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
-from . import add_output_options, add_trace_options, load_trace, resolve_allocators, write_report
+from . import add_output_options, add_trace_options, load_trace, order_count, resolve_allocators, write_report
 from .batch_size import add_batch_options, check_options, run_batches
 
 
@@ -48,13 +48,13 @@ def register(subparsers: Any) -> None:
                         "MiB for CPU BFC; where a profile's events show the limit, that one)")
     parser.add_argument("--no-alternatives", dest="alternatives", action="store_false",
                         help="do not replay the other options (faster on large traces)")
-    parser.add_argument("--orders", type=_count, default=None, metavar="N",
+    parser.add_argument("--orders", type=order_count, default=None, metavar="N",
                         help="orders to sample from each recording for the band, its own included (default 16); 0: "
                         "replay only the recorded order")
     parser.add_argument("--window", type=_milliseconds, default=None, metavar="MS",
                         help="the scheduling window in milliseconds: events of other threads further apart than this "
                         "keep their recorded order (default 10)")
-    parser.add_argument("--seed", type=_count, default=None, metavar="N",
+    parser.add_argument("--seed", type=order_count, default=None, metavar="N",
                         help="the seed the sampled orders are drawn with (default 0: the same orders every time)")
     add_output_options(parser)
     parser.add_argument("--html", action="store_true", help="write a self-contained HTML page instead: the allocator's "
@@ -144,17 +144,6 @@ def _write_html(args: argparse.Namespace, trace: Any, allocators: list[str], lim
     with open_output(args.output, input_paths(args)) as out:
         render_html(spaces, out, f"memtrace fit: {trace.path}")
     return 0 if all(r.verdict for r in results) else 1
-
-
-def _count(text: str) -> int:
-    """An argparse type: a whole number of at least 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 0 <= value <= 1_000_000:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1,000,000: {text!r}")
-    return value
 
 
 def _milliseconds(text: str) -> int:

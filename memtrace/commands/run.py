@@ -3,6 +3,10 @@
 Like ``memray run`` or ``nsys profile``: the script runs in a child Python (so that this process
 never imports TensorFlow) inside ``memtrace.tensorflow.recording``, which starts the profiler right
 after ``import tensorflow`` and stops it however the script ends. The script's exit code is passed on.
+The child says how the run was recorded (threads, oneDNN) and so whether its order will repeat;
+``--steady`` records the way the docs recommend for steady answers (one inter-op and one intra-op
+thread, oneDNN's kernels off), ``--runs N`` records N runs and then fits all of them at once (the
+band over the orders the runs took: ``memtrace fit R1 R2 ...``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 import memtrace.tensorflow
 del sys.path[0]
-memtrace.tensorflow.run_script(sys.argv[2], sys.argv[3], sys.argv[4:])
+memtrace.tensorflow.run_script(sys.argv[3], sys.argv[4], sys.argv[5:], steady=sys.argv[2] == "steady")
 """
 
 
@@ -42,9 +46,28 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--cpu-bfc", action="store_true",
                         help="make the CPU allocator TensorFlow's BFC allocator (TF_CPU_ALLOCATOR_USE_BFC=true), "
                         "the one that writes memory events on CPU")
+    parser.add_argument("--steady", action="store_true",
+                        help="record the way the docs recommend for steady answers: one inter-op and one intra-op "
+                        "thread and oneDNN's kernels off (TF_ENABLE_ONEDNN_OPTS=0), so that the order of allocations "
+                        "repeats from run to run; without it the script runs with the threads and kernels it sets "
+                        "(TensorFlow's default: a thread a core, oneDNN on), and the order varies")
+    parser.add_argument("--runs", type=_runs, default=1, metavar="N",
+                        help="run the script N times, each into LOGDIR/run-K, then fit all N profiles at once "
+                        "(memtrace fit's band over the orders the runs took); default 1")
     parser.add_argument("script", metavar="SCRIPT", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
     parser.set_defaults(run=run)
+
+
+def _runs(text: str) -> int:
+    """An argparse type: how many runs, 1 to 100."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 100: {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,9 +80,37 @@ def run(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     if args.cpu_bfc:
         env["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
+    if args.steady:
+        env["TF_ENABLE_ONEDNN_OPTS"] = "0"  # read when TensorFlow is imported; the threads are set in the child
+    if args.runs == 1:
+        return _run_once(args, logdir, env)
+    logdirs = [os.path.join(logdir, f"run-{number}") for number in range(1, args.runs + 1)]
+    codes = []
+    for number, each in enumerate(logdirs, 1):
+        print(f"memtrace: run {number} of {args.runs} into {each}", file=sys.stderr, flush=True)
+        codes.append(_run_once(args, each, env))
+    recorded = [each for each in logdirs if os.path.isdir(os.path.join(each, "plugins", "profile"))]
+    failed = next((code for code in codes if code), 0)
+    if len(recorded) < 2:
+        print(f"memtrace: {len(recorded)} of {args.runs} runs wrote a profile: nothing to fit together", file=sys.stderr)
+        return failed
+    print(f"memtrace: the band over the {len(recorded)} runs' orders (memtrace fit {' '.join(recorded)}):",
+          file=sys.stderr, flush=True)
+    from . import fit as fit_command
+
+    parser = argparse.ArgumentParser(prog="memtrace")
+    fit_command.register(parser.add_subparsers())
+    fitting = parser.parse_args(["fit", *recorded])
+    fitting.run(fitting)
+    return failed
+
+
+def _run_once(args: argparse.Namespace, logdir: str, env: dict[str, str]) -> int:
+    """One run of the script in a child Python into ``logdir``; its exit code (128 + N for signal N)."""
     home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     package_root = os.path.dirname(home)
-    command = [sys.executable, "-c", _BOOTSTRAP, package_root, logdir, args.script, *args.args]
+    command = [sys.executable, "-c", _BOOTSTRAP, package_root, "steady" if args.steady else "as-is", logdir,
+               args.script, *args.args]
     started = time.monotonic()
     child = subprocess.Popen(command, env=env)
     # SIGTERM to memtrace goes on to the script (which then writes its profile); Ctrl-C reaches both anyway.

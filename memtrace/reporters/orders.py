@@ -46,6 +46,9 @@ def _sampled(b: OrderBand) -> str:
     """How many orders, from what, within which window."""
     n = len(b.orders)
     window = f"within a {format_us(b.window_ns)} scheduling window"
+    if b.fixed:
+        return ("the recording's own order" if len(b.recordings) == 1 else
+                f"each of the {len(b.recordings)} recordings' own orders") + " (no other order is possible)"
     if len(b.recordings) == 1:
         return (f"{plural(n, 'order')} sampled from this one recording (its own and {n - 1:,} drawn {window}, "
                 f"seed {b.seed}): an estimate from one recording" if n > 1 else
@@ -62,8 +65,10 @@ def render_band(b: OrderBand, out: IO[str], indent: str = "  ") -> None:
     out.write(f"{indent}the orders a run may take: {_sampled(b)}\n")
     inner = indent + "  "
     if b.fixed:
+        needs = (f"it needs {_mib(b.always_fits_bytes)}" if b.narrow else
+                 f"they need {_mib(b.first_fit_bytes)} to {_mib(b.always_fits_bytes)}")
         out.write(f"{inner}every event follows the one before it on its thread or the data it frees, and the threads "
-                  f"hand over to each other: the recorded order is the only one; it needs {_mib(b.always_fits_bytes)}\n")
+                  f"hand over to each other: a recorded order is the only one its threads allow; {needs}\n")
     elif b.narrow:
         out.write(f"{inner}every sampled order needs {_mib(b.always_fits_bytes)}: a narrow band (the order leaves "
                   "little to timing: one thread, or threads that hand over to each other)\n")
