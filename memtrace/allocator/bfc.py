@@ -307,10 +307,11 @@ class LimitSearch:
 
 def search_min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 20,
                      extra_probes: int = 2, budget_events: int = 5_000_000,
-                     schedule: ScheduleFactory | None = None) -> LimitSearch:
+                     schedule: ScheduleFactory | None = None, hint: int | None = None) -> LimitSearch:
     """The smallest multiple of ``granularity`` under which every request is served.
 
-    The lower bound is the most rounded bytes ever alive at once (no allocator fits below it).
+    The lower bound is the most rounded bytes ever alive at once (no allocator fits below it; with
+    a schedule that serves the requests in another order, a lower limit may fit: it is not searched).
     The upper bound: with ``allow_growth`` and the 128 MiB split rule, the largest pool an
     unlimited replay reaches (under any limit at least that, every region is what it would be
     unlimited, so the replay is the same and fits); otherwise it grows from the lower bound, the
@@ -328,7 +329,10 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     that fits is the answer. ``extra_probes`` limits above the answer are tried as well, and any
     limit tried that contradicts monotony is reported (``monotone`` False). With ``schedule``, every
     replay under a limit serves the rows as it says (a failing request may wait); the unlimited
-    replay, where nothing fails, is the same either way.
+    replay, where nothing fails, is the same either way. ``hint``, a limit the answer is likely near
+    (that of a similar sequence), is tried first, and the limit below it: where they bracket a
+    boundary, bisection is done (the answer is the same, the smallest limit below the boundary
+    that fits, where every limit below it is tried).
     """
     if granularity <= 0:
         raise ValueError("the granularity must be positive")
@@ -369,6 +373,13 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
             if hi >= top_units:
                 raise ValueError("no limit the model holds fits these requests")
             hi = min(top_units, hi + gap)
+    if hint is not None and lo < hint // granularity < hi:
+        if check(hint // granularity):
+            hi = hint // granularity
+            if hi - 1 > lo and not check(hi - 1):
+                lo = hi - 1
+        else:
+            lo = hint // granularity
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if check(mid):

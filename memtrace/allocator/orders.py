@@ -63,7 +63,7 @@ DEFAULT_WINDOW_NS = 10_000_000  # the scheduling window (10 ms): see docs/fit.md
 DEFAULT_SEED = 0
 # The replays of one sampled order's limit search may cost at most this many events in all (fit's own
 # search may cost 5,000,000): below the boundary the search then tries evenly spaced limits.
-ORDER_BUDGET_EVENTS = 500_000
+ORDER_BUDGET_EVENTS = 100_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -415,7 +415,7 @@ class OrderBand:
         found: list[tuple[int, int]] = []
         for limit in candidates:
             count = sum(o.fits(limit) for o in self.orders)
-            if not found or found[-1][1] != count:
+            if count and (not found or found[-1][1] != count):
                 found.append((limit, count))
         return found
 
@@ -471,7 +471,8 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
             if key not in seen:  # an order drawn again (a recording with little to reorder) is not replayed again
                 schedule = order.schedule()
                 search = bfc.search_min_limit(order.requests, own, granularity, extra_probes=2,
-                                              budget_events=ORDER_BUDGET_EVENTS, schedule=schedule)
+                                              budget_events=ORDER_BUDGET_EVENTS, schedule=schedule,
+                                              hint=recorded[-1])
                 tried = search.tried
                 under = None
                 if limit is not None:  # replayed there too: a limit the search did not try may fail above the smallest
@@ -490,7 +491,8 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
     # wait for other threads' frees: real runs then fitted far below every replayed order (docs/fit.md). What
     # holds for every order is only that no limit below the bytes alive at once fits.
     floor = -(-min(live) // granularity) * granularity
-    never = first_fit if first_fit == always else min(first_fit, max(floor, granularity))
+    agree = len({o.min_limit_bytes for o in found}) == 1  # (one order may still fit again above a limit that fails)
+    never = first_fit if agree else min(first_fit, max(floor, granularity))
     return OrderBand(tuple(r.path for r in recordings), tuple(recorded), tuple(found), never, first_fit, always,
                      fixed, recordings[0].graph.window_ns, seed, granularity, limit,
                      None if limit is None else fitting)

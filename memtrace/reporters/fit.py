@@ -136,7 +136,7 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
         out.write(f"  self-check: {reproduction_line(p)} (replayed under {mib(p.limit_bytes)}, regions at {order})\n")
         if p.first_difference:
             out.write(f"  first difference: {clean(p.first_difference)}\n")
-    out.write(f"  smallest limit{' under the recorded order' if r.band is not None else ''}: {mib(r.min_limit_bytes)}"
+    out.write(f"  smallest limit: {mib(r.min_limit_bytes)}{' under the recorded order' if r.band is not None else ''}"
               + ("" if r.below_step_bytes <= MIB else
                  f" (the limits below it were tried every {mib(r.below_step_bytes)}: a smaller one may fit)") + "\n")
     if r.counterexample is not None:
