@@ -274,10 +274,28 @@ def simulate(requests: Requests, options: BFCOptions) -> Simulation:
     return _Run(requests, options, record=True).simulation()
 
 
-def fits(requests: Requests, options: BFCOptions, schedule: ScheduleFactory | None = None) -> bool:
+def fits(requests: Requests, options: BFCOptions, schedule: ScheduleFactory | None = None,
+         shared: SharedStart | None = None) -> bool:
     """Whether every request is served (a replay that records nothing, for searching limits), in order or as
-    ``schedule`` serves them."""
-    return _Run(requests, options, record=False, schedule=schedule).failed_at is None
+    ``schedule`` serves them; ``shared``: from the state where the sequence first differs from the one it
+    began as (:class:`SharedStart`)."""
+    start = None
+    if shared is not None and shared.rows <= len(requests):
+        start = shared.at(options.limit_bytes)
+        if start is None and schedule is None:  # the shared rows run out of memory already
+            return False
+    return _served(requests, options, start, schedule)
+
+
+def _served(requests: Requests, options: BFCOptions, start: _Checkpoint | None,
+            schedule: ScheduleFactory | None) -> bool:
+    """Whether a replay from ``start`` (None: the first request) serves every request; with ``schedule``, in
+    order until a request fails, then as the schedule serves them from there (the same as a replay served by
+    the schedule from the start, which serves the rows in order until a request fails)."""
+    run = _Run(requests, options, record=False, start=start)
+    if run.failed_at is None or schedule is None:
+        return run.failed_at is None
+    return _Run(requests, options, record=False, start=run.state(run.failed_at), schedule=schedule).failed_at is None
 
 
 @dataclass(frozen=True)
@@ -307,7 +325,8 @@ class LimitSearch:
 
 def search_min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 20,
                      extra_probes: int = 2, budget_events: int = 5_000_000,
-                     schedule: ScheduleFactory | None = None, hint: int | None = None) -> LimitSearch:
+                     schedule: ScheduleFactory | None = None, hint: int | None = None,
+                     shared: SharedStart | None = None) -> LimitSearch:
     """The smallest multiple of ``granularity`` under which every request is served.
 
     The lower bound is the most rounded bytes ever alive at once (no allocator fits below it; with
@@ -325,14 +344,16 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     one, taken in part by smaller requests first, does not (seen in a real recording). So the
     limits below the boundary are tried too, from the lower bound up, every one of them while
     the replays stay within ``budget_events`` events in all (failing replays stop at their
-    failure, so most cost less than a whole one), else evenly spaced (``below_step``); the first
+    failure, so most cost less than a whole one), else evenly spaced (``below_step``; with a budget
+    of 0, none: the boundary bisection found is the answer); the first
     that fits is the answer. ``extra_probes`` limits above the answer are tried as well, and any
     limit tried that contradicts monotony is reported (``monotone`` False). With ``schedule``, every
     replay under a limit serves the rows as it says (a failing request may wait); the unlimited
     replay, where nothing fails, is the same either way. ``hint``, a limit the answer is likely near
     (that of a similar sequence), is tried first, and the limit below it: where they bracket a
     boundary, bisection is done (the answer is the same, the smallest limit below the boundary
-    that fits, where every limit below it is tried).
+    that fits, where every limit below it is tried). ``shared``: the sequence begins as another
+    does, whose states there every replay starts from (:class:`SharedStart`; the answer is the same).
     """
     if granularity <= 0:
         raise ValueError("the granularity must be positive")
@@ -345,25 +366,54 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     reuse = options.allow_growth and options.fragmentation_fraction == 0.0
     checkpoints: list[_Checkpoint] = []
 
+    if shared is not None and (shared.unlimited is None or shared.rows > n):
+        shared = None
+    complete = False  # the checkpoints hold every region the unlimited replay made (not only the shared ones)
+    memo: dict[int, bool] = {}
+
     def check(units: int) -> bool:
+        if units in memo:
+            return memo[units]
         limit = units * granularity
-        if reuse:
-            first_cut = next((c for c in checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None)
-            ok = first_cut is None or _Run(requests, _with_limit(options, limit), record=False,
-                                           start=first_cut, schedule=schedule).failed_at is None
-        else:
-            ok = fits(requests, _with_limit(options, limit), schedule)
+        start = None
+        if reuse and complete:
+            start = next((c for c in checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None)
+        ok: bool | None = True if reuse and complete and start is None else None
+        if ok is None and shared is not None and (start is None or start.row < shared.rows):
+            common = shared.at(limit)  # the state where this sequence first differs from the one it began as
+            if common is not None:
+                start = common
+            elif schedule is None:  # the shared rows run out of memory already
+                ok = False
+        if ok is None:
+            ok = _served(requests, _with_limit(options, limit), start, schedule)
         tried.append((limit, ok))
+        memo[units] = ok
         return ok
 
     floor = max(0, -(-requests.peak_rounded_live_bytes() // granularity) - 1)  # known not to fit
     lo = floor
-    if reuse:
-        unlimited = _Run(requests, _with_limit(options, MAX_LIMIT_BYTES), record=False, checkpoints=checkpoints)
+    bracketed = False
+    if shared is not None and hint is not None and floor < hint // granularity - 1:
+        # A sequence that began as another: its answer is most likely the other's. Where the hint fits and the
+        # limit below it does not, that boundary stands without the unlimited replay.
+        h = hint // granularity
+        bracketed = check(h) and not check(h - 1)
+        if bracketed:
+            lo, hi = h - 1, h
+    if bracketed:
+        pass
+    elif reuse:
+        if shared is not None:
+            checkpoints.extend(shared.checkpoints())
+        unlimited = _Run(requests, _with_limit(options, MAX_LIMIT_BYTES), record=False, checkpoints=checkpoints,
+                         start=None if shared is None else shared.unlimited)
+        complete = True
         if unlimited.failed_at is not None:
             raise ValueError("no limit the model holds fits these requests")
         hi = max(lo + 1, -(-unlimited.max_pool // granularity))
         tried.append((hi * granularity, True))
+        memo[hi] = True
     else:
         gap = max(1, lo // 16)
         hi = lo + gap
@@ -373,7 +423,7 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
             if hi >= top_units:
                 raise ValueError("no limit the model holds fits these requests")
             hi = min(top_units, hi + gap)
-    if hint is not None and lo < hint // granularity < hi:
+    if not bracketed and hint is not None and lo < hint // granularity < hi:
         if check(hint // granularity):
             hi = hint // granularity
             if hi - 1 > lo and not check(hi - 1):
@@ -386,8 +436,9 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
             hi = mid
         else:
             lo = mid
-    # Below the boundary: every limit (or every step-th) from the lower bound up; the first that fits wins.
-    below = hi - floor - 1
+    # Below the boundary: every limit (or every step-th) from the lower bound up; the first that fits wins
+    # (none with a budget of 0 events: the boundary stands).
+    below = hi - floor - 1 if budget_events > 0 else 0
     step = max(1, -(-below * n // budget_events)) if below > 0 else 1
     known = {limit // granularity: ok for limit, ok in tried}
     for units in range(floor + 1, hi, step):
@@ -410,6 +461,46 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     answer = hi * granularity
     monotone = all(ok == (limit >= answer) for limit, ok in tried if limit > 0)
     return LimitSearch(answer, monotone, tuple(tried), step)
+
+
+class SharedStart:
+    """Replays of sequences that all begin as ``source`` does (its first ``rows`` rows), sharing the allocator's
+    states there instead of replaying those rows again for each (``search_min_limit(shared=...)``).
+
+    Orders drawn from one recording keep its order up to where they first differ (``allocator/orders.py``):
+    under one limit, every one of them is in the same state there, the source's, unless the source runs
+    out of memory before it. The states are made on first use, one per limit, and kept.
+    """
+
+    def __init__(self, source: Requests, options: BFCOptions, rows: int) -> None:
+        self.source = source
+        self.options = options
+        self.rows = rows
+        head = Requests(source.is_alloc[:rows], source.requested_bytes[:rows], source.frees[:rows], source.op[:rows],
+                        source.time_ns[:rows], source.op_names)
+        self._head = head
+        self._checkpoints: list[_Checkpoint] = []
+        unlimited = _Run(head, _with_limit(options, MAX_LIMIT_BYTES), record=False, checkpoints=self._checkpoints)
+        self.unlimited = None if unlimited.failed_at is not None else unlimited.state(rows)
+        self._states: dict[int, _Checkpoint | None] = {}
+
+    def checkpoints(self) -> list[_Checkpoint]:
+        """The source's states where a region was made before ``rows`` (each replay's list starts with them)."""
+        return list(self._checkpoints)
+
+    def at(self, limit: int) -> _Checkpoint | None:
+        """The state before row ``rows`` under ``limit``; None where the source runs out of memory before it."""
+        if limit not in self._states:
+            options = _with_limit(self.options, limit)
+            reuse = options.allow_growth and options.fragmentation_fraction == 0.0
+            start = next((c for c in self._checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None) if reuse \
+                else None
+            if reuse and start is None:  # no region cut before it: the unlimited replay's state
+                self._states[limit] = self.unlimited
+            else:
+                run = _Run(self._head, options, record=False, start=start)
+                self._states[limit] = None if run.failed_at is not None else run.state(self.rows)
+        return self._states[limit]
 
 
 def min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 20) -> int:
@@ -638,6 +729,14 @@ class _Run:
         self.free_size = free_size
         self.addr_of = addr_of
         self.records = rec
+        self._end = (keys, free_start, pool, in_use, growth_size)
+
+    def state(self, row: int) -> _Checkpoint:
+        """The allocator's state where this replay ended, as a state another replay may resume from at ``row``."""
+        keys, free_start, pool, in_use, growth = self._end
+        return _Checkpoint(row, pool, 0, tuple(keys), dict(self.free_size), dict(free_start), dict(self.used),
+                           dict(self.addr_of), dict(self.regions), self.region_rows, in_use, self.peak, self.max_pool,
+                           growth)
 
     def simulation(self) -> Simulation:
         table = np.array(self.records, dtype=np.int64).reshape(-1, 5)

@@ -14,6 +14,7 @@ recordings of one step with :func:`fit_recordings`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -146,9 +147,10 @@ def fit_recordings(traces: list[TraceData], allocator: str, *, limit: int | None
                    allow_growth: bool | None = None, garbage_collection: bool | None = None,
                    fragmentation_fraction: float | None = None, recorded_limit: int | None = None,
                    alternatives: bool = True, orders: int = DEFAULT_ORDERS, window_ns: int = DEFAULT_WINDOW_NS,
-                   seed: int = DEFAULT_SEED) -> FitResult:
+                   seed: int = DEFAULT_SEED, at_limits: Sequence[int] = ()) -> FitResult:
     """Several recordings of one step: the first one's answer (:func:`fit`), each one's own smallest limit
-    (``recordings``), and the band over ``orders`` sampled orders of each (their orders and their requests)."""
+    (``recordings``), and the band over ``orders`` sampled orders of each (their orders and their requests);
+    every sampled order is replayed under each of ``at_limits`` too (``band.fitting_at``)."""
     if not traces:
         raise UsageError("no recording to fit")
     fitted = [_fit_one(trace, allocator, limit, allow_growth, garbage_collection, fragmentation_fraction,
@@ -161,12 +163,12 @@ def fit_recordings(traces: list[TraceData], allocator: str, *, limit: int | None
             raise UsageError(f"{trace.path}: {allocator!r} was recorded by another runtime or with other options than "
                              f"in {traces[0].path}: not recordings of one step")
     band = _band([(trace.path, found, result) for trace, (result, found) in zip(traces, fitted)], first, orders,
-                 window_ns, seed) if orders else None
+                 window_ns, seed, at_limits) if orders else None
     return replace(first, band=band, recordings=tuple(result for result, _ in fitted))
 
 
 def _band(found: list[tuple[str, TraceRequests, FitResult]], result: FitResult, orders: int, window_ns: int,
-          seed: int) -> OrderBand:
+          seed: int, at_limits: Sequence[int] = ()) -> OrderBand:
     """The band over the recordings' sampled orders, under ``result``'s options (and limit, if one was asked);
     each recording's replay keeps the region order its self-check found."""
     o = result.options
@@ -179,7 +181,7 @@ def _band(found: list[tuple[str, TraceRequests, FitResult]], result: FitResult, 
         recordings.append(Recording(path, order_graph(f.requests, f.threads, window_ns=window_ns), regions,
                                     own.min_limit_bytes))
     try:
-        return order_band(recordings, options, orders=orders, seed=seed, limit=o.limit_bytes)
+        return order_band(recordings, options, orders=orders, seed=seed, limit=o.limit_bytes, at_limits=at_limits)
     except ValueError as exc:  # an order beyond any limit the model holds (8 TiB)
         raise UsageError(f"{result.allocator}: {exc}") from None
 

@@ -49,7 +49,7 @@ the limit cuts, as ``fit``'s own search does. ``scripts/bench_fit.py`` measures 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -58,12 +58,13 @@ from ..trace.data import NO_OP, IntArray
 from . import bfc
 from .bfc import BFCOptions, Requests
 
-DEFAULT_ORDERS = 16  # orders sampled from each recording, the recorded one included
+DEFAULT_ORDERS = 32  # orders sampled from each recording, the recorded one included
 DEFAULT_WINDOW_NS = 10_000_000  # the scheduling window (10 ms): see docs/fit.md for how it was calibrated
 DEFAULT_SEED = 0
-# The replays of one sampled order's limit search may cost at most this many events in all (fit's own
-# search may cost 5,000,000): below the boundary the search then tries evenly spaced limits.
-ORDER_BUDGET_EVENTS = 100_000
+# Below the boundary its bisection finds, the search for the recorded order's smallest limit tries every
+# limit while its replays cost at most this many events (fit's own may cost 5,000,000); the searches for the
+# other sampled orders start from the recorded order's answer and take the boundary they find there.
+RECORDED_BUDGET_EVENTS = 500_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -160,44 +161,40 @@ class SampledOrder:
     requests: Requests  # the recording's requests in this order (frees renumbered)
 
     def schedule(self) -> bfc.ScheduleFactory:
-        """The retry's schedule for a replay of :attr:`requests` (see :class:`_Retry`)."""
-        plan = _Plan.of(self)
-        return lambda start: _Retry(plan, start)
+        """The retry's schedule for a replay of :attr:`requests` (see :class:`_Retry`); what it needs to know
+        beyond the order is worked out when a request first fails, once."""
+        plans: list[_Plan] = []
+
+        def plan() -> _Plan:
+            if not plans:
+                plans.append(_Plan.of(self))
+            return plans[0]
+
+        rows = len(self.requests)
+        return lambda start: _Retry(plan, rows, start)
 
 
 def sample_orders(graph: OrderGraph, count: int, seed: int = DEFAULT_SEED) -> list[SampledOrder]:
     """``count`` orders of ``graph``'s units: the recorded one first, then orders drawn at random (seeded)."""
     rng = np.random.default_rng(seed)
     orders = []
+    offsets, preds = graph.pred_offsets.tolist(), graph.preds.tolist()
     for index in range(count):
         shift = rng.uniform(0.0, float(graph.window_ns), graph.units) if index else np.zeros(graph.units)
-        orders.append(_in_order(graph, _topological(graph, graph.unit_time_ns + shift)))
+        orders.append(_in_order(graph, _topological(graph.unit_time_ns + shift, offsets, preds)))
     return orders
 
 
-def _topological(graph: OrderGraph, key: np.ndarray) -> IntArray:
-    """The units in order of ``key`` (ties: recorded order) as far as each follows what it must."""
-    n = graph.units
-    offsets, preds = graph.pred_offsets, graph.preds
-    waiting = np.diff(offsets).tolist()
-    succ_order = np.argsort(preds, kind="stable")
-    succ_of = np.repeat(np.arange(n), np.diff(offsets))[succ_order].tolist()
-    succ_offsets = np.searchsorted(preds[succ_order], np.arange(n + 1)).tolist()
+def _topological(key: np.ndarray, offsets: list[int], preds: list[int]) -> IntArray:
+    """The units in order of ``key`` as far as each follows what it must: a unit's key is raised to the largest
+    of what it follows (every edge points forward in the recorded order, so one pass in that order does it),
+    then the units are sorted by it, ties in recorded order."""
     keys = key.tolist()
-    heap = [(keys[u], u) for u in range(n) if waiting[u] == 0]
-    heapq.heapify(heap)
-    order = []
-    pop, push = heapq.heappop, heapq.heappush
-    while heap:
-        _, u = pop(heap)
-        order.append(u)
-        for s in succ_of[succ_offsets[u]:succ_offsets[u + 1]]:
-            waiting[s] -= 1
-            if not waiting[s]:
-                push(heap, (keys[s], s))
-    if len(order) != n:  # cannot happen: every edge points forward in the recorded order
-        raise ValueError("the recording's partial order has a cycle")
-    return np.array(order, dtype=np.int64)
+    for u in range(len(keys)):
+        lo, hi = offsets[u], offsets[u + 1]
+        if lo < hi:
+            keys[u] = max(keys[u], *[keys[p] for p in preds[lo:hi]])
+    return np.lexsort((np.arange(len(keys)), np.array(keys))).astype(np.int64)
 
 
 def _in_order(graph: OrderGraph, units: IntArray) -> SampledOrder:
@@ -214,6 +211,12 @@ def _in_order(graph: OrderGraph, units: IntArray) -> SampledOrder:
     frees = np.where(frees >= 0, where[np.maximum(frees, 0)], -1)
     permuted = Requests(q.is_alloc[rows], q.requested_bytes[rows], frees, q.op[rows], q.time_ns[rows], q.op_names)
     return SampledOrder(graph, units, permuted)
+
+
+def _first_difference(graph: OrderGraph, order: SampledOrder) -> int:
+    """The first row at which ``order`` differs from the recorded order (the number of rows they share)."""
+    moved = np.flatnonzero(order.units != np.arange(graph.units))
+    return int(graph.unit_rows[moved[0]]) if len(moved) else len(graph.requests)
 
 
 # -- the retry ------------------------------------------------------------------------------------
@@ -258,8 +261,9 @@ class _Retry:
     oldest waiting request is tried a last time and the replay stops there, out of memory.
     """
 
-    def __init__(self, plan: _Plan, start: int) -> None:
+    def __init__(self, plan: Callable[[], _Plan], rows: int, start: int) -> None:
         self.plan = plan
+        self.rows = rows
         self.start = start
         self.failed: int | None = None  # the row blocked() was told of, not yet taken up
         self.final = False
@@ -271,9 +275,8 @@ class _Retry:
         return True
 
     def __iter__(self) -> Iterator[int]:
-        plan = self.plan
         row = self.start
-        n = plan.rows
+        n = self.rows
         while row < n:  # in order until a request fails
             yield row
             if self.failed is not None:
@@ -284,7 +287,7 @@ class _Retry:
         yield from self._waiting(self.failed)
 
     def _waiting(self, first_failure: int) -> Iterator[int]:
-        plan = self.plan
+        plan = self.plan()
         starts, is_free, time_ns, window = plan.starts, plan.is_free, plan.time_ns, plan.window_ns
         units = len(starts) - 1
         at = int(np.searchsorted(np.asarray(starts), first_failure, side="right")) - 1
@@ -402,6 +405,7 @@ class OrderBand:
     granularity: int
     limit_bytes: int | None = None  # the limit asked about, if any
     fitting_at_limit: int | None = None  # how many sampled orders run under it (each replayed there)
+    fitting_at: tuple[tuple[int, int], ...] = ()  # (limit, orders that run there) for the limits asked, each replayed
 
     def share(self, limit: int) -> float:
         """The share of sampled orders that run under ``limit``."""
@@ -442,13 +446,17 @@ class Recording:
 
 
 def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: int = DEFAULT_ORDERS,
-               seed: int = DEFAULT_SEED, limit: int | None = None, granularity: int = 1 << 20) -> OrderBand:
+               seed: int = DEFAULT_SEED, limit: int | None = None, granularity: int = 1 << 20,
+               at_limits: Sequence[int] = ()) -> OrderBand:
     """The band over ``orders`` sampled orders of each recording (see the module's docstring).
 
     ``options`` are the allocator's (their limit is ignored: each order's smallest limit is searched
-    for); with ``limit``, every sampled order is also replayed under it (:attr:`OrderBand.fitting_at_limit`).
-    Raises ValueError where some order fits under no limit the model holds.
+    for); with ``limit``, every sampled order is also replayed under it (:attr:`OrderBand.fitting_at_limit`),
+    and under each of ``at_limits`` (:attr:`OrderBand.fitting_at`, with ``limit`` too: a table of shares
+    replayed rather than read from the searches). Raises ValueError where some order fits under no
+    limit the model holds.
     """
+    asked = sorted({*at_limits, *(() if limit is None else (limit,))})
     if orders < 1:
         raise ValueError("at least one order")
     if not recordings:
@@ -457,7 +465,7 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
     recorded: list[int] = []
     live: list[int] = []
     fixed = True
-    fitting = 0
+    counts: dict[int, int] = {}
     for index, recording in enumerate(recordings):
         graph = recording.graph
         own = recording.options or options
@@ -465,26 +473,36 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
                         bfc.search_min_limit(graph.requests, own, granularity).limit_bytes)
         can_change = graph.reorderable()
         fixed = fixed and not can_change
-        seen: dict[bytes, tuple[int, tuple[tuple[int, bool], ...], bool | None]] = {}
-        for number, order in enumerate(sample_orders(graph, orders if can_change else 1, seed)):
+        seen: dict[bytes, tuple[int, tuple[tuple[int, bool], ...], dict[int, bool]]] = {}
+        sampled = sample_orders(graph, orders if can_change else 1, seed)
+        # Every order keeps the recorded one up to where it first differs: replays start from the recorded
+        # order's states there (one per limit), not from the first request.
+        differ = [_first_difference(graph, o) for o in sampled[1:]]
+        common = min((d for d in differ if d < len(graph.requests)), default=0)
+        shared = bfc.SharedStart(graph.requests, own, common) if common else None
+        for number, order in enumerate(sampled):
             key = order.units.tobytes()
             if key not in seen:  # an order drawn again (a recording with little to reorder) is not replayed again
                 schedule = order.schedule()
-                search = bfc.search_min_limit(order.requests, own, granularity, extra_probes=2,
-                                              budget_events=ORDER_BUDGET_EVENTS, schedule=schedule,
-                                              hint=recorded[-1])
+                drawn = number > 0
+                search = bfc.search_min_limit(order.requests, own, granularity, extra_probes=1 if drawn else 2,
+                                              budget_events=0 if drawn else RECORDED_BUDGET_EVENTS,
+                                              schedule=schedule, hint=recorded[-1], shared=shared if drawn else None)
                 tried = search.tried
-                under = None
-                if limit is not None:  # replayed there too: a limit the search did not try may fail above the smallest
-                    under = dict(tried).get(limit)
-                    if under is None:
-                        under = bfc.fits(order.requests, replace(own, limit_bytes=limit), schedule)
-                        tried = (*tried, (limit, under))
+                under: dict[int, bool] = {}
+                for at in asked:  # replayed there too: a limit the search did not try may fail above the smallest
+                    known = dict(tried).get(at)
+                    if known is None:
+                        known = bfc.fits(order.requests, replace(own, limit_bytes=at), schedule,
+                                         shared if drawn else None)
+                        tried = (*tried, (at, known))
+                    under[at] = known
                 seen[key] = (search.limit_bytes, tried, under)
                 live.append(order.requests.peak_rounded_live_bytes())
             least, tried, under = seen[key]
             found.append(OrderLimit(index, number == 0, least, tried, granularity))
-            fitting += bool(under)
+            for at, ok in under.items():
+                counts[at] = counts.get(at, 0) + ok
     first_fit = min(o.min_limit_bytes for o in found)
     always = max(o.always_from_bytes for o in found)
     # Where the sampled orders disagree, a run's timing decides, and under a tight limit TF's retry lets a run
@@ -495,5 +513,5 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
     never = first_fit if agree else min(first_fit, max(floor, granularity))
     return OrderBand(tuple(r.path for r in recordings), tuple(recorded), tuple(found), never, first_fit, always,
                      fixed, recordings[0].graph.window_ns, seed, granularity, limit,
-                     None if limit is None else fitting)
+                     None if limit is None else counts[limit], tuple(sorted(counts.items())))
 
