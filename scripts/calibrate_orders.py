@@ -15,6 +15,9 @@ Two questions per band, printed as a verdict:
   band (``never_fits_below_bytes <= limit < always_fits_bytes``)?
 - **narrow**: how many limits at which the runs agreed lie inside it anyway (the band is wider
   than the runs showed there)?
+- **contradicted**: limits where every run fitted below the band, or every run ran out at or
+  above its top: there the band is wrong, not merely wide (a recording whose run took other
+  requests than the ladder's runs: one recording cannot know).
 
 The ladders: ``fixtures/orders/ladders.json`` (the Keras CNN with TensorFlow's default threads and
 oneDNN, and with one thread and oneDNN off; ``scripts/record_orders.py``), ``fixtures/fit/*.json``
@@ -114,12 +117,15 @@ def band(label: str, traces: list[Any], allocator: str, limits: list[int], count
                 b.first_fit_bytes // MIB, b.always_fits_bytes // MIB, n, shares, time.perf_counter() - started)
 
 
-def verdict(ladder: list[tuple[int, int, int]], b: Band) -> tuple[list[int], list[int], list[int]]:
-    """(limits where runs disagreed, those of them outside the band, limits where runs agreed but inside it)."""
+def verdict(ladder: list[tuple[int, int, int]], b: Band) -> tuple[list[int], list[int], list[int], list[int]]:
+    """(limits where runs disagreed, those of them outside the band, limits where runs agreed but inside it,
+    limits where the runs agreed against the band: all fitted below it, or all ran out at or above its top)."""
     disagreed = [limit for limit, runs, ok in ladder if 0 < ok < runs]
     outside = [limit for limit in disagreed if not b.never_mib <= limit < b.always_mib]
     agreed_inside = [limit for limit, runs, ok in ladder if ok in (0, runs) and b.never_mib <= limit < b.always_mib]
-    return disagreed, outside, agreed_inside
+    against = [limit for limit, runs, ok in ladder
+               if (ok == runs and limit < b.never_mib) or (ok == 0 and limit >= b.always_mib)]
+    return disagreed, outside, agreed_inside, against
 
 
 def main() -> int:
@@ -144,13 +150,13 @@ def main() -> int:
         print(f"\n## {program.name} ({program.note}; {len(traces)} recording{'s' if len(traces) > 1 else ''}, "
               f"allocator {allocator})\n")
         print("| band from | own smallest limit | never below | first fit | always from | orders | disagreed "
-              "limits outside | agreed limits inside | seconds |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              "limits outside | agreed limits inside | contradicted | seconds |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for b in bands:
-            disagreed, outside, inside = verdict(program.ladder, b)
+            disagreed, outside, inside, against = verdict(program.ladder, b)
             print(f"| {b.label} | {', '.join(map(str, b.own_mib))} | {b.never_mib} | {b.first_mib} | {b.always_mib} | "
                   f"{b.orders} | {len(outside)} of {len(disagreed)}{' ' + str(outside) if outside else ''} | "
-                  f"{len(inside)}{' ' + str(inside) if inside else ''} | {b.seconds:.1f} |")
+                  f"{len(inside)}{' ' + str(inside) if inside else ''} | {against or 'none'} | {b.seconds:.1f} |")
         print("\n| limit (MiB) | runs | fitted | share | " + " | ".join(b.label for b in bands) + " |")
         print("|---|---|---|---|" + "---|" * len(bands))
         for limit, runs, ok in program.ladder:
@@ -163,7 +169,8 @@ def main() -> int:
                                  "first_fit_mib": b.first_mib, "always_fits_mib": b.always_mib, "orders": b.orders,
                                  "shares": {str(k): v for k, v in b.shares.items()}, "seconds": round(b.seconds, 2),
                                  "disagreed_outside": verdict(program.ladder, b)[1],
-                                 "agreed_inside": verdict(program.ladder, b)[2]} for b in bands]})
+                                 "agreed_inside": verdict(program.ladder, b)[2],
+                                 "contradicted": verdict(program.ladder, b)[3]} for b in bands]})
         sys.stdout.flush()
     if args.json:
         Path(args.json).write_text(json.dumps({"schema": "memtrace.orders-calibration/1", "orders": args.orders,

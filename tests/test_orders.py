@@ -204,3 +204,62 @@ def test_orders_zero_is_the_recorded_order_alone(capsys: pytest.CaptureFixture[s
     assert "--orders 0 replays only one recorded order" in capsys.readouterr().err
     assert main(["fit", profile, "--orders", "-1"]) == 2
     assert main(["fit", profile, "--window", "soon"]) == 2
+
+
+# -- the recordings of TensorFlow's default threads (fixtures/orders) and its ladder ---------------------
+
+ORDERS = FIXTURES / "orders"
+
+
+def ladder(config: str) -> list[tuple[int, int, int]]:
+    """TensorFlow's own runs under one limit each: (limit MiB, runs, runs that completed)."""
+    document = json.loads((ORDERS / "ladders.json").read_text())
+    return [(s["limit_mib"], s["runs"], s["completed"]) for s in document["configs"][config]["ladder"]]
+
+
+def test_the_band_of_one_default_thread_recording_holds_every_limit_where_runs_disagreed() -> None:
+    result = fit(memtrace.load(ORDERS / "default.r1.xplane.pb.gz"), BFC, alternatives=False)
+    band = result.band
+    assert band is not None and result.min_limit_bytes == 113 * MIB and not band.narrow
+    disagreed = [limit for limit, runs, done in ladder("default") if 0 < done < runs]
+    assert disagreed and min(disagreed) == 84 and max(disagreed) == 116
+    assert all(band.never_fits_below_bytes <= limit * MIB < band.always_fits_bytes for limit in disagreed)
+    # the bottom edge: the fewest bytes alive at once in a sampled order, rounded up; no run fitted below it
+    assert band.never_fits_below_bytes == 83 * MIB
+    assert all(done == 0 for limit, runs, done in ladder("default") if limit * MIB < band.never_fits_below_bytes)
+
+
+def test_the_steady_recordings_make_a_band_of_one_limit_where_every_run_agreed() -> None:
+    traces = [memtrace.load(ORDERS / f"steady.r{k}.xplane.pb.gz") for k in (1, 2)]
+    result = traces[0].fit(BFC, alternatives=False, others=traces[1:])
+    band = result.band
+    assert band is not None and band.narrow and len(band.orders) == 2 * orders.DEFAULT_ORDERS
+    assert band.never_fits_below_bytes == band.always_fits_bytes == 113 * MIB and band.recorded_limits == (113 * MIB,) * 2
+    for limit, runs, done in ladder("steady"):
+        assert done == (runs if limit >= 113 else 0)
+
+
+def test_a_limit_passes_only_when_every_sampled_order_fits(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from memtrace.testing import assert_fits
+
+    profile = str(ORDERS / "default.r1.xplane.pb.gz")
+    # 116 MiB: the recorded order fits, and one run of TensorFlow's eight ran out there
+    assert main(["check", profile, "--fits", "CPU:0=116MiB"]) == 1
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the recorded order fits; 28 of 32 sampled orders fit (88%), and the limit passes only when every one" in text
+    assert "does not fit under 116 MiB (121,634,816 B) (every sampled order fits from 121 MiB" in text
+    assert main(["check", profile, "--fits", "CPU:0=116MiB", "--orders", "0"]) == 0
+    capsys.readouterr()
+    budget = tmp_path / "budget.toml"
+    budget.write_text('["CPU:0"]\nfits = "116MiB"\n')
+    assert main(["check", profile, "--budget", str(budget), "--json"]) == 1
+    (outcome,) = json.loads(capsys.readouterr().out)["budgets"]
+    assert outcome["measured"] == 121 * MIB and outcome["measured_as"] == "every sampled order fits from"
+    with pytest.raises(AssertionError, match=r"28 of 32 sampled orders fit \(88%\)"):
+        assert_fits(profile, "CPU:0", "116MiB")
+    assert_fits(profile, "CPU:0", "116MiB", orders=0)
+    assert_fits(profile, "CPU:0", "122MiB")
+    assert main(["fit", profile, "--limit", "116MiB", "--no-alternatives", "--json"]) == 1
+    (doc,) = json.loads(capsys.readouterr().out)["allocators"]
+    assert doc["fits"] is True and doc["fits_every_order"] is False
+    assert doc["band"]["fitting_orders_at_limit"] == 28 and doc["band"]["orders"] == 32
