@@ -431,16 +431,16 @@ def run_script(logdir: str, script: str, args: list[str], *, steady: bool = Fals
     if steady:
         _tf().config.threading.set_inter_op_parallelism_threads(1)
         _tf().config.threading.set_intra_op_parallelism_threads(1)
-    try:
-        with recording(logdir):
-            runpy.run_path(script, run_name="__main__")
-    finally:
+    with recording(logdir):
         try:
-            said = how_recorded()
-        except Exception:  # noqa: BLE001 - TensorFlow itself may be what failed; the script's error is the one to see
-            said = ""
-        if said:
-            print(f"memtrace: {said}", file=sys.stderr, flush=True)
+            runpy.run_path(script, run_name="__main__")
+        finally:  # said before the profile's own line (the last: it ends with the command that reads it)
+            try:
+                said = how_recorded()
+            except Exception:  # noqa: BLE001 - TensorFlow may be what failed; the script's error is the one to see
+                said = ""
+            if said:
+                print(f"memtrace: {said}", file=sys.stderr, flush=True)
 
 
 def how_recorded() -> str:

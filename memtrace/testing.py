@@ -174,9 +174,9 @@ def _assert_batch_fits(trace: TraceLike, allocator: str, limit: str | int, batch
     if not result.fit.fits:
         fit, failure = result.fit, result.fit.failure
         limit_bytes = fit.options.limit_bytes or 0
+        needs = "more than the model holds (8 TiB)" if fit.min_limit_bytes is None else format_bytes(fit.min_limit_bytes)
         lines = [(f"batch {batch:,} does not fit {format_bytes(limit_bytes)} on {clean(result.allocator)}: it needs "
-                 f"{format_bytes(fit.min_limit_bytes)} (predicted from batch {result.batch_sizes[0]:,} and "
-                 f"{result.batch_sizes[1]:,})")]
+                 f"{needs} (predicted from batch {result.batch_sizes[0]:,} and {result.batch_sizes[1]:,})")]
         if failure is not None:
             lines.append(f"  the first request that fails: {clean(failure.op) or '(unknown op)'}, "
                          f"{format_bytes(failure.request_bytes)}, with {format_bytes(failure.free_bytes)} free and "

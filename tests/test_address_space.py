@@ -46,6 +46,30 @@ def test_hand_worked_boxes_peak_and_failure() -> None:
     assert space.events == 4
 
 
+def test_a_region_garbage_collection_gives_back_keeps_its_band(tmp_path: Path) -> None:
+    # GIVEN growth under 6 MiB with garbage collection: 1.5 MiB takes region 0 (2 MiB) whole and is freed;
+    # 5 MiB does not fit the 4 MiB left, so region 0 (wholly free) is given back and region 1 is 6 MiB, handed
+    # out whole (the 1 MiB left is under the request and under 128 MiB: no split)
+    requests = bfc.Requests.from_events([("a", 3 * MIB // 2, "first"), ("f", 0), ("a", 5 * MIB, "big")])
+    space = lay_out(requests, bfc.BFCOptions(6 * MIB, allow_growth=True, garbage_collection=True), "hand")
+    # THEN both regions are in the picture, region 0 given back at event 2 (the request that needed room)
+    assert space.regions == ((0, 2 * MIB), (1, 6 * MIB)) and space.given_back == ((0, 2),)
+    assert space.boxes == (Box(0, 0, 2 * MIB, 3 * MIB // 2, 0, 1, "first"), Box(1, 0, 6 * MIB, 5 * MIB, 2, None, "big"))
+    assert space.pool_bytes == 6 * MIB and space.failed_event is None
+    # AND fit --html draws it (on a GPU profile, whose allocator collects garbage), as the text answers
+    from .memory_profiles import write_profile
+
+    base = 0x7000_0000_0000
+    profile = write_profile(tmp_path / "gc.xplane.pb", [
+        (True, 3 * MIB // 2, 2 * MIB, base, 2 * MIB, 0.0, "first"), (False, 0, 2 * MIB, base, 0, 0.0, ""),
+        (True, 5 * MIB, 5 * MIB, base + 8 * MIB, 5 * MIB, 0.0, "big")], allocator="GPU_0_bfc")
+    page = tmp_path / "gc.html"
+    assert main(["fit", str(profile), "--allow-growth", "--limit", "6MiB", "--html", "-o", str(page)]) == 0
+    html = page.read_text()
+    assert "2 region(s), 1 given back by garbage collection, 6 MiB in all at the end" in html
+    assert "region 0 given back by garbage collection at event 2" in html and "region 0 · 2 MiB" in html
+
+
 def test_the_jax_profiles_boxes_are_its_own_chunks() -> None:
     events = memory_events(JAX, "GPU_0_bfc")
     space = address_space(memtrace.load(JAX), "GPU_0_bfc")

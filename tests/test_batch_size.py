@@ -306,9 +306,10 @@ def test_cli_largest_batch_under_a_limit_json(capsys: pytest.CaptureFixture[str]
     assert (part["events"], part["aligned_events"], part["allocations"], part["affine_allocations"]) == (
         2325, 2313, 1205, 1199)
     assert (part["batch"], part["largest_batch"], part["described_batch"]) == (None, 36, 37)
-    # fits, min_limit_bytes and failure describe batch 37, the first that does not fit: the same failure as
-    # TensorFlow's own at batch 38 under 16 MiB (MaxPoolGrad), one batch apart (see the ladder tests)
-    assert entry["fits"] is False and entry["min_limit_bytes"] == 17 * MIB
+    # "fits" is the answer, as the exit code says: a batch fits (issue 36); min_limit_bytes and failure describe
+    # batch 37, the first that does not fit (described_fits): the same failure as TensorFlow's own at batch 38
+    # under 16 MiB (MaxPoolGrad), one batch apart (see the ladder tests)
+    assert entry["fits"] is True and part["described_fits"] is False and entry["min_limit_bytes"] == 17 * MIB
     assert entry["options"]["limit_bytes"] == 16 * MIB
     failure = entry["failure"]
     assert failure["op"] == "gradient_tape/sequential_1/max_pooling2d_1/MaxPool2d/MaxPoolGrad"
@@ -487,4 +488,30 @@ def test_cli_nothing_fits_is_exit_1_with_batch_1s_failure(capsys: pytest.Capture
     code, out, _ = fit_cnn(capsys, "--limit", "1MiB", "--json")
     entry = json.loads(out)["allocators"][0]
     assert code == 1 and (entry["batch"]["largest_batch"], entry["batch"]["described_batch"]) == (0, 1)
-    assert entry["fits"] is False and entry["failure"] is not None
+    assert entry["fits"] is False and entry["batch"]["described_fits"] is False and entry["failure"] is not None
+
+
+def test_cli_json_fits_tells_the_exit_codes_story(capsys: pytest.CaptureFixture[str]) -> None:
+    # (issue 36) every question: the top-level "fits" of each entry is what the exit code says
+    for argv, code_wanted in ((["--limit", "16MiB"], 0), (["--limit", "1MiB"], 1), (["--batch", "48", "--limit", "24MiB"], 0),
+                              (["--batch", "48", "--limit", "23MiB"], 1), (["--batch", "48"], 0)):
+        code, out, _ = fit_cnn(capsys, *argv, "--json")
+        entry = json.loads(out)["allocators"][0]
+        assert code == code_wanted and entry["fits"] is (code == 0), argv
+
+
+def test_cli_a_limit_near_what_the_model_holds_answers(capsys: pytest.CaptureFixture[str]) -> None:
+    # (issue 36) under 8 TiB the first batch that does not fit needs more than the model holds: no row for it,
+    # its failure shown, no traceback
+    code, out, err = fit_cnn(capsys, "--batch-sizes", "16,64", "--limit", "8TiB", "--json")
+    entry = json.loads(out)["allocators"][0]
+    part = entry["batch"]
+    assert code == 0 and err == "" and entry["fits"] is True and part["described_fits"] is False
+    assert part["described_batch"] == part["largest_batch"] + 1 and entry["min_limit_bytes"] is None
+    assert [row["batch"] for row in part["limits"]] == [part["largest_batch"]]
+
+
+@pytest.mark.parametrize("b3", ["99999999999999999999", "1099511627777", "²"])
+def test_cli_check_batch_sizes_beyond_the_prediction_are_one_line(capsys: pytest.CaptureFixture[str], b3: str) -> None:
+    code, out, err = fit_cnn(capsys, "--batch", "48", "--check", f"{profile('cnn', 48)}:{b3}")
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "--check" in err

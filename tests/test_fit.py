@@ -18,11 +18,12 @@ from memtrace.allocator.defaults import defaults_for, gpu_limit_bytes
 from memtrace.allocator.fit import fit, fit_requests
 from memtrace.allocator.requests import requests_for
 from memtrace.errors import UsageError
-from memtrace.read._proto import xplane_pb2 as pb
 from memtrace.units import KIB, MIB
 
 from .conftest import ALEXNET, FIXTURES
 from .helpers import run
+from .memory_profiles import profile as _profile
+from .memory_profiles import write_profile
 
 KERAS_CNN = FIXTURES / "profiles" / "keras_cnn.xplane.pb.gz"
 
@@ -80,7 +81,7 @@ def test_a_limit_below_the_first_request_is_a_clear_does_not_fit() -> None:
 
 
 def test_without_a_limit_the_smallest_is_searched_and_what_is_lost_said() -> None:
-    result = fit_requests(GROWTH_AT_LIMIT, BFCOptions(0))
+    result = fit_requests(GROWTH_AT_LIMIT, BFCOptions(0), limit_given=False)
     assert result.fits and result.options.limit_bytes is None and result.min_limit_bytes == 4 * MIB
     # under 4 MiB: 2 MiB (the first chunk, whole) + 512 KiB + 768 KiB in use at the end
     assert result.peak_in_use_bytes == 2 * MIB + 512 * KIB + 768 * KIB
@@ -90,7 +91,7 @@ def test_without_a_limit_the_smallest_is_searched_and_what_is_lost_said() -> Non
 
 def test_requests_beyond_what_the_model_holds_are_refused_not_crashed() -> None:
     with pytest.raises(UsageError, match="no limit the model holds"):
-        fit_requests(Requests.from_events([("a", 9 << 40)]), BFCOptions(0))
+        fit_requests(Requests.from_events([("a", 9 << 40)]), BFCOptions(0), limit_given=False)
 
 
 # -- TF's defaults and GPU limits -----------------------------------------------------------------
@@ -115,28 +116,6 @@ def test_gpu_limit_is_free_memory_minus_tfs_reserve(free: int, major: int, reser
 # -- the self-check on a hand-made profile from the allocator's birth -----------------------------
 
 BASE = 0x7F00_0000_0000  # where the "system" put region 0
-
-
-def _profile(events: list[tuple[bool, int, int, int, int, float, str]]) -> pb.XSpace:
-    """An XSpace with TF's memory events: (alloc?, requested, chunk, addr, bytes in use after, fragmentation, op)."""
-    space = pb.XSpace(hostnames=["testhost"])
-    host = space.planes.add(id=1, name="/host:CPU")
-    names = ["allocator_name", "bytes_allocated", "allocation_bytes", "requested_bytes", "addr", "fragmentation",
-             "tf_op", "bfc_cpu_allocator_for_gpu"]
-    for number, name in enumerate(names, 1):
-        host.stat_metadata[number].CopyFrom(pb.XStatMetadata(id=number, name=name))
-    for key, name in ((1, "MemoryAllocation"), (2, "MemoryDeallocation")):
-        host.event_metadata[key].CopyFrom(pb.XEventMetadata(id=key, name=name))
-    line = host.lines.add(id=7, name="tf_Compute", timestamp_ns=1000)
-    for time, (alloc, requested, chunk, addr, in_use, fragmentation, op) in enumerate(events, 1):
-        event = line.events.add(metadata_id=1 if alloc else 2, offset_ps=time * 1_000_000)
-        event.stats.add(metadata_id=1, ref_value=8)
-        for number, value in ((2, in_use), (3, chunk), (4, requested), (5, addr)):
-            event.stats.add(metadata_id=number, int64_value=value)
-        event.stats.add(metadata_id=6, double_value=fragmentation)
-        if op:
-            event.stats.add(metadata_id=7, str_value=op)
-    return space
 
 
 # Growth from birth: region 0 is 2 MiB. 1000 B -> 1024 at 0; 2000 B -> 2048 at 1024; the first
@@ -316,3 +295,139 @@ def test_the_self_check_runs_under_the_limit_the_profiles_events_show() -> None:
                   alternatives=False)
     assert default.reproduced is not None and default.reproduced.limit_bytes == 65536 * MIB
     assert not any("events show" in note for note in default.assumptions)
+
+
+# -- limits at the edges: 0, beyond what the model holds, a recorded limit that wraps (issue 36) ---------------
+
+
+@pytest.fixture()
+def birth(tmp_path: Path) -> Path:
+    """The hand-made profile from the allocator's birth (3 KiB at most in use, 1 MiB its smallest limit)."""
+    return write_profile(tmp_path / "birth.xplane.pb", BIRTH)
+
+
+@pytest.mark.parametrize("argv", [["--limit", "0"], ["--limit", "0B"], ["--limit", "0.4B"], ["--card", "0"],
+                                  ["--card", "0.2"]])
+def test_a_limit_of_0_does_not_fit(capsys: pytest.CaptureFixture[str], birth: Path, argv: list[str]) -> None:
+    # GIVEN a step whose first request is 1000 bytes WHEN asked about a limit of 0 bytes (as written, rounded,
+    # or a card of 0 bytes) THEN it does not fit: 0 is a limit, not "no limit"
+    code, out, _ = run(capsys, "fit", str(birth), *argv, "--json", "--no-alternatives")
+    entry = json.loads(out)["allocators"][0]
+    assert code == 1 and entry["fits"] is False and entry["options"]["limit_bytes"] == 0
+    assert entry["failure"]["event"] == 0 and entry["min_limit_bytes"] == MIB
+
+
+def test_a_limit_of_0_does_not_fit_in_the_api_check_budgets_and_assertions(capsys: pytest.CaptureFixture[str],
+                                                                          birth: Path, tmp_path: Path) -> None:
+    trace = memtrace.load(birth)
+    assert not trace.fit("CPU:0", 0, alternatives=False).fits
+    assert not fit(trace, "bfc_cpu_allocator_for_gpu", limit=0, alternatives=False).fits
+    with pytest.raises(AssertionError, match="does not fit under 0 B"):
+        memtrace.testing.assert_fits(trace, "CPU:0", 0)
+    with pytest.raises(AssertionError, match="does not fit under 0 B"):
+        memtrace.testing.assert_fits(trace, "CPU:0", "0B")
+    code, out, _ = run(capsys, "check", str(birth), "--fits", "CPU:0=0")
+    assert code == 1 and "FAIL" in out
+    budget = tmp_path / "budget.toml"
+    budget.write_text('["CPU:0"]\nfits = "0B"\n')
+    code, out, _ = run(capsys, "check", str(birth), "--budget", str(budget), "--json")
+    assert code == 1 and json.loads(out)["budgets"][0]["passed"] is False
+    # and fit_requests replays a limit of 0 as asked unless told no limit was given
+    zero = fit_requests(Requests.from_events([("a", 1000)]), BFCOptions(0), alternatives=False)
+    assert not zero.fits and zero.options.limit_bytes == 0 and zero.failure is not None and zero.failure.row == 0
+
+
+def test_a_recorded_limit_above_what_the_model_holds_is_one_line(capsys: pytest.CaptureFixture[str],
+                                                                 birth: Path) -> None:
+    code, out, err = run(capsys, "fit", str(birth), "--recorded-limit", "9TiB")
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert "9,895,604,649,984 bytes is above what the model holds (at most 8,796,093,022,208 bytes" in err
+    with pytest.raises(UsageError, match="above what the model holds"):
+        memtrace.load(birth).fit("CPU:0", recorded_limit="9TiB")
+
+
+def test_a_recorded_limit_that_wraps_is_no_limit_to_check_against(capsys: pytest.CaptureFixture[str],
+                                                                 tmp_path: Path) -> None:
+    # GIVEN a profile whose bytes_available + bytes_allocated is 2^63 in every event (past int64: it wraps)
+    path = write_profile(tmp_path / "wraps.xplane.pb", BIRTH, available=lambda in_use: (1 << 63) - in_use)
+    trace = memtrace.load(path)
+    assert trace.recorded_limit("bfc_cpu_allocator_for_gpu") == 1 << 63  # read whole, not wrapped to -2^63
+    # WHEN fit and check --fits read it THEN they answer, without the self-check, and say why
+    code, out, _ = run(capsys, "fit", str(path), "--no-alternatives")
+    assert code == 0 and "smallest limit: 1 MiB" in out and "self-check:" not in out
+    assert ("(9,223,372,036,854,775,808 bytes: bytes_available + bytes_allocated) is beyond what the model holds"
+            in " ".join(out.split()))
+    code, out, _ = run(capsys, "check", str(path), "--fits", "CPU:0=1GiB")
+    assert code == 0 and "PASS" in out
+    # AND --recorded-limit still runs the self-check under the limit given
+    p = fit(trace, "bfc_cpu_allocator_for_gpu", recorded_limit=65536 * MIB, alternatives=False).reproduced
+    assert p is not None and p.exact
+
+
+NINE_TIB = 9 << 40
+HUGE = [(True, NINE_TIB, NINE_TIB, BASE, NINE_TIB, 0.0, "huge")]
+
+
+def test_a_request_beyond_the_model_under_a_limit_does_not_fit(capsys: pytest.CaptureFixture[str],
+                                                               tmp_path: Path) -> None:
+    # GIVEN one 9 TiB request (more than any limit the model holds, 8 TiB) WHEN asked about 1 MiB
+    path = write_profile(tmp_path / "huge.xplane.pb", HUGE)
+    code, out, err = run(capsys, "fit", str(path), "--limit", "1MiB", "--json")
+    # THEN it does not fit (exit 1): the first request fails, and there is no smallest limit
+    entry = json.loads(out)["allocators"][0]
+    assert code == 1 and err == "" and entry["fits"] is False and entry["min_limit_bytes"] is None
+    assert entry["failure"]["request_bytes"] == NINE_TIB and entry["failure"]["op"] == "huge"
+    code, out, _ = run(capsys, "fit", str(path), "--limit", "1MiB")
+    assert code == 1 and "smallest limit: none that the model holds (up to 8 TiB) fits" in out
+    code, out, _ = run(capsys, "check", str(path), "--fits", "CPU:0=1MiB")
+    assert code == 1 and "none <= 8 TiB" in out and "no limit the model holds (8 TiB) fits" in " ".join(out.split())
+    # AND without a limit there is nothing to find: refused in one line naming the file
+    code, out, err = run(capsys, "fit", str(path))
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert err.startswith(f"memtrace: error: {path}: bfc_cpu_allocator_for_gpu: no limit the model holds fits")
+
+
+def test_a_budget_limit_beyond_the_model_is_refused_naming_the_file_and_table(capsys: pytest.CaptureFixture[str],
+                                                                              birth: Path, tmp_path: Path) -> None:
+    budget = tmp_path / "budget.toml"
+    budget.write_text('["CPU:0"]\nfits = "9TiB"\n')
+    code, out, err = run(capsys, "check", str(birth), "--budget", str(budget))
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert err.startswith(f"memtrace: error: {budget}: [CPU:0] fits 9 TiB (9,895,604,649,984 bytes) is above what")
+
+
+def test_check_fits_escapes_the_failing_ops_name(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # GIVEN an op name with ESC, BEL, CR and LF (a forged PASS line) WHEN its request fails under check --fits
+    hostile = "evil\x1b[2J\x07\rPASS: 1 of 1 budget passed\nok"
+    path = write_profile(tmp_path / "hostile.xplane.pb", [(True, 4 * MIB, 4 * MIB, BASE, 4 * MIB, 0.0, hostile)])
+    code, out, _ = run(capsys, "check", str(path), "--fits", "CPU:0=1MiB")
+    # THEN the note shows the name escaped, and nothing reaches the terminal raw
+    assert code == 1 and "evil\\x1b[2J\\x07\\x0dPASS: 1 of 1 budget passed\\x0aok" in " ".join(out.split())
+    assert not any(c in out for c in "\x1b\x07\r") and "\nPASS" not in out and "\nok" not in out
+    with pytest.raises(AssertionError) as failed:
+        memtrace.testing.assert_fits(str(path), "CPU:0", "1MiB")
+    assert "\x1b" not in str(failed.value) and "evil\\x1b" in str(failed.value)
+
+
+# -- --card limits the GPU's allocators, not the pinned host allocator (issue 36) ---------------------------
+
+
+def test_card_leaves_the_pinned_host_allocator_its_own_limit(capsys: pytest.CaptureFixture[str],
+                                                             tmp_path: Path) -> None:
+    # GIVEN TF's pinned host allocator holding 20 GiB of input batches (host RAM, not the card's memory)
+    path = write_profile(tmp_path / "host.xplane.pb", [(True, 20 << 30, 20 << 30, BASE, 20 << 30, 0.0, "batches")],
+                         allocator="cuda_host_bfc")
+    # WHEN asked whether the step fits a 16 GB card
+    code, out, _ = run(capsys, "fit", str(path), "--card", "16GB", "--json", "--no-alternatives")
+    entry = json.loads(out)["allocators"][0]
+    # THEN the host allocator keeps TF_GPU_HOST_MEM_LIMIT_IN_MB's 131,072 MiB, fits, and a note says why
+    assert code == 0 and entry["fits"] is True and entry["options"]["limit_bytes"] == 131072 * MIB
+    assert any("cuda_host_bfc holds pinned host memory (RAM), so it keeps its own limit, TF_GPU_HOST_MEM_LIMIT_IN_MB"
+               in note for note in entry["assumptions"])
+    code, out, _ = run(capsys, "fit", str(path), "--card", "16GB", "--no-alternatives")
+    assert code == 0 and "under 131,072 MiB: fits" in out and "limits the GPU's allocators only" in " ".join(out.split())
+    # AND XLA's host allocator keeps XLA's own (64 GiB); a GPU allocator takes the card's
+    from memtrace.allocator.defaults import limit_on_card
+
+    assert limit_on_card("xla_gpu_host_bfc", "XLA", 16 * 10**9, 8)[0] == 64 << 30
+    assert limit_on_card("GPU_0_bfc", "TensorFlow", 16 * 10**9, 8) == (16 * 10**9 - 1536 * MIB, None)

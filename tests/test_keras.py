@@ -204,6 +204,44 @@ def test_a_layer_names_file_beside_the_profile_is_read(capsys: pytest.CaptureFix
     assert code == 2 and err.count("\n") == 1 and "layers.json: not a layer-names file" in err
 
 
+@pytest.mark.parametrize("name", ["layers.json", "keras_mlp.layers.json"])
+def test_the_layer_names_file_is_an_input_never_replaced(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                         name: str) -> None:
+    # GIVEN a profile with its layer-names file, as layers.json in its directory or NAME.layers.json beside it
+    profile = tmp_path / "run" / "keras_mlp.xplane.pb.gz"
+    profile.parent.mkdir()
+    profile.write_bytes(MLP.read_bytes())
+    names = profile.parent / name
+    names.write_text(json.dumps({"model": "sequential", "layers": ["dense", "dense_1"]}))
+    before = names.read_bytes()
+    # WHEN an output is asked to go where it is, naming the profile or its directory
+    for argv in (["peak", str(profile), "--group-by", "layer", "-o", str(names)],
+                 ["report", str(profile), "--group-by", "layer", "-o", str(names)],
+                 ["report", str(profile.parent), "-o", str(names)], ["peak", str(profile), "--json", "-o", str(names)]):
+        code, out, err = run(capsys, *argv)
+        # THEN it is refused as the profile would be, and the layer names are still there
+        assert (code, out) == (2, "") and err.count("\n") == 1 and "is the input" in err, argv
+        assert names.read_bytes() == before
+
+
+@pytest.mark.parametrize(("content", "says"), [
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"layers": [' + "[" * 50_000 + "]" * 50_000 + "]}", "nested too deeply"),
+    ("1" * 5000, "not a layer-names file"),  # an integer of more digits than int() takes
+    ('{"layers": ' + "9" * 5000 + "}", "not a layer-names file"),
+    ('{"layers": [1, 2]}', "layers must be a list of names"),
+    ('{"model": {"a": 1}}', "model and optimizer must be strings"),
+    ("\xff\xfe", "not a layer-names file"),
+])
+def test_a_malformed_layer_names_file_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str,
+                                                  says: str) -> None:
+    profile = tmp_path / "keras_mlp.xplane.pb.gz"
+    profile.write_bytes(MLP.read_bytes())
+    (tmp_path / "layers.json").write_bytes(content.encode("latin-1"))
+    code, out, err = run(capsys, "peak", str(profile), "--group-by", "layer")
+    assert (code, out) == (2, "") and err.count("\n") == 1 and says in err and "layers.json" in err
+
+
 def test_diff_by_layer_compares_the_layer_rows_of_both(capsys: pytest.CaptureFixture[str]) -> None:
     rows = {}
     for path in (MLP, CNN):

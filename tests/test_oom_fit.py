@@ -91,6 +91,23 @@ def test_oom_trace_errors_are_one_line(capsys: pytest.CaptureFixture[str], tmp_p
     assert capsys.readouterr().err.count("\n") == 1
 
 
+def test_a_dump_that_names_no_allocator_asks_for_one(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # GIVEN TF's log without the lines that name the allocator (a console capture that lost them)
+    log = tmp_path / "unnamed.log"
+    log.write_text("".join(line for line in (OOM / "cpu_regions_40mib.log").read_text().splitlines(keepends=True)
+                           if "Allocator (" not in line and "BFCAllocator dump for" not in line))
+    trace = OOM / "cpu_regions_40mib.xplane.pb.gz"
+    assert main(["oom", str(log), "--trace", str(trace)]) == 2
+    err = capsys.readouterr().err
+    # THEN the line says what is missing and what to do, naming the dump and what the trace has
+    assert err.count("\n") == 1 and "None" not in err
+    assert err.startswith(f"memtrace: error: {log}: the dump does not name the allocator that ran out: name it with "
+                          "--allocator") and "bfc_cpu_allocator_for_gpu" in err
+    # AND named, the replay answers
+    assert main(["oom", str(log), "--trace", str(trace), "--allocator", "bfc_cpu_allocator_for_gpu", "--json"]) in (0, 2)
+    assert json.loads(capsys.readouterr().out)["events"][0]["avoided_by"]["allocator"] == "bfc_cpu_allocator_for_gpu"
+
+
 def test_oom_html_with_trace_has_the_replay(tmp_path: Path) -> None:
     from .test_report import Page
 

@@ -16,7 +16,8 @@ import pytest
 
 import memtrace
 
-from .conftest import ROOT
+from .conftest import ROOT, as_unprivileged
+from .run_scripts import run_stubbed, stub_tensorflow
 from .xspace_events import memory_events as profile_events
 
 BFC = "bfc_cpu_allocator_for_gpu"
@@ -124,6 +125,88 @@ def test_a_script_killed_by_a_signal_is_said_and_its_code_passed_on(tmp_path: Pa
     assert done.returncode == 128 + 9
     assert "memtrace: the script was killed by signal 9 (SIGKILL) after " in done.stderr
     assert "before a profile was written to" in done.stderr and not (tmp_path / "log" / "plugins").exists()
+
+
+# -- the logdir and the script's end, with a stand-in for TensorFlow's profiler (issue 36) ----------------
+
+
+@pytest.fixture()
+def stubbed(tmp_path: Path) -> dict[str, str]:
+    from .memory_profiles import write_profile
+
+    profile = write_profile(tmp_path / "made.xplane.pb", [(True, 1000, 1024, 1 << 40, 1024, 0.0, "a")])
+    return stub_tensorflow(tmp_path / "stub", profile)
+
+
+def test_a_logdir_that_is_a_file_is_refused_before_the_script_runs(tmp_path: Path, stubbed: dict[str, str]) -> None:
+    script = tmp_path / "script.py"
+    script.write_text("open('ran', 'w').write('yes')\n")
+    (tmp_path / "taken").write_text("mine\n")
+    refusals = [("taken", "taken: exists and is not a directory"),
+                ("script.py", "script.py: exists and is not a directory"),
+                ("taken/sub", "taken/sub: the profile cannot be written there")]
+    for logdir, says in refusals:
+        done = run_stubbed(tmp_path, stubbed, "run", "-o", logdir, "script.py")
+        # one line, exit 2, the script never started, nothing of the user's changed
+        assert (done.returncode, done.stdout) == (2, "") and done.stderr.count("\n") == 1, logdir
+        assert done.stderr.startswith(f"memtrace: error: {says}"), done.stderr
+        assert not (tmp_path / "ran").exists()
+    assert (tmp_path / "taken").read_text() == "mine\n" and script.read_text() == "open('ran', 'w').write('yes')\n"
+
+
+def test_a_logdir_that_cannot_be_written_is_refused_before_the_script_runs(tmp_path: Path,
+                                                                           stubbed: dict[str, str]) -> None:
+    (tmp_path / "script.py").write_text("open('ran', 'w').write('yes')\n")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    argv = as_unprivileged([sys.executable, "-m", "memtrace", "run", "-o", "locked/log", "script.py"])
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, env=stubbed, timeout=60, check=False)
+    assert (done.returncode, done.stdout) == (2, "") and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("memtrace: error: locked/log: the profile cannot be written there: Permission denied")
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_script_that_changes_directory_profiles_into_the_logdir_given(tmp_path: Path,
+                                                                        stubbed: dict[str, str]) -> None:
+    # GIVEN a relative logdir and a script that moves to another directory before it ends
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "script.py").write_text("import os, sys\nos.chdir('elsewhere')\nsys.exit(4)\n")
+    done = run_stubbed(tmp_path, stubbed, "run", "-o", "rel_log", "script.py")
+    # THEN the profile is in rel_log where memtrace was started, and the command the line suggests reads it
+    assert done.returncode == 4 and "before a profile was written" not in done.stderr
+    assert (tmp_path / "rel_log" / "plugins" / "profile").is_dir() and not (tmp_path / "elsewhere" / "rel_log").exists()
+    suggested = done.stderr.split("read it with: ")[1].split()
+    assert suggested[:2] == ["memtrace", "summary"]
+    read = run_stubbed(tmp_path / "elsewhere", stubbed, *suggested[1:])
+    assert read.returncode == 0 and "bfc_cpu_allocator_for_gpu" in read.stdout
+
+
+def test_a_script_that_changes_directory_under_tensorflow(tmp_path: Path) -> None:
+    # the same with TensorFlow's own profiler and a relative -o
+    require_tensorflow()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "script.py").write_text("import os\nimport tensorflow as tf\nx = tf.ones((64, 64))\nos.chdir('elsewhere')\n")
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    environment.pop("TF_CPU_ALLOCATOR_USE_BFC", None)
+    done = subprocess.run([sys.executable, "-m", "memtrace", "run", "--cpu-bfc", "-o", "log", "script.py"],
+                          capture_output=True, text=True, cwd=tmp_path, env=environment, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert memory_events(tmp_path / "log") and not (tmp_path / "elsewhere" / "log").exists()
+    suggested = done.stderr.split("read it with: ")[1].split()
+    read = subprocess.run([sys.executable, "-m", *suggested], capture_output=True, text=True, cwd=tmp_path / "elsewhere",
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
+    assert read.returncode == 0 and BFC in read.stdout
+
+
+@pytest.mark.parametrize("offset", [1, 5])
+def test_a_script_killed_by_a_real_time_signal_is_said(tmp_path: Path, stubbed: dict[str, str], offset: int) -> None:
+    import signal
+
+    (tmp_path / "script.py").write_text(f"import os, signal\nos.kill(os.getpid(), signal.SIGRTMIN + {offset})\n")
+    done = run_stubbed(tmp_path, stubbed, "run", "-o", "log", "script.py")
+    number = signal.SIGRTMIN + offset
+    assert done.returncode == 128 + number and "Traceback" not in done.stderr
+    assert f"memtrace: the script was killed by signal {number} (SIGRTMIN+{offset}) after " in done.stderr
 
 
 _CONTEXT_SCRIPT = """

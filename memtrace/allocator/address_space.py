@@ -44,7 +44,7 @@ class AddressSpace:
 
     allocator: str
     options: bfc.BFCOptions
-    regions: tuple[tuple[int, int], ...]  # (region, size_bytes) in address order, low first
+    regions: tuple[tuple[int, int], ...]  # (region, size_bytes) of every region made, in address order, low first
     boxes: tuple[Box, ...]
     events: int  # events replayed (up to the failure)
     time_ns: tuple[int, ...]  # per event, relative to the first
@@ -55,10 +55,13 @@ class AddressSpace:
     failed_op: str
     exact: bool  # the layout is the allocator's own: every address of the trace reproduced
     note: str  # where the layout comes from, in words
+    given_back: tuple[tuple[int, int], ...] = ()  # (region, event) of each region garbage collection gave back
 
     @property
     def pool_bytes(self) -> int:
-        return sum(size for _, size in self.regions)
+        """The pool at the end (or at the failure): the regions made, less those given back."""
+        gone = {region for region, _ in self.given_back}
+        return sum(size for region, size in self.regions if region not in gone)
 
 
 def lay_out(requests: bfc.Requests, options: bfc.BFCOptions, allocator: str = "", exact: bool = False,
@@ -77,8 +80,9 @@ def lay_out(requests: bfc.Requests, options: bfc.BFCOptions, allocator: str = ""
         boxes.append(Box(int(sim.region[row]), int(sim.offset[row]), int(sim.chunk_bytes[row]),
                          int(requests.requested_bytes[row]), row, end if end >= 0 else None,
                          names[code] if 0 <= code < len(names) else ""))
-    # Regions in address order: creation order, or its reverse where they lie descending.
-    regions = tuple(sorted(sim.regions, key=lambda r: -r[0] if options.regions_descending else r[0]))
+    # Regions in address order: creation order, or its reverse where they lie descending; those garbage
+    # collection gave back too (their chunks are drawn until then).
+    regions = tuple(sorted(sim.made_regions, key=lambda r: -r[0] if options.regions_descending else r[0]))
     in_use = sim.bytes_in_use
     peak = int(np.argmax(in_use)) if done and int(in_use.max()) > 0 else None
     failed = sim.failed_at
@@ -90,6 +94,7 @@ def lay_out(requests: bfc.Requests, options: bfc.BFCOptions, allocator: str = ""
         peak_event=peak, peak_in_use_bytes=int(in_use.max()) if done else 0, failed_event=failed,
         failed_request_bytes=bfc.rounded_bytes(int(requests.requested_bytes[failed])) if failed is not None else 0,
         failed_op=names[failed_code] if 0 <= failed_code < len(names) else "", exact=exact, note=note,
+        given_back=sim.given_back,
     )
 
 

@@ -44,7 +44,7 @@ import numpy as np
 from ..errors import UsageError
 from ..trace.data import NO_OP, TraceData
 from ..units import MIB
-from .bfc import BFCOptions, LimitSearch, Requests, fits, search_min_limit, simulate
+from .bfc import MAX_LIMIT_BYTES, BFCOptions, LimitSearch, Requests, fits, search_min_limit, simulate
 from .defaults import card_limit_bytes, trace_defaults
 from .fit import FitResult, fit_requests
 from .requests import requests_for
@@ -375,7 +375,7 @@ def largest_band(scaling: BatchScaling, options: BFCOptions, margin_bytes: int =
     """
     found = []
     for delta in (-margin_bytes, 0, margin_bytes):
-        limit = options.limit_bytes + delta
+        limit = min(options.limit_bytes + delta, MAX_LIMIT_BYTES)  # (no band above what the model holds)
         if limit <= 0:
             found.append(0)
             continue
@@ -501,6 +501,17 @@ class BatchFit:
     cpu: bool  # TF's CPU BFC allocator (its limit is TF_CPU_BFC_MEM_LIMIT_IN_MB, not a card)
     assumptions: tuple[str, ...]
 
+    @property
+    def fits(self) -> bool:
+        """The answer to the question asked, as the exit code gives it: batch ``batch`` fits (with ``batch``);
+        under a limit without one, some batch fits (``largest_batch`` at least 1); with neither, True (each
+        batch fits its own smallest limit). ``fit.fits`` is batch ``described_batch``'s own verdict."""
+        if self.batch is not None:
+            return self.fit.fits
+        if self.largest_batch is not None:
+            return self.largest_batch >= 1
+        return True
+
 
 def _sizes_from_traces(small: TraceData, large: TraceData, allocator: str, first: Requests,
                        second: Requests) -> tuple[tuple[int, int], str]:
@@ -556,7 +567,7 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
     elif given:
         largest = largest_batch(scaling, options)
         described = largest + 1
-        limits = tuple(batch_limit(scaling, n, options) for n in (largest, largest + 1) if n >= 1)
+        limits = tuple(_limits_held(scaling, (largest, largest + 1), options))
         band = largest_band(scaling, options)
         if band != (largest, largest):
             close = (f"close: within 1 MiB of the limit, or in the other recording's order, the largest batch is "
@@ -577,6 +588,20 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
     notes = tuple(dict.fromkeys(first.assumptions + second.assumptions))
     return BatchFit(allocator, scaling.batch_sizes, sizes_from, scaling, batch, largest, described, result, limits,
                     card_rows, checked, close, defaults.limit_bytes is not None, notes)
+
+
+def _limits_held(scaling: BatchScaling, batches: Sequence[int], options: BFCOptions) -> list[BatchLimit]:
+    """The smallest limit of each batch (from 1) that has one the model holds: under a limit near 8 TiB, the first
+    batch that does not fit may need more than the model holds (its failure says so; it has no row)."""
+    found = []
+    for n in batches:
+        if n < 1:
+            continue
+        try:
+            found.append(batch_limit(scaling, n, options))
+        except ValueError:  # no limit the model holds fits batch n
+            continue
+    return found
 
 
 VARIES = ("tf.function orders a few events differently from run to run, so near a boundary TensorFlow itself may "

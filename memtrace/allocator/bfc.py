@@ -218,6 +218,10 @@ class Simulation:
     chunks: tuple[ChunkState, ...]  # by region (creation order), then offset
     region_rows: tuple[int, ...] = field(default=())
     max_pool_bytes: int = 0
+    # every region the replay made, (region, size_bytes) in creation order, and (region, row) of each one garbage
+    # collection gave back at that row's request (``regions`` holds only the live ones)
+    made_regions: tuple[tuple[int, int], ...] = field(default=())
+    given_back: tuple[tuple[int, int], ...] = field(default=())
 
     @property
     def fragmentation(self) -> FloatArray:
@@ -595,6 +599,8 @@ class _Run:
         addr_of: dict[int, int] = {}  # allocation row -> vaddr, while in use
         regions: dict[int, int] = {}  # region -> size, the live ones
         region_rows: list[int] = []
+        made_regions: list[tuple[int, int]] = []  # (region, size) of every region made, and (region, row) of each
+        given_back: list[tuple[int, int]] = []  # given back: kept by a recording replay (never one that resumes)
         pool = in_use = peak = max_pool = 0
         first_row = 0
         checkpoints = self._checkpoints
@@ -649,6 +655,8 @@ class _Run:
                                 raise ValueError("the replay made more regions than the model holds")
                             region_rows.append(row)
                             regions[r] = size
+                            if record:
+                                made_regions.append((r, size))
                             base = vbase(r)
                             pool += size
                             max_pool = max(max_pool, pool)
@@ -671,6 +679,8 @@ class _Run:
                             del free_start[base + s]
                             del regions[r]
                             pool -= s
+                            if record:
+                                given_back.append((r, row))
                     if not made:
                         if schedule is not None and schedule.blocked(row):
                             continue  # the request waits for memory to come back; the schedule serves it again
@@ -725,6 +735,8 @@ class _Run:
         self.max_pool = max_pool
         self.region_rows = tuple(region_rows)
         self.regions = dict(regions)
+        self.made_regions = tuple(made_regions)
+        self.given_back = tuple(given_back)
         self.used = used
         self.free_size = free_size
         self.addr_of = addr_of
@@ -768,5 +780,6 @@ class _Run:
             chunk_bytes=rec_size.copy(), bytes_in_use=rec_in_use.copy(), pool_bytes=rec_pool.copy(),
             largest_free_bytes=rec_largest.copy(),
             peak_in_use_bytes=self.peak, regions=tuple(sorted(self.regions.items())), chunks=tuple(chunks),
-            region_rows=self.region_rows, max_pool_bytes=self.max_pool,
+            region_rows=self.region_rows, max_pool_bytes=self.max_pool, made_regions=self.made_regions,
+            given_back=self.given_back,
         )

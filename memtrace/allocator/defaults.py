@@ -100,6 +100,30 @@ def trace_defaults(trace: TraceData, allocator: str) -> Defaults:
     return defaults_for(allocator, trace.runtime_of(allocator))
 
 
+def is_host_allocator(allocator: str) -> bool:
+    """Whether the allocator holds pinned host memory (RAM) for a GPU: TF's ``gpu_host_bfc``/``cuda_host_bfc``,
+    XLA's ``xla_gpu_host_bfc``. A card's memory does not limit it."""
+    return bool(_HOST_ALLOCATOR.fullmatch(allocator) or _XLA_HOST_ALLOCATOR.fullmatch(allocator))
+
+
+def limit_on_card(allocator: str, runtime: str, card_bytes: int, compute_capability_major: int,
+                  card_text: str = "the card") -> tuple[int, str | None]:
+    """The limit ``--card`` sets on an allocator, and a note where it is not the card's.
+
+    The card limits the GPU's allocators (:func:`card_limit_bytes`); a pinned host allocator holds
+    RAM, so it keeps its own limit (``TF_GPU_HOST_MEM_LIMIT_IN_MB``, 131,072 MiB; XLA's
+    ``XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB``, 64 GiB), and the note says so. Any other allocator
+    (a CPU allocator's trace asked about a card, as ``fit --vs`` does) takes the card's limit.
+    """
+    defaults = defaults_for(allocator, runtime)
+    if is_host_allocator(allocator) and defaults.limit_bytes is not None:
+        setting = "XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB" if runtime == "XLA" else "TF_GPU_HOST_MEM_LIMIT_IN_MB"
+        return defaults.limit_bytes, (
+            f"{card_text} is a GPU's memory and limits the GPU's allocators only: {allocator} holds pinned host "
+            f"memory (RAM), so it keeps its own limit, {setting}'s default ({defaults.limit_bytes // MIB:,} MiB)")
+    return card_limit_bytes(card_bytes, compute_capability_major, runtime), None
+
+
 def card_limit_bytes(card_bytes: int, compute_capability_major: int, runtime: str = "TensorFlow") -> int:
     """The limit a runtime gives its GPU allocator on a card of ``card_bytes``: TF's, the card minus its
     reserve (:func:`gpu_limit_bytes`); XLA's, the card x XLA_PYTHON_CLIENT_MEM_FRACTION's default."""

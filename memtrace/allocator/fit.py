@@ -90,13 +90,13 @@ class FitResult:
     options: FitOptions
     defaults: str  # whose defaults filled in the options not given
     fits: bool
-    min_limit_bytes: int
+    min_limit_bytes: int | None  # None: no limit the model holds (8 TiB) fits (only asked under a limit then)
     monotone: bool  # False when a limit tried above the smallest failed
     counterexample: tuple[int, int] | None  # (a limit that fails, a smaller one that fits), when not monotone
     below_step_bytes: int  # the limits below the smallest were tried every this many bytes (1 MiB: all of them)
     peak_in_use_bytes: int  # under the limit given, else under the smallest limit
     pool_bytes: int  # the largest pool under that limit
-    lost_bytes: int  # the smallest limit minus the peak in use at it: lost to fragmentation and rounding
+    lost_bytes: int | None  # the smallest limit minus the peak in use at it: lost to fragmentation and rounding
     requested_peak_bytes: int  # the most rounded bytes ever alive at once: no allocator fits below it
     events: int
     allocations: int
@@ -107,6 +107,7 @@ class FitResult:
     runtime: str = "TensorFlow"  # whose defaults: "TensorFlow" or "XLA" (the runtime that recorded the trace)
     band: OrderBand | None = None  # over the orders a run may take (None: only the recorded order was replayed)
     recordings: tuple[FitResult, ...] = field(default=())  # fit_recordings: each recording's own answer, this one first
+    paths: tuple[str, ...] = field(default=())  # and where each was read from
 
     @property
     def verdict(self) -> bool:
@@ -135,12 +136,10 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
     TF_CPU_BFC_MEM_LIMIT_IN_MB); else the runtime's default for the allocator; else, for a GPU, no
     self-check).
     """
-    result, found = _fit_one(trace, allocator, limit, allow_growth, garbage_collection, fragmentation_fraction,
-                             recorded_limit, alternatives)
-    if not orders:
-        return result
-    band = _band([(trace.path, found, result)], result, orders, window_ns, seed)
-    return replace(result, band=band)
+    return fit_recordings([trace], allocator, limit=limit, allow_growth=allow_growth,
+                          garbage_collection=garbage_collection, fragmentation_fraction=fragmentation_fraction,
+                          recorded_limit=recorded_limit, alternatives=alternatives, orders=orders, window_ns=window_ns,
+                          seed=seed)
 
 
 def fit_recordings(traces: list[TraceData], allocator: str, *, limit: int | None = None,
@@ -162,9 +161,12 @@ def fit_recordings(traces: list[TraceData], allocator: str, *, limit: int | None
                 first.options.allow_growth, first.options.garbage_collection, first.runtime):
             raise UsageError(f"{trace.path}: {allocator!r} was recorded by another runtime or with other options than "
                              f"in {traces[0].path}: not recordings of one step")
+    # Where no limit the model holds fits a recording, there are no limits to put in a band: the answer is that.
+    banded = orders and all(result.min_limit_bytes is not None for result, _ in fitted)
     band = _band([(trace.path, found, result) for trace, (result, found) in zip(traces, fitted)], first, orders,
-                 window_ns, seed, at_limits) if orders else None
-    return replace(first, band=band, recordings=tuple(result for result, _ in fitted))
+                 window_ns, seed, at_limits) if banded else None
+    return replace(first, band=band, recordings=tuple(result for result, _ in fitted),
+                   paths=tuple(trace.path for trace in traces))
 
 
 def _band(found: list[tuple[str, TraceRequests, FitResult]], result: FitResult, orders: int, window_ns: int,
@@ -172,7 +174,7 @@ def _band(found: list[tuple[str, TraceRequests, FitResult]], result: FitResult, 
     """The band over the recordings' sampled orders, under ``result``'s options (and limit, if one was asked);
     each recording's replay keeps the region order its self-check found."""
     o = result.options
-    options = _options(None, o.allow_growth, o.garbage_collection, o.fragmentation_fraction, False, ())
+    options = _options(0, o.allow_growth, o.garbage_collection, o.fragmentation_fraction, False, ())  # limit: searched
     recordings = []
     for path, f, own in found:
         checked = own.reproduced
@@ -194,24 +196,36 @@ def _fit_one(trace: TraceData, allocator: str, limit: int | None, allow_growth: 
     growth = defaults.allow_growth if allow_growth is None else allow_growth
     gc = defaults.garbage_collection if garbage_collection is None else garbage_collection
     fraction = 0.0 if fragmentation_fraction is None else fragmentation_fraction
+    options = _options(limit, growth, gc, fraction, False, ())  # refused here, before any replay, where wrong
+    if recorded_limit is not None and not 0 <= recorded_limit <= bfc.MAX_LIMIT_BYTES:
+        raise UsageError(f"the recorded limit {recorded_limit:,} bytes is "
+                         + ("negative" if recorded_limit < 0 else "above what the model holds")
+                         + f" (at most {bfc.MAX_LIMIT_BYTES:,} bytes, 8 TiB)")
     reproduced = None
-    descending, order = False, tuple[int, ...]()
     notes = list(found.assumptions)
     if found.from_birth and found.addresses is not None:
         check_limit = recorded_limit if recorded_limit is not None else defaults.limit_bytes
         shown = trace.recorded_limit(allocator)
-        if recorded_limit is None and shown is not None and shown != defaults.limit_bytes:
+        if recorded_limit is None and shown is not None and not 0 <= shown <= bfc.MAX_LIMIT_BYTES:
+            # the events' stats add up to no limit the model holds (hostile, or a wrapped counter): not a limit to
+            # check against, and the rest of the answer does not need it
+            check_limit = None
+            notes.append(f"the limit the profile's events show ({shown:,} bytes: bytes_available + bytes_allocated) "
+                         f"is {'negative' if shown < 0 else 'beyond what the model holds (8 TiB)'}: no self-check; "
+                         "give the limit it was recorded under with --recorded-limit")
+        elif recorded_limit is None and shown is not None and shown != defaults.limit_bytes:
             check_limit = shown
             notes.append(f"the self-check runs under the limit the profile's events show ({shown:,} bytes: "
                          "bytes_available + bytes_allocated)")
-        if check_limit is None:
+        elif check_limit is None:
             notes.append("the limit this profile was recorded under is unknown (a GPU's depends on the card): no "
                          "self-check; give it with --recorded-limit")
-        else:
+        if check_limit is not None:
             reproduced = reproduce(found, BFCOptions(check_limit, growth, gc, fraction))
-            descending, order = reproduced.regions_descending, reproduced.region_order
-    result = fit_requests(found.requests, _options(limit, growth, gc, fraction, descending, order), allocator=allocator,
-                          alternatives=alternatives, defaults=defaults.source, runtime=defaults.runtime)
+            options = replace(options, regions_descending=reproduced.regions_descending,
+                              region_order=reproduced.region_order)
+    result = fit_requests(found.requests, options, allocator=allocator, limit_given=limit is not None,
+                          alternatives=alternatives, defaults=defaults.source, runtime=defaults.runtime, path=trace.path)
     return replace(result, reproduced=reproduced, assumptions=tuple(notes)), found
 
 
@@ -223,31 +237,43 @@ def _options(limit: int | None, growth: bool, gc: bool, fraction: float, descend
         raise UsageError(str(exc)) from None
 
 
-def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = "", limit_given: bool | None = None,
-                 alternatives: bool = True, defaults: str = "", runtime: str = "TensorFlow") -> FitResult:
+def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = "", limit_given: bool = True,
+                 alternatives: bool = True, defaults: str = "", runtime: str = "TensorFlow", path: str = "") -> FitResult:
     """Fit a request sequence not read from a trace (``memtrace fit --vs`` builds one per batch size).
 
-    ``options.limit_bytes`` is the limit asked about; 0 (with ``limit_given`` not True) means
-    none was: then the smallest limit is searched for and the rest is reported under it.
+    ``options.limit_bytes`` is the limit asked about, 0 as much as any other (nothing but 0-byte
+    requests fits under it); with ``limit_given`` False none was (the options' limit is not read):
+    the smallest limit is searched for and the rest is reported under it. (Where a limit is
+    optional, :func:`fit`, ``Trace.fit``, ``assert_fits``, None says none was given; never 0.)
+
+    Where no limit the model holds (8 TiB) fits, the smallest limit is None: under a limit given,
+    the requests simply do not fit; without one there is nothing to answer, a UsageError naming
+    ``path`` (the trace) and the allocator.
     """
-    given = options.limit_bytes > 0 if limit_given is None else limit_given
+    given = limit_given
     try:
-        search = bfc.search_min_limit(requests, options)
+        search: bfc.LimitSearch | None = bfc.search_min_limit(requests, options)
     except ValueError as exc:  # requests beyond any limit the model holds (8 TiB)
-        raise UsageError(f"{allocator or 'the requests'}: {exc}") from None
-    under = options if given else _replace(options, search.limit_bytes)
+        if not given:
+            where = ": ".join(part for part in (path, allocator) if part) or "the requests"
+            raise UsageError(f"{where}: {exc} (at most {bfc.MAX_LIMIT_BYTES:,} bytes, 8 TiB; the most bytes alive at "
+                             f"once: {requests.peak_rounded_live_bytes():,}): there is no smallest limit to find") from None
+        search = None
+    under = options if given or search is None else _replace(options, search.limit_bytes)
     sim = bfc.simulate(requests, under)
     failure = _failure(requests, sim) if not sim.fits else None
-    at_min = sim if not given else bfc.simulate(requests, _replace(options, search.limit_bytes))
+    at_min = None if search is None else sim if not given else bfc.simulate(requests, _replace(options, search.limit_bytes))
     alts = _alternatives(requests, options, given) if alternatives else ()
     return FitResult(
         allocator=allocator,
         options=FitOptions(options.limit_bytes if given else None, options.allow_growth, options.garbage_collection,
                            options.fragmentation_fraction),
-        defaults=defaults, fits=sim.fits, min_limit_bytes=search.limit_bytes, monotone=search.monotone,
-        counterexample=search.counterexample(), below_step_bytes=search.below_step * MIB,
+        defaults=defaults, fits=sim.fits, min_limit_bytes=None if search is None else search.limit_bytes,
+        monotone=True if search is None else search.monotone,
+        counterexample=None if search is None else search.counterexample(),
+        below_step_bytes=MIB if search is None else search.below_step * MIB,
         peak_in_use_bytes=sim.peak_in_use_bytes, pool_bytes=sim.max_pool_bytes,
-        lost_bytes=search.limit_bytes - at_min.peak_in_use_bytes,
+        lost_bytes=None if search is None or at_min is None else search.limit_bytes - at_min.peak_in_use_bytes,
         requested_peak_bytes=requests.peak_rounded_live_bytes(), events=len(requests),
         allocations=int(np.count_nonzero(requests.is_alloc)), reproduced=None, failure=failure, alternatives=alts,
         runtime=runtime,

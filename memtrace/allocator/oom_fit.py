@@ -56,7 +56,10 @@ def avoidance(event: OomEvent, trace: TraceData, allocator: str | None = None) -
     """
     dump = event.dump
     name = allocator or dump.allocator
-    if name is None or name not in trace.allocators:
+    if name is None:
+        raise UsageError(f"{dump.path}: the dump does not name the allocator that ran out: name it with --allocator "
+                         f"(the trace {trace.path} has: {', '.join(trace.allocators) or 'none'})")
+    if name not in trace.allocators:
         raise UsageError(f"{trace.path}: no allocator {name!r} in this trace (it has: "
                          f"{', '.join(trace.allocators) or 'none'}); name the one that ran out with --allocator")
     if event.limit_bytes is None:

@@ -94,7 +94,7 @@ class Outcome:
     """A budget measured on a trace."""
 
     budget: Budget
-    measured: int | float
+    measured: int | float | None  # None: a ``fits`` budget whose requests no limit the model holds (8 TiB) fits
     note: str  # what the measured value is, in words (absolute or relative, over how many buffers)
     contributors: tuple[Contributor, ...]  # the largest, at most TOP_CONTRIBUTORS
     peak: AllocatorPeak | None  # for peak budgets: the peak measured
@@ -106,12 +106,12 @@ class Outcome:
         """Inclusive: a value equal to its limit passes; ``fits`` passes when the replay fits."""
         if self.fits is not None:
             return self.fits
-        return self.measured <= self.budget.limit
+        return self.measured is not None and self.measured <= self.budget.limit
 
     @property
-    def margin(self) -> int | float:
-        """Headroom left: limit minus value (negative when over budget)."""
-        return self.budget.limit - self.measured
+    def margin(self) -> int | float | None:
+        """Headroom left: limit minus value (negative when over budget); None where nothing was measured."""
+        return None if self.measured is None else self.budget.limit - self.measured
 
 
 @dataclass(frozen=True)
@@ -291,21 +291,26 @@ def _peak_outcome(b: Budget, p: AllocatorPeak, span: str = "step") -> Outcome:
 
 
 def _fits_outcome(trace: TraceData, b: Budget, orders: int | None) -> Outcome:
+    from ..allocator.bfc import MAX_LIMIT_BYTES
     from ..allocator.fit import fit
     from ..allocator.orders import DEFAULT_ORDERS
 
+    where = f"{b.source}: [{b.stated_as or b.allocator}] fits"
+    if b.limit > MAX_LIMIT_BYTES:
+        raise UsageError(f"{where} {format_bytes(int(b.limit))} ({int(b.limit):,} bytes) is above what the model holds "
+                         f"(at most {MAX_LIMIT_BYTES:,} bytes, 8 TiB)")
     result = fit(trace, b.allocator, limit=int(b.limit), alternatives=False,
                  orders=DEFAULT_ORDERS if orders is None else orders)
-    note = f"replayed through TF's BFC allocator: {'fits' if result.fits else 'does not fit'}; the smallest limit is " \
-        f"{result.min_limit_bytes // (1 << 20):,} MiB"
+    smallest = ("no limit the model holds (8 TiB) fits" if result.min_limit_bytes is None
+                else f"the smallest limit is {result.min_limit_bytes // (1 << 20):,} MiB")
+    note = f"replayed through TF's BFC allocator: {'fits' if result.fits else 'does not fit'}; {smallest}"
     band = result.band
     if band is not None and band.fitting_at_limit is not None:
         n = len(band.orders)
         note = (f"replayed through TF's BFC allocator: the recorded order {'fits' if result.fits else 'does not fit'}; "
                 f"{band.fitting_at_limit} of {n} sampled orders fit ({100 * band.fitting_at_limit / n:.0f}%), and the "
-                f"limit passes only when every one does; the smallest limit under the recorded order is "
-                f"{result.min_limit_bytes // (1 << 20):,} MiB, every sampled order fits from "
-                f"{band.always_fits_bytes // (1 << 20):,} MiB")
+                f"limit passes only when every one does; {smallest.replace('the smallest limit', 'the smallest limit under the recorded order')}, "
+                f"every sampled order fits from {band.always_fits_bytes // (1 << 20):,} MiB")
     contributors: tuple[Contributor, ...] = ()
     if result.failure is not None:
         f = result.failure
@@ -318,7 +323,9 @@ def _fits_outcome(trace: TraceData, b: Budget, orders: int | None) -> Outcome:
         ranked = sorted(held, key=lambda op: (-held[op], op))[:TOP_CONTRIBUTORS]
         contributors = tuple(Contributor(op, ("in use",), held[op]) for op in ranked)
     if band is not None and band.fitting_at_limit is not None:
-        return Outcome(b, max(band.always_fits_bytes, result.min_limit_bytes), note, contributors, None,
+        measured = band.always_fits_bytes if result.min_limit_bytes is None else max(band.always_fits_bytes,
+                                                                                       result.min_limit_bytes)
+        return Outcome(b, measured, note, contributors, None,
                        fits=result.verdict, measured_as="every sampled order fits from")
     return Outcome(b, result.min_limit_bytes, note, contributors, None, fits=result.verdict)
 

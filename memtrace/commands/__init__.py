@@ -115,13 +115,20 @@ def order_count(text: str) -> int:
 
 
 def input_paths(args: argparse.Namespace) -> list[str | None]:
-    """Every file a command reads (trace, graph, budget file, both traces of a diff, oom's logs): never
-    an output. A directory (a profile's logdir or run directory) stands for every file it may resolve to."""
+    """Every file a command reads (trace, graph, budget file, both traces of a diff, oom's logs, a trace's
+    layer-names file): never an output. A directory (a profile's logdir or run directory) stands for every
+    file it may resolve to."""
     from ..read import input_files
+    from ..trace.layers import layer_names_files
 
     named = [getattr(args, name, None) for name in ("trace", "graph", "base", "new", "budget", "vs", "check_trace")]
     named += getattr(args, "files", None) or []
-    return [found for path in named for found in ([path] if path is None or path == "-" else input_files(path))]
+    found = [each for path in named for each in ([path] if path is None or path == "-" else input_files(path))]
+    traces: list[str] = [path for path in (getattr(args, name, None) for name in ("trace", "base", "new", "vs", "check_trace"))
+                         if path is not None and path != "-"]
+    for path in [*traces, *(each for trace in traces for each in input_files(trace))]:
+        found += layer_names_files(path)  # (layers.json beside a profile: --group-by layer reads it)
+    return list(dict.fromkeys(found))
 
 
 def write_report(args: argparse.Namespace, to_json: Callable[[], dict[str, Any]], render_text: Callable[[IO[str]], None]) -> None:

@@ -29,8 +29,10 @@ def add_batch_options(parser: argparse.ArgumentParser) -> None:
 def run_batches(args: argparse.Namespace, limit: int | None, card: tuple[int, int] | None = None) -> int:
     """``fit --vs``: ``limit`` is ``--limit`` in bytes, ``card`` ``--card`` (bytes, compute capability major),
     whose limit is the runtime's that recorded the traces; None where not given."""
-    from ..allocator.batch_size import fit_batches
-    from ..allocator.defaults import card_limit_bytes, parse_compute_capability
+    from dataclasses import replace
+
+    from ..allocator.batch_size import MAX_BATCH, fit_batches
+    from ..allocator.defaults import limit_on_card, parse_compute_capability
     from ..allocator.requests import bfc_allocators
     from ..errors import UsageError
     from ..reporters import batch_size as report
@@ -46,9 +48,12 @@ def run_batches(args: argparse.Namespace, limit: int | None, card: tuple[int, in
     check_with = None
     if args.check is not None:
         path, _, b3 = args.check.rpartition(":")
-        if not path or not b3.strip().isdigit() or int(b3) < 1:
+        if not path or not (b3.strip().isascii() and b3.strip().isdigit()) or int(b3) < 1:  # ('²' is a digit to isdigit)
             raise UsageError(f"--check wants TRACE:B3, a recording and its batch size (e.g. run_b48/:48), not "
                              f"{args.check!r}")
+        if int(b3) > MAX_BATCH:  # (a batch size no recording has, and beyond what the prediction computes)
+            raise UsageError(f"--check {args.check!r}: batch size {_shorten(b3)} is beyond the largest memtrace "
+                             f"predicts ({MAX_BATCH:,})")
         args.check_trace = path
         check_with = (load_trace(args, path), int(b3))
     if args.allocator is not None:
@@ -59,12 +64,20 @@ def run_batches(args: argparse.Namespace, limit: int | None, card: tuple[int, in
         if not allocators:
             raise UsageError(f"{small.path}, {large.path}: no BFC allocator made requests in both; name one with "
                              "--allocator")
-    limits = {name: limit if card is None else card_limit_bytes(*card, small.runtime_of(name)) for name in allocators}
+    limits: dict[str, int | None] = {name: limit for name in allocators}
+    card_notes: dict[str, str] = {}
+    if card is not None:  # the card limits the GPU's allocators; a pinned host allocator keeps its own (a note says so)
+        for name in allocators:
+            limits[name], note = limit_on_card(name, small.runtime_of(name), *card, f"--card {args.card.strip()}")
+            if note is not None:
+                card_notes[name] = note
     results = [fit_batches(small, large, name, sizes, batch=args.batch, limit=limits[name], allow_growth=args.allow_growth,
                            garbage_collection=args.garbage_collection,
                            fragmentation_fraction=args.fragmentation_fraction, check_with=check_with,
                            compute_capability=parse_compute_capability(args.compute_capability))
                for name in allocators]
+    results = [replace(r, fit=replace(r.fit, assumptions=(*r.fit.assumptions, card_notes[r.allocator])))
+               if r.allocator in card_notes else r for r in results]
 
     if args.html:
         _write_html(args, small.path, large.path, results)
@@ -73,11 +86,7 @@ def run_batches(args: argparse.Namespace, limit: int | None, card: tuple[int, in
             report.render_text(small.path, large.path, results, out, check_with[0].path if check_with else None)
 
         write_report(args, lambda: report.to_json(small.path, large.path, results), render_text)
-    if args.batch is not None:  # without a limit, fit.fits says it fits its smallest limit
-        return 0 if all(r.fit.fits for r in results) else 1
-    if limit is not None or card is not None:
-        return 0 if all(r.largest_batch for r in results) else 1
-    return 0
+    return 0 if all(r.fits for r in results) else 1  # (the JSON's "fits" says the same)
 
 
 def _write_html(args: argparse.Namespace, small: str, large: str, results: list[Any]) -> None:
@@ -98,13 +107,19 @@ def _write_html(args: argparse.Namespace, small: str, large: str, results: list[
         render_html(spaces, out, title)
 
 
+def _shorten(digits: str) -> str:
+    """A number for a message: at most 30 digits of it."""
+    digits = digits.strip()
+    return digits if len(digits) <= 30 else f"{digits[:12]}...{digits[-6:]} ({len(digits)} digits)"
+
+
 def _batch_sizes(text: str | None) -> tuple[int, int] | None:
     from ..errors import UsageError
 
     if text is None:
         return None
     parts = [part.strip() for part in text.split(",")]
-    if len(parts) != 2 or not all(part.isdigit() for part in parts):
+    if len(parts) != 2 or not all(part.isascii() and part.isdigit() for part in parts):
         raise UsageError(f"--batch-sizes wants two whole numbers, the small recording's batch size and the large "
                          f"one's (e.g. 16,64), not {text!r}")
     return int(parts[0]), int(parts[1])

@@ -40,7 +40,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--garbage-collection", action=argparse.BooleanOptionalAction, default=None,
                         help="free wholly free regions before giving up (default: TF's off for CPU BFC, on for GPU; "
                         "XLA's off)")
-    parser.add_argument("--fragmentation-fraction", metavar="F", type=float, default=None,
+    parser.add_argument("--fragmentation-fraction", metavar="F", default=None,
                         help="split a chunk whose remainder is at least F x limit (TF's "
                         "internal_fragmentation_fraction); default 0: the 128 MiB rule")
     parser.add_argument("--recorded-limit", metavar="SIZE",
@@ -64,7 +64,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..allocator.defaults import card_limit_bytes, parse_compute_capability
+    from dataclasses import replace
+
+    from ..allocator.defaults import limit_on_card, parse_compute_capability
     from ..allocator.fit import fit_recordings
     from ..allocator.orders import DEFAULT_ORDERS, DEFAULT_SEED, DEFAULT_WINDOW_NS
     from ..allocator.requests import bfc_allocators
@@ -72,9 +74,8 @@ def run(args: argparse.Namespace) -> int:
     from ..reporters import fit as report
     from ..units import parse_size
 
-    fraction = args.fragmentation_fraction
-    if fraction is not None and not 0.0 <= fraction <= 1.0:
-        raise UsageError(f"--fragmentation-fraction must be between 0 and 1 (got {fraction:g})")
+    fraction = _fraction(args.fragmentation_fraction)
+    args.fragmentation_fraction = fraction  # (fit --vs reads it too)
     limit = _size(args.limit, "--limit", parse_size)
     card = None
     if args.card is not None:  # the limit on the card is the runtime's: TF's (less a reserve) or XLA's (a fraction)
@@ -106,13 +107,21 @@ def run(args: argparse.Namespace) -> int:
         if missing:
             raise UsageError(f"{other.path}: no allocator {missing[0]!r} here (it has: "
                              f"{', '.join(other.allocators) or 'none'}): not a recording of the same step")
-    limits = {name: limit if card is None else card_limit_bytes(*card, trace.runtime_of(name)) for name in allocators}
+    limits: dict[str, int | None] = {name: limit for name in allocators}
+    card_notes: dict[str, str] = {}
+    if card is not None:  # the card limits the GPU's allocators; a pinned host allocator keeps its own (a note says so)
+        for name in allocators:
+            limits[name], note = limit_on_card(name, trace.runtime_of(name), *card, f"--card {args.card.strip()}")
+            if note is not None:
+                card_notes[name] = note
     window = DEFAULT_WINDOW_NS if args.window is None else args.window
     results = [fit_recordings(traces, name, limit=limits[name], allow_growth=args.allow_growth,
                               garbage_collection=args.garbage_collection, fragmentation_fraction=fraction,
                               recorded_limit=recorded, alternatives=args.alternatives, orders=orders, window_ns=window,
                               seed=DEFAULT_SEED if args.seed is None else args.seed)
                for name in allocators]
+    results = [replace(r, assumptions=(*r.assumptions, card_notes[r.allocator])) if r.allocator in card_notes else r
+               for r in results]
 
     if args.html:
         return _write_html(args, trace, allocators, limits, fraction, results)
@@ -155,6 +164,21 @@ def _milliseconds(text: str) -> int:
     if not 0.0 <= value <= 86_400_000.0:
         raise argparse.ArgumentTypeError(f"must be between 0 and 86400000 ms: {text!r}")
     return round(value * 1_000_000)
+
+
+def _fraction(text: str | None) -> float | None:
+    """``--fragmentation-fraction``: a number from 0 to 1; anything else is one line (not argparse's usage)."""
+    from ..errors import UsageError
+
+    if text is None:
+        return None
+    try:
+        fraction = float(text)
+    except ValueError:
+        raise UsageError(f"--fragmentation-fraction must be a number between 0 and 1 (got {text!r})") from None
+    if not 0.0 <= fraction <= 1.0:  # (also nan)
+        raise UsageError(f"--fragmentation-fraction must be between 0 and 1 (got {fraction:g})")
+    return fraction
 
 
 def _size(text: str | None, option: str, parse: Any) -> int | None:

@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -76,7 +77,10 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.script):
         raise MemtraceError(f"{args.script}: no such script")
     stem = os.path.splitext(os.path.basename(args.script))[0]
-    logdir = args.logdir or f"memtrace-{stem}.{os.getpid()}"
+    # Resolved now: the script may change its working directory, and the profile (and the command that reads
+    # it, which the child prints) must not move with it.
+    logdir = os.path.abspath(args.logdir or f"memtrace-{stem}.{os.getpid()}")
+    _check_logdir(logdir, args.logdir)
     env = dict(os.environ)
     if args.cpu_bfc:
         env["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
@@ -111,6 +115,7 @@ def _run_once(args: argparse.Namespace, logdir: str, env: dict[str, str]) -> int
     package_root = os.path.dirname(home)
     command = [sys.executable, "-c", _BOOTSTRAP, package_root, "steady" if args.steady else "as-is", logdir,
                args.script, *args.args]
+    before = _profiles(logdir)
     started = time.monotonic()
     child = subprocess.Popen(command, env=env)
     # SIGTERM to memtrace goes on to the script (which then writes its profile); Ctrl-C reaches both anyway.
@@ -121,8 +126,45 @@ def _run_once(args: argparse.Namespace, logdir: str, env: dict[str, str]) -> int
             break
         except KeyboardInterrupt:  # the child got it too; let it write its profile and end
             continue
-    if not os.path.isdir(os.path.join(logdir, "plugins", "profile")):
-        how = f"was killed by signal {-code} ({signal.Signals(-code).name})" if code < 0 else f"ended (exit code {code})"
+    if not _profiles(logdir) - before:
+        how = f"was killed by signal {-code} ({signal_name(-code)})" if code < 0 else f"ended (exit code {code})"
         print(f"memtrace: the script {how} after {time.monotonic() - started:.1f} s, before a profile was written "
               f"to {logdir}", file=sys.stderr)
     return 128 - code if code < 0 else code
+
+
+def _check_logdir(logdir: str, given: str | None) -> None:
+    """Refuse, before the script runs, a logdir the profile cannot be written to: a file (the script itself,
+    say), or a directory that cannot be made or written. (TensorFlow would find out only when the script ends.)"""
+    from ..errors import UsageError
+
+    shown = given if given is not None else logdir
+    if os.path.exists(logdir) and not os.path.isdir(logdir):
+        raise UsageError(f"{shown}: exists and is not a directory: the profile goes into a directory (-o LOGDIR); "
+                         "name another")
+    try:
+        os.makedirs(logdir, exist_ok=True)
+        with tempfile.TemporaryFile(dir=logdir):
+            pass
+    except OSError as error:
+        raise UsageError(f"{shown}: the profile cannot be written there: {error.strerror or error}") from None
+
+
+def _profiles(logdir: str) -> set[str]:
+    """The profile files under ``logdir`` (TensorFlow writes ``plugins/profile/RUN/HOST.xplane.pb``)."""
+    found: set[str] = set()
+    for directory, _, names in os.walk(os.path.join(logdir, "plugins", "profile")):
+        found.update(os.path.join(directory, name) for name in names if name.endswith(".xplane.pb"))
+    return found
+
+
+def signal_name(number: int) -> str:
+    """``SIGKILL`` for 9; a real-time signal, which has no name of its own, as ``SIGRTMIN+1``; else ``signal 99``."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        pass
+    low, high = getattr(signal, "SIGRTMIN", None), getattr(signal, "SIGRTMAX", None)
+    if low is not None and high is not None and low < number <= high:
+        return f"SIGRTMIN+{number - low}"
+    return f"signal {number}"

@@ -424,10 +424,20 @@ def _recorded_limits(builder: TraceBuilder, names: list[str], allocator: IntArra
     """Each allocator's limit, where its events say it: ``bytes_available`` is the limit minus the bytes
     in use (BFC's stats), so ``bytes_available + bytes_allocated`` is the limit, the same in every event."""
     said = available > 0
-    limit = available + in_use
+    # (where the sum passes int64, as in a hostile profile, it is taken whole: Python's integers do not wrap)
+    wraps = said & (in_use > np.iinfo(np.int64).max - available)
+    limit = available + np.where(wraps, 0, in_use)
     for code, name in enumerate(names):
-        mine = limit[said & (allocator == code)]
-        if len(mine) and (mine == mine[0]).all():
+        rows = said & (allocator == code)
+        if not rows.any():
+            continue
+        if wraps[rows].any():
+            whole = {int(a) + int(u) for a, u in zip(available[rows].tolist(), in_use[rows].tolist())}
+            if len(whole) == 1:
+                builder.set_recorded_limit(name, whole.pop())
+            continue
+        mine = limit[rows]
+        if (mine == mine[0]).all():
             builder.set_recorded_limit(name, int(mine[0]))
 
 

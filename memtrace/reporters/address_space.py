@@ -76,7 +76,7 @@ def svg(space: AddressSpace) -> str:
                 else max(reach.get(region, 0) * 21 // 20, 1)) for region, size in space.regions]
     cropped = {region for (region, size), (_, drawn) in zip(space.regions, regions) if drawn != size}
     room = HEIGHT - BAND_GAP * max(len(regions) - 1, 0)
-    total = max(space.pool_bytes, 1)
+    total = max(sum(size for _, size in space.regions), 1)  # (those given back included: each has its band)
     heights = [max(12.0, room * size / total) for _, size in regions]
     scale_h = room / sum(heights) if sum(heights) else 1.0
     heights = [h * scale_h for h in heights]
@@ -88,6 +88,8 @@ def svg(space: AddressSpace) -> str:
 
     def x(event: float) -> float:
         return LEFT + WIDTH * event / last
+
+    given_back = dict(space.given_back)
 
     parts = [(f'<svg class="address-space" viewBox="0 0 {LEFT + WIDTH + RIGHT} {TOP + HEIGHT + BOTTOM}" '
               f'role="img" aria-label="address space of {esc(space.allocator)} over time" '
@@ -104,6 +106,11 @@ def svg(space: AddressSpace) -> str:
         if region in cropped:
             parts.append(f'<text x="{LEFT - 6}" y="{bottom - h / 2 + 18:.2f}" text-anchor="end" font-size="10" '
                          f'fill="#6b7280">drawn to {esc(format_bytes(size))}</text>\n')
+        if region in given_back:  # garbage collection gave it back: from then on it is no longer the allocator's
+            gone = x(given_back[region])
+            parts.append(f'<rect class="given-back" x="{gone:.2f}" y="{bottom - h:.2f}" width="{LEFT + WIDTH - gone:.2f}" '
+                         f'height="{h:.2f}" fill="#ffffff" stroke="#9ca3af" stroke-dasharray="2 2"><title>region {region} '
+                         f'given back by garbage collection at event {given_back[region]:,}</title></rect>\n')
     for b in kept:
         bottom, h, size = band[b.region]
         top_y = bottom - h * (b.offset + b.size_bytes) / size
@@ -169,7 +176,8 @@ def render_html(spaces: list[AddressSpace], out: IO[str], title: str) -> None:
         out.write(f"<section>\n<h2>{esc(space.allocator)}</h2>\n<p>Limit {esc(format_bytes(o.limit_bytes))}, "
                   f"allow_growth {'on' if o.allow_growth else 'off'}, garbage collection "
                   f"{'on' if o.garbage_collection else 'off'}: {len(space.regions)} region(s), "
-                  f"{esc(format_bytes(space.pool_bytes))} in all; peak {esc(format_bytes(space.peak_in_use_bytes))} "
+                  + (f"{len(space.given_back):,} given back by garbage collection, " if space.given_back else "")
+                  + f"{esc(format_bytes(space.pool_bytes))} in all{' at the end' if space.given_back else ''}; peak {esc(format_bytes(space.peak_in_use_bytes))} "
                   f"in use; {space.events:,} events"
                   + (", then out of memory" if space.failed_event is not None else "") + ".</p>\n")
         out.write(svg(space))

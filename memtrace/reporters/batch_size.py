@@ -16,6 +16,7 @@ def to_json(small_path: str, large_path: str, results: list[BatchFit]) -> dict[s
     document = fit_report.to_json(small_path, [r.fit for r in results])
     document["vs"] = large_path
     for entry, result in zip(document["allocators"], results):
+        entry["fits"] = result.fits  # the answer, as the exit code gives it; the described batch's own is in "batch"
         entry["batch"] = batch_json(result)
     return document
 
@@ -37,6 +38,7 @@ def batch_json(r: BatchFit) -> dict[str, Any]:
         "batch": r.batch,
         "largest_batch": r.largest_batch,
         "described_batch": r.described_batch,
+        "described_fits": r.fit.fits,
         "close": r.close,
         "limits": [{"batch": row.batch, "min_limit_bytes": row.min_limit_bytes,
                     "other_order_min_limit_bytes": row.other_order_min_limit_bytes,

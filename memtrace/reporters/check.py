@@ -48,8 +48,11 @@ def to_json(result: CheckResult, oddities: Sequence[Oddity] = ()) -> dict[str, A
     }
 
 
-def value_text(value: float, unit: str) -> str:
-    """``1.23 GiB (1,325,898,496 B)`` for bytes, ``5%`` for a fraction."""
+def value_text(value: float | None, unit: str) -> str:
+    """``1.23 GiB (1,325,898,496 B)`` for bytes, ``5%`` for a fraction; None (a ``fits`` budget that no limit
+    the model holds fits) is ``none <= 8 TiB``."""
+    if value is None:
+        return "none <= 8 TiB"
     if unit == "fraction":
         return format_percent(value)
     return f"{format_bytes(int(value))} ({int(value):,} B)"
@@ -57,6 +60,8 @@ def value_text(value: float, unit: str) -> str:
 
 def margin_text(outcome: Outcome) -> str:
     margin = outcome.margin
+    if margin is None:
+        return "-"
     sign = "+" if margin >= 0 else "-"
     if outcome.budget.unit == "fraction":
         return f"{sign}{format_percent(abs(margin))}"
@@ -136,7 +141,7 @@ def explain(outcome: Outcome, span: str = "step") -> str:
     lines = [
         (f"{budget_name(b)}: {value_text(outcome.measured, b.unit)} is {over} the limit "
          f"{value_text(b.limit, b.unit)} (margin {margin_text(outcome)}; limit from {b.source})"),
-        f"  {outcome.note}",
+        f"  {clean(outcome.note)}",
     ]
     p = outcome.peak
     if p is not None and p.peak_node is not None:
@@ -161,7 +166,7 @@ def _explain_fit(outcome: Outcome) -> str:
     b = outcome.budget
     lines = [(f"{budget_name(b)}: {'fits' if outcome.fits else 'does not fit'} under {value_text(b.limit, b.unit)} "
              f"({outcome.measured_as} {value_text(outcome.measured, b.unit)}; limit from {b.source})"),
-             f"  {outcome.note}"]
+             f"  {clean(outcome.note)}"]  # (the failing op's name is the trace's: escaped)
     if outcome.contributors:
         lines.append("  ops holding the most bytes at the failure:")
         lines.extend(_contributor_line(c, 0) for c in outcome.contributors)

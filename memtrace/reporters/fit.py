@@ -52,7 +52,7 @@ def _result_json(r: FitResult, chunks: bool) -> dict[str, Any]:
         "band": None if r.band is None else band_json(r.band),
         "recordings": [{"path": path, "events": one.events, "min_limit_bytes": one.min_limit_bytes, "fits": one.fits,
                         "reproduced": None if one.reproduced is None else _reproduced_json(one.reproduced)}
-                       for path, one in zip(r.band.recordings if r.band is not None else (), r.recordings)],
+                       for path, one in zip(r.paths, r.recordings)],
     }
 
 
@@ -123,11 +123,12 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
               f"{'on' if o.garbage_collection else 'off'}, fragmentation_fraction {o.fragmentation_fraction:g}\n")
     if r.defaults:
         out.write(f"  options not given are {r.defaults}\n")
-    if several and r.band is not None:
-        for number, (path, one) in enumerate(zip(r.band.recordings, r.recordings), 1):
+    if several:
+        for number, (path, one) in enumerate(zip(r.paths, r.recordings), 1):
             check = "" if one.reproduced is None else f"; self-check: {reproduction_line(one.reproduced)}"
+            least = "none that the model holds" if one.min_limit_bytes is None else mib(one.min_limit_bytes)
             out.write(f"  recording {number} ({clean(path)}): {plural(one.events, 'event')}; smallest limit "
-                      f"{mib(one.min_limit_bytes)}{check}\n")
+                      f"{least}{check}\n")
         out.write(f"  the answers below are recording 1's, then the band over all {len(r.recordings)}\n")
     if r.reproduced is not None and not several:
         p = r.reproduced
@@ -136,9 +137,12 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
         out.write(f"  self-check: {reproduction_line(p)} (replayed under {mib(p.limit_bytes)}, regions at {order})\n")
         if p.first_difference:
             out.write(f"  first difference: {clean(p.first_difference)}\n")
-    out.write(f"  smallest limit: {mib(r.min_limit_bytes)}{' under the recorded order' if r.band is not None else ''}"
-              + ("" if r.below_step_bytes <= MIB else
-                 f" (the limits below it were tried every {mib(r.below_step_bytes)}: a smaller one may fit)") + "\n")
+    if r.min_limit_bytes is None:
+        out.write("  smallest limit: none that the model holds (up to 8 TiB) fits these requests\n")
+    else:
+        out.write(f"  smallest limit: {mib(r.min_limit_bytes)}{' under the recorded order' if r.band is not None else ''}"
+                  + ("" if r.below_step_bytes <= MIB else
+                     f" (the limits below it were tried every {mib(r.below_step_bytes)}: a smaller one may fit)") + "\n")
     if r.counterexample is not None:
         fails, fits = r.counterexample
         out.write(f"  fitting is NOT monotone in the limit: {mib(fits)} fits but {mib(fails)} does not (with growth, "
@@ -146,12 +150,13 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
     out.write(f"  no allocator could do with less than {format_bytes(r.requested_peak_bytes)} (the most rounded bytes "
               "alive at once)\n")
     if o.limit_bytes is None:
+        assert r.lost_bytes is not None  # without a limit, fit found the smallest one (else it refused)
         out.write(f"  under the smallest limit: peak in use {format_bytes(r.peak_in_use_bytes)}, "
                   f"{format_bytes(r.lost_bytes)} of the limit lost to fragmentation (limit - peak in use)\n")
     else:
         verdict = "fits" if r.fits else "does NOT fit"
         if r.band is not None:
-            verdict = "the recorded order fits" if r.fits else "the recorded order does NOT fit"
+            verdict += " (the recorded order)"
         out.write(f"  under {mib(o.limit_bytes)}: {verdict}; peak in use {format_bytes(r.peak_in_use_bytes)}, "
                   f"pool {format_bytes(r.pool_bytes)}\n")
     if r.band is not None:

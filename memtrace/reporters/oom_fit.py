@@ -84,7 +84,8 @@ def _lines(a: Avoidance) -> tuple[str, list[str], list[str]]:
         findings.append(f"the model runs out of memory at the same request ({what}), in another state: {state}")
     else:
         findings.append(f"the model runs out of memory at another request ({what}): the trace may be of another run")
-    helps = [f"a limit of at least {_size(r.min_limit_bytes)} (same options)"]
+    helps = [f"a limit of at least {_size(r.min_limit_bytes)} (same options)" if r.min_limit_bytes is not None
+             else "no limit the model holds (8 TiB) serves these requests (same options)"]
     for alt in r.alternatives:
         verdict = " (avoids it under the same limit)" if alt.fits else ""
         helps.append(f"{alt.change}: a limit of at least {_size(alt.min_limit_bytes)}{verdict}")

@@ -74,16 +74,21 @@ def load_layer_names(trace_path: str) -> LayerNames | None:
     base = os.fspath(trace_path)
     if not os.path.exists(base):  # standard input, or a path no longer there: no directory to look in
         return None
-    if os.path.isdir(base):
-        candidates = [os.path.join(base, LAYER_NAMES_FILE)]
-    else:
-        stem = re.sub(r"\.xplane\.pb(\.gz)?$", "", base)
-        candidates = ([f"{stem}.{LAYER_NAMES_FILE}"] if stem != base else []) + [
-            os.path.join(os.path.dirname(base), LAYER_NAMES_FILE)]
-    for candidate in candidates:
+    for candidate in layer_names_files(base):
         if os.path.isfile(candidate):
             return parse_layer_names(candidate)
     return None
+
+
+def layer_names_files(trace_path: str) -> list[str]:
+    """Where the layer-names file of a trace may be, in the order looked: ``NAME.layers.json`` beside
+    ``NAME.xplane.pb[.gz]``, ``layers.json`` in its directory (in the directory itself, for a directory).
+    They are inputs: no output may replace one."""
+    if os.path.isdir(trace_path):
+        return [os.path.join(trace_path, LAYER_NAMES_FILE)]
+    stem = re.sub(r"\.xplane\.pb(\.gz)?$", "", trace_path)
+    return ([f"{stem}.{LAYER_NAMES_FILE}"] if stem != trace_path else []) + [
+        os.path.join(os.path.dirname(trace_path), LAYER_NAMES_FILE)]
 
 
 def parse_layer_names(path: str) -> LayerNames:
@@ -93,8 +98,10 @@ def parse_layer_names(path: str) -> LayerNames:
             document = json.load(handle)
     except OSError as error:
         raise UsageError(f"{path}: cannot read the layer names: {error.strerror or error}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except ValueError:  # not UTF-8, not JSON, or a number of thousands of digits (int() refuses those)
         raise UsageError(f"{path}: not a layer-names file (JSON with model, layers, optimizer)") from None
+    except RecursionError:  # arrays or objects nested thousands deep
+        raise UsageError(f"{path}: not a layer-names file: nested too deeply") from None
     if not isinstance(document, dict):
         raise UsageError(f"{path}: not a layer-names file: expected a JSON object with model, layers, optimizer")
     model, layers, optimizer = document.get("model"), document.get("layers", []), document.get("optimizer")

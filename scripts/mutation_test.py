@@ -1,0 +1,348 @@
+"""Mutation testing: does the test suite notice when a rule of the code changes?
+
+    python scripts/mutation_test.py [MODULE.py ...] [--tests TEST.py ...] [--out mutation-out]
+                                    [--jobs 2] [--sample N --seed S] [--lines A-B]
+
+Each *mutant* is the module with one small change: an operator (``<`` for ``<=``, ``-`` for ``+``,
+``or`` for ``and``, ``|`` for ``&``), a constant (``n`` for ``n + 1``, ``False`` for ``True``), a
+``not`` dropped, a ``break`` for a ``continue``, or a statement left out. For each one the script runs
+the tests that cover the mutated line (found once, with coverage.py's per-test contexts) against a
+copy of the package with the mutant in place, with a timeout of three times what all the module's
+covering tests take unmutated (at least 20 s); the mutant is **killed** when a test fails (or it runs past the timeout), and
+**survives** when every test passes. A survivor is a rule the tests do not pin: it gets a test from
+an independent expectation, or, where the change cannot alter any behaviour (a cache key, a value
+only logged), a line in the committed ``scripts/mutation_equivalent.toml`` saying why. The report
+(``OUT/report.md`` and ``OUT/report.json``) lists every mutant: module, line, the change, the verdict,
+and the test that killed it.
+
+Mutants are generated from the module's syntax tree and written out with ``ast.unparse`` (comments
+and layout are lost in the copy, the meaning is not); the unmutated module, written out the same
+way, must pass its tests first. Needs ``pip install -e ".[mutation]"`` (coverage.py). A benchmark-like job, not a test:
+the allocator stage takes tens of minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+EQUIVALENT = ROOT / "scripts" / "mutation_equivalent.toml"
+
+# The allocator stage and the replay, the default subject (issue 38).
+DEFAULT_MODULES = ("memtrace/allocator/bfc.py", "memtrace/allocator/requests.py", "memtrace/allocator/fit.py",
+                   "memtrace/allocator/reproduce.py", "memtrace/allocator/batch_size.py",
+                   "memtrace/allocator/regions.py", "memtrace/allocator/address_space.py",
+                   "memtrace/allocator/oom_fit.py", "memtrace/allocator/orders.py", "memtrace/trace/replay.py")
+# Test files that record with TensorFlow or drive a browser: slow, and not where the allocator's rules are pinned.
+SLOW_TESTS = ("test_tensorflow.py", "test_keras.py", "test_report_browser.py", "test_pytest_plugin.py",
+              "test_docs_examples.py", "test_crosscheck_tf_timeline.py", "test_fuzz_batch.py", "test_batch.py")
+
+_BINARY_SWAPS: dict[type[ast.operator], tuple[type[ast.operator], ...]] = {
+    ast.Add: (ast.Sub,), ast.Sub: (ast.Add,), ast.Mult: (ast.FloorDiv,), ast.FloorDiv: (ast.Mult,),
+    ast.Div: (ast.Mult,), ast.Mod: (ast.FloorDiv,), ast.LShift: (ast.RShift,), ast.RShift: (ast.LShift,),
+    ast.BitAnd: (ast.BitOr,), ast.BitOr: (ast.BitAnd,), ast.BitXor: (ast.BitOr,), ast.Pow: (ast.Mult,),
+}
+_COMPARE_SWAPS: dict[type[ast.cmpop], tuple[type[ast.cmpop], ...]] = {
+    ast.Lt: (ast.LtE,), ast.LtE: (ast.Lt,), ast.Gt: (ast.GtE,), ast.GtE: (ast.Gt,), ast.Eq: (ast.NotEq,),
+    ast.NotEq: (ast.Eq,), ast.Is: (ast.IsNot,), ast.IsNot: (ast.Is,), ast.In: (ast.NotIn,), ast.NotIn: (ast.In,),
+}
+_SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Div: "/", ast.Mod: "%", ast.LShift: "<<",
+           ast.RShift: ">>", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.Pow: "**", ast.Lt: "<",
+           ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
+           ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.And: "and", ast.Or: "or"}
+
+
+@dataclass
+class Mutant:
+    """One change to one module: where, what, and (once run) what the tests made of it."""
+
+    module: str
+    number: int  # the n-th site visited in the module's tree (stable for unchanged code)
+    line: int
+    change: str
+    verdict: str = ""  # killed, survived, timeout, equivalent, no tests
+    killed_by: str = ""
+    seconds: float = 0.0
+    tests: list[str] = field(default_factory=list)
+    reason: str = ""  # for an equivalent mutant: why no behaviour can change
+
+    @property
+    def key(self) -> str:
+        return f"{self.module}:{self.line}:{self.change}"
+
+
+def _docstring(node: ast.AST, parent: ast.AST | None) -> bool:
+    return (isinstance(parent, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+            and parent.body and parent.body[0] is node)
+
+
+def _sites(tree: ast.Module) -> Iterator[tuple[ast.AST, str, int]]:
+    """Every (node, change, choice) the mutators can make, in a stable walk order."""
+    parents: dict[int, ast.AST] = {}
+    for parent in ast.walk(tree):
+        for child in ast.iter_child_nodes(parent):
+            parents[id(child)] = parent
+    for node in ast.walk(tree):
+        parent = parents.get(id(node))
+        if isinstance(node, (ast.BinOp, ast.AugAssign)):
+            for i, other in enumerate(_BINARY_SWAPS.get(type(node.op), ())):
+                yield node, f"{_SYMBOL[type(node.op)]} -> {_SYMBOL[other]}", i
+        elif isinstance(node, ast.Compare):
+            for k, op in enumerate(node.ops):
+                for i, other in enumerate(_COMPARE_SWAPS.get(type(op), ())):
+                    yield node, f"{_SYMBOL[type(op)]} -> {_SYMBOL[other]}", k * 10 + i
+        elif isinstance(node, ast.BoolOp):
+            yield node, f"{_SYMBOL[type(node.op)]} -> {_SYMBOL[ast.Or if isinstance(node.op, ast.And) else ast.And]}", 0
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            yield node, "not x -> x", 0
+        elif isinstance(node, ast.Constant) and type(node.value) in (int, bool) and not _in_annotation(node, parents):
+            if isinstance(node.value, bool):
+                yield node, f"{node.value} -> {not node.value}", 0
+            else:
+                yield node, f"{node.value} -> {node.value + 1}", 0
+                if node.value not in (0, 1):
+                    yield node, f"{node.value} -> {node.value - 1}", 1
+        elif isinstance(node, (ast.Break, ast.Continue)):
+            yield node, "break -> continue" if isinstance(node, ast.Break) else "continue -> break", 0
+        if (isinstance(node, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Raise, ast.If,
+                              ast.For, ast.While, ast.With)) and not _docstring(node, parent)
+                and isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.For, ast.While, ast.If, ast.With,
+                                        ast.Try))):
+            yield node, f"statement left out ({type(node).__name__})", 99
+
+
+def _in_annotation(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
+    child: ast.AST | None = node
+    while child is not None:
+        parent = parents.get(id(child))
+        if isinstance(parent, (ast.arg, ast.AnnAssign)) and getattr(parent, "annotation", None) is child:
+            return True
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and parent.returns is child:
+            return True
+        child = parent
+    return False
+
+
+def mutants_of(module: str) -> list[Mutant]:
+    tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
+    return [Mutant(module, n, getattr(node, "lineno", 0), change) for n, (node, change, _) in enumerate(_sites(tree))]
+
+
+def mutated_source(module: str, number: int) -> str:
+    """The module's source with mutant ``number`` applied (written out by ``ast.unparse``)."""
+    tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
+    mutated = copy.deepcopy(tree)
+    node, _, choice = list(_sites(mutated))[number]
+    if choice == 99:  # a statement left out: `pass` in its place (a body never becomes empty)
+        _replace(mutated, node, ast.Pass())
+    elif isinstance(node, (ast.BinOp, ast.AugAssign)):
+        node.op = _BINARY_SWAPS[type(node.op)][choice]()
+    elif isinstance(node, ast.Compare):
+        node.ops[choice // 10] = _COMPARE_SWAPS[type(node.ops[choice // 10])][choice % 10]()
+    elif isinstance(node, ast.BoolOp):
+        node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+    elif isinstance(node, ast.UnaryOp):
+        _replace(mutated, node, node.operand)
+    elif isinstance(node, ast.Constant):
+        node.value = (not node.value) if isinstance(node.value, bool) else node.value + (1 if choice == 0 else -1)
+    else:
+        _replace(mutated, node, ast.Continue() if isinstance(node, ast.Break) else ast.Break())
+    ast.fix_missing_locations(mutated)
+    return ast.unparse(mutated) + "\n"
+
+
+def _replace(tree: ast.AST, old: ast.AST, new: ast.AST) -> None:
+    for parent in ast.walk(tree):
+        for name, value in ast.iter_fields(parent):
+            if value is old:
+                setattr(parent, name, new)
+                return
+            if isinstance(value, list) and any(item is old for item in value):
+                value[next(i for i, item in enumerate(value) if item is old)] = new
+                return
+    raise AssertionError("node not found")
+
+
+# -- which tests cover which line ----------------------------------------------------------------
+
+
+def coverage_map(modules: list[str], tests: list[str], out: Path) -> dict[str, dict[int, list[str]]]:
+    """For each module, line -> the pytest node ids (test functions) that ran it, from one coverage run."""
+    rc = out / "coveragerc"
+    rc.write_text("[run]\ndynamic_context = test_function\ninclude =\n" + "".join(
+        f"    {ROOT / m}\n" for m in modules) + "[report]\n", encoding="utf-8")
+    data_file = out / ".coverage"
+    env = {**os.environ, "COVERAGE_FILE": str(data_file), "PYTHONPATH": str(ROOT)}
+    subprocess.run([sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q", "-x",
+                    "-p", "no:cacheprovider", *tests], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    import coverage
+
+    data = coverage.CoverageData(basename=str(data_file))
+    data.read()
+    found: dict[str, dict[int, list[str]]] = {}
+    for module in modules:
+        by_line = data.contexts_by_lineno(str(ROOT / module))
+        found[module] = {line: sorted({_node_id(c) for c in contexts if c}) for line, contexts in by_line.items()}
+    return found
+
+
+def _node_id(context: str) -> str:
+    """``tests.test_bfc.test_x`` or ``tests.test_x.TestY.test_z`` -> a pytest node id."""
+    parts = context.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        path = ROOT.joinpath(*parts[:cut]).with_suffix(".py")
+        if path.exists():
+            return "::".join([str(path.relative_to(ROOT)), *parts[cut:]])
+    return context
+
+
+def lines_of(module: str, number: int) -> set[int]:
+    """The lines of the node mutant ``number`` changes (a statement's whole span)."""
+    tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
+    node, _, _ = list(_sites(tree))[number]
+    return set(range(getattr(node, "lineno", 0), (getattr(node, "end_lineno", None) or node.lineno) + 1))
+
+
+# -- running --------------------------------------------------------------------------------------
+
+
+def run_tests(package_root: Path, tests: list[str], timeout: float) -> tuple[str, str, float]:
+    """Run ``tests`` against the package under ``package_root``: (verdict, the first failing test, seconds)."""
+    start = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": str(package_root), "PYTHONDONTWRITEBYTECODE": "1", "MEMTRACE_CI": "1"}
+    try:
+        done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rf", *tests],
+                              check=False, cwd=package_root, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", "", time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    if done.returncode == 0:
+        return "survived", "", seconds
+    failed = next((line.split()[1] for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))), "")
+    return "killed", failed, seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", default=list(DEFAULT_MODULES), help="modules to mutate (paths)")
+    parser.add_argument("--tests", nargs="*", help="test files to measure coverage with (default: tests/ but the slow ones)")
+    parser.add_argument("--out", type=Path, default=ROOT / "mutation-out")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--sample", type=int, help="run only N mutants per module, drawn at random")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lines", help="only mutants on these lines, A-B")
+    args = parser.parse_args(argv)
+    modules = [m for m in args.modules if (ROOT / m).exists()]
+    tests = args.tests or sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob("test_*.py")
+                                 if p.name not in SLOW_TESTS)
+    args.out.mkdir(parents=True, exist_ok=True)
+    equivalent = tomllib.loads(EQUIVALENT.read_text(encoding="utf-8")) if EQUIVALENT.exists() else {}
+
+    print(f"coverage of {len(modules)} modules by {len(tests)} test files ...", flush=True)
+    covered = coverage_map(modules, tests, args.out)
+    mutants: list[Mutant] = []
+    for module in modules:
+        found = mutants_of(module)
+        if args.lines:
+            first, _, last = args.lines.partition("-")
+            found = [m for m in found if int(first) <= m.line <= int(last or first)]
+        if args.sample and len(found) > args.sample:
+            found = sorted(random.Random(args.seed).sample(found, args.sample), key=lambda m: m.number)
+        for m in found:
+            m.tests = sorted({t for line in lines_of(module, m.number) for t in covered[module].get(line, [])})
+        mutants += found
+
+    # A copy of the package per worker; the baseline (unmutated, unparsed) must pass first.
+    scratch = Path(tempfile.mkdtemp(prefix="memtrace-mutants-"))
+    workers = [scratch / f"w{i}" for i in range(max(1, args.jobs))]
+    for w in workers:  # the package and the tests copied (run from there, they import the copy), the rest linked
+        for name in ("memtrace", "tests"):
+            shutil.copytree(ROOT / name, w / name, ignore=shutil.ignore_patterns("__pycache__"))
+        for name in ("fixtures", "docs", "scripts", "pyproject.toml", "README.md"):
+            (w / name).symlink_to(ROOT / name)
+    baseline: dict[str, float] = {}
+    for module in modules:
+        target = workers[0] / module
+        target.write_text(ast.unparse(ast.parse((ROOT / module).read_text(encoding="utf-8"))) + "\n", encoding="utf-8")
+        module_tests = sorted({t for m in mutants if m.module == module for t in m.tests})
+        verdict, failed, seconds = run_tests(workers[0], module_tests, 3600) if module_tests else ("survived", "", 0.0)
+        shutil.copy(ROOT / module, target)
+        if verdict != "survived":
+            print(f"{module}: its tests fail even unmutated ({failed}); fix that first", file=sys.stderr)
+            return 2
+        baseline[module] = seconds
+
+    free = list(workers)
+
+    def one(m: Mutant) -> Mutant:
+        reason = equivalent.get(m.module, {}).get(f"{m.line}: {m.change}")
+        if not m.tests:
+            m.verdict = "no tests"
+        else:
+            worker = free.pop()
+            try:
+                (worker / m.module).write_text(mutated_source(m.module, m.number), encoding="utf-8")
+                timeout = max(20.0, 3 * baseline[m.module])  # a subset of the tests that took baseline seconds
+                m.verdict, m.killed_by, m.seconds = run_tests(worker, m.tests, timeout)
+            finally:
+                shutil.copy(ROOT / m.module, worker / m.module)
+                free.append(worker)
+        if m.verdict == "survived" and reason:
+            m.verdict, m.reason = "equivalent", reason
+        print(f"{m.verdict:>10}  {m.module}:{m.line}  {m.change}  {m.killed_by}", flush=True)
+        return m
+
+    with ThreadPoolExecutor(max_workers=len(workers)) as pool:
+        done = list(pool.map(one, mutants))
+    shutil.rmtree(scratch, ignore_errors=True)
+    write_report(done, args.out, equivalent)
+    return 0
+
+
+def write_report(mutants: list[Mutant], out: Path, equivalent: dict[str, dict[str, str]]) -> None:
+    (out / "report.json").write_text(json.dumps([{**asdict(m), "key": m.key} for m in mutants], indent=1) + "\n",
+                                     encoding="utf-8")
+    lines = ["# Mutation testing report", "",
+             "| module | mutants | killed | survived | equivalent | no tests | killed of the non-equivalent |",
+             "|---|---|---|---|---|---|---|"]
+    for module in dict.fromkeys(m.module for m in mutants):
+        ms = [m for m in mutants if m.module == module]
+        killed = sum(m.verdict in ("killed", "timeout") for m in ms)
+        eq = sum(m.verdict == "equivalent" for m in ms)
+        rest = len(ms) - eq
+        lines.append(f"| `{module}` | {len(ms)} | {killed} | {sum(m.verdict == 'survived' for m in ms)} | {eq} | "
+                     f"{sum(m.verdict == 'no tests' for m in ms)} | {100 * killed / rest if rest else 100:.1f}% |")
+    lines += ["", "## Survivors", ""]
+    lines += [f"- `{m.module}:{m.line}` {m.change}" for m in mutants if m.verdict in ("survived", "no tests")]
+    lines += ["", "## Equivalent (scripts/mutation_equivalent.toml)", ""]
+    lines += [f"- `{m.module}:{m.line}` {m.change}: {m.reason}" for m in mutants if m.verdict == "equivalent"]
+    stale = [f"{module} {key}" for module, keys in equivalent.items() for key in keys
+             if not any(m.module == module and f"{m.line}: {m.change}" == key for m in mutants)]
+    if stale:
+        lines += ["", "## Stale equivalence entries (no such mutant any more)", ""] + [f"- {s}" for s in stale]
+    (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print((out / "report.md").read_text(encoding="utf-8"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
