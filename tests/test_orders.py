@@ -263,3 +263,33 @@ def test_a_limit_passes_only_when_every_sampled_order_fits(capsys: pytest.Captur
     (doc,) = json.loads(capsys.readouterr().out)["allocators"]
     assert doc["fits"] is True and doc["fits_every_order"] is False
     assert doc["band"]["fitting_orders_at_limit"] == 28 and doc["band"]["orders"] == 32
+
+
+@pytest.mark.parametrize(("config", "limit_mib", "place", "after", "verdict"),
+                         [("default", 86, 4116, 0, "exhausted"), ("steady", 112, 3750, 38, "fragmentation")])
+def test_oom_trace_puts_the_failed_request_where_tensorflow_retried_it(
+        config: str, limit_mib: int, place: int, after: int, verdict: str) -> None:
+    from memtrace.allocator.oom import analyse_all
+    from memtrace.allocator.oom_fit import avoidance, failed_request_place
+    from memtrace.allocator.requests import requests_for
+    from memtrace.read.oom import load_oom_dumps
+
+    # GIVEN a run recorded from the allocator's birth that ran out of memory, its log and its MemoryDump
+    stem = ORDERS / f"{config}.oom.{limit_mib}mib"
+    [event] = analyse_all(load_oom_dumps(str(stem) + ".log"))
+    (dumped,) = load_oom_dumps(str(stem) + ".memdump.pb")
+    assert event.limit_bytes == limit_mib * MIB and event.in_use_bytes == dumped.stats.in_use_bytes
+    trace = memtrace.load(str(stem) + ".xplane.pb.gz")
+    requests = requests_for(trace, BFC).requests
+    # the profile's clock stops for TensorFlow's 10 s retry right there, after the failing request's first try
+    gap = requests.time_ns[place] - requests.time_ns[place - 1]
+    assert 10e9 <= gap < 10.1e9 and int(np.count_nonzero(requests.is_alloc[place:])) == after
+    # WHEN the run is replayed under the dump's limit THEN the dump's request goes there, and the model runs out
+    # of memory at it in the dump's own state (not after the trace's last allocation, where it would not)
+    replay = bfc.simulate(requests, BFCOptions(limit_mib * MIB, regions_descending=True))
+    assert replay.fits and failed_request_place(requests, replay, event) == place
+    a = avoidance(event, trace)
+    failure = a.result.failure
+    assert a.appended and a.same_request and a.same_state and failure is not None and failure.row == place
+    assert (failure.in_use_bytes, failure.verdict) == (event.in_use_bytes, verdict)
+    assert any("the trace's clock stops for 10.0 s: TensorFlow's retry waited there" in note for note in a.assumptions)

@@ -9,14 +9,13 @@ got past it, each measured by replaying again.
 A profile of the run that failed holds every event up to the failure but not the failed request
 (the allocator writes no event for it): the model then serves them all, and the dump's request
 is put where the dump's state says it was. The trace is replayed once; the state after each event
-(bytes in use, pool, largest free chunk) is compared with the dump's. Where the state after the
-last allocation, or after one of the frees that follow it, is the dump's, the request goes there
-(the first such place: a failed op lets go of its inputs as the error unwinds). Where it is not,
-the request waited while other threads ran on: TensorFlow retries a failed request for up to 10
-seconds (``AllocatorRetry``), and the dump is of its last attempt, so the request goes after the
-last event whose state is the dump's, however many allocations came after it. What the run would
-have asked after the failure is unknown, so the limits found get the run past this failure, not
-necessarily to its end.
+(bytes in use, pool, largest free chunk) is compared with the dump's. TensorFlow retries a failed
+request for up to 10 seconds (``AllocatorRetry``) and dumps at its last attempt, so a place whose
+state is the dump's and after which the trace's clock jumps by about 10 s (nothing was freed
+while the request waited) is where it was; else the first such place after the trace's last
+allocation (a failed op lets go of its inputs as the error unwinds); else the last one before it
+(the request waited while other threads ran on). What the run would have asked after the failure
+is unknown, so the limits found get the run past this failure, not necessarily to its end.
 """
 
 from __future__ import annotations
@@ -106,13 +105,17 @@ def _with_failed_request(requests: bfc.Requests, replay: bfc.Simulation,
     last = int(allocations[-1]) if len(allocations) else -1
     after = int(np.count_nonzero(requests.is_alloc[at:]))
     where = f"after event {at:,} of {n:,}" if at else "before the trace's first event"
+    state = f"where the model's state is the dump's ({event.in_use_bytes:,} bytes in use)"
+    waited = _retry_gap(requests, at)
+    if waited:
+        then = (f"; the {after:,} allocations after it came after the failure" if after else "")
+        return moved, (f"{where}, {state} and the trace's clock stops for {waited / 1e9:.1f} s: TensorFlow's retry "
+                       f"waited there for memory (up to 10 s) before it gave up{then}")
     if at > last:
-        return moved, (f"{where}, after the trace's last allocation, where the model's state is the dump's "
-                       f"({event.in_use_bytes:,} bytes in use)")
-    return moved, (f"{where}, where the model's state is the dump's ({event.in_use_bytes:,} bytes in use): the "
-                   f"{after:,} allocations after it in the trace are other threads' ops, run while the request "
-                   "waited for memory (TensorFlow retries a failed request for up to 10 s; the dump is of its last "
-                   "attempt)")
+        return moved, f"{where}, after the trace's last allocation, {state}"
+    return moved, (f"{where}, {state}: the {after:,} allocations after it in the trace are other threads' ops, run "
+                   "while the request waited for memory (TensorFlow retries a failed request for up to 10 s; the "
+                   "dump is of its last attempt) or after it failed")
 
 
 def failed_request_place(requests: bfc.Requests, replay: bfc.Simulation, event: OomEvent) -> int | None:
@@ -120,8 +123,9 @@ def failed_request_place(requests: bfc.Requests, replay: bfc.Simulation, event: 
     state of ``replay`` (the requests' own replay, served whole) is the dump's.
 
     A state matches when its bytes in use are the dump's, and its pool and largest free chunk too where the
-    dump says them. The first match after the last allocation wins (the failure, then the frees of an error
-    unwinding); else the last match before it (the request waited while others ran on).
+    dump says them. A match the trace's clock stops at for about 10 s (TensorFlow's retry) wins; else the first
+    match after the last allocation (the failure, then the frees of an error unwinding); else the last match
+    before it (the request waited while others ran on).
     """
     n = len(requests)
     in_use = np.concatenate([[0], replay.bytes_in_use])
@@ -137,11 +141,26 @@ def failed_request_place(requests: bfc.Requests, replay: bfc.Simulation, event: 
     allocations = np.flatnonzero(requests.is_alloc)
     first = int(allocations[-1]) + 1 if len(allocations) else 0
     places = np.flatnonzero(matches[: n + 1])
+    gaps = [int(p) for p in places if _retry_gap(requests, int(p))]
+    if gaps:
+        return gaps[0]
     after = places[places >= first]
     if len(after):
         return int(after[0])
     before = places[places < first]
     return int(before[-1]) if len(before) else None
+
+
+RETRY_SECONDS = 10.0  # AllocatorRetry's wait (bfc_allocator.cc: kMaxMillisToWait)
+
+
+def _retry_gap(requests: bfc.Requests, at: int) -> int:
+    """The time from event ``at - 1`` to event ``at`` where it is TensorFlow's retry (about 10 s, nothing freed
+    meanwhile), else 0: the nanoseconds the request waited there."""
+    if not 0 < at < len(requests):
+        return 0
+    gap = int(requests.time_ns[at]) - int(requests.time_ns[at - 1])
+    return gap if 0.9 * RETRY_SECONDS * 1e9 <= gap <= 2 * RETRY_SECONDS * 1e9 else 0
 
 
 def _with_request(requests: bfc.Requests, at: int, request_bytes: int, op: str | None) -> bfc.Requests:
