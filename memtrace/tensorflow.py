@@ -374,6 +374,20 @@ def _profile_files(logdir: str, before: set[str]) -> list[str]:
     return sorted(set(found) - before)
 
 
+GPU_MEMORY_LIMIT = "MEMTRACE_GPU_MEMORY_LIMIT_MB"  # memtrace run --limit/--card: each GPU's memory_limit, for its child
+
+
+def limit_gpus(memory_limit_mb: int) -> int:
+    """Give each GPU one logical device of ``memory_limit_mb`` MiB (its BFC allocator's limit); how many GPUs.
+
+    Must come before TensorFlow's runtime starts (``memtrace run`` does it right after the import)."""
+    tf = _tf()
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        tf.config.set_logical_device_configuration(gpu, [tf.config.LogicalDeviceConfiguration(memory_limit=memory_limit_mb)])
+    return len(gpus)
+
+
 @contextmanager
 def recording(logdir: str | os.PathLike[str], *, cpu_bfc: bool = False, quiet: bool = False) -> Iterator[Recording]:
     """Everything inside the block under TensorFlow's profiler, written to ``logdir`` however the block ends.
@@ -410,14 +424,18 @@ def _too_late_for_bfc() -> str:
             "memtrace.tensorflow.use_cpu_bfc() before the program's first TensorFlow op, and run again")
 
 
-def run_script(logdir: str, script: str, args: list[str], *, steady: bool = False) -> None:
+STEADY = "MEMTRACE_RUN_STEADY"  # memtrace run --steady: one inter-op and one intra-op thread, for its child
+
+
+def run_script(logdir: str, script: str, args: list[str]) -> None:
     """Run ``script`` as ``python script ARGS`` would, inside :func:`recording` (``memtrace run``'s child).
 
     ``sys.argv`` is the script's and ``sys.path[0]`` its directory; SystemExit and exceptions pass
     through after the profile is written, so the script's exit code is the process's. SIGTERM ends
-    the script as an exception does, so its profile is written too. ``steady``: one inter-op and
-    one intra-op thread (oneDNN's kernels are turned off by ``memtrace run``, before TensorFlow is
-    imported). When the script ends, a line on stderr says how the run was recorded (:func:`how_recorded`).
+    the script as an exception does, so its profile is written too. ``MEMTRACE_RUN_STEADY`` in the
+    environment (``memtrace run --steady``, which also turns oneDNN's kernels off before TensorFlow is
+    imported): one inter-op and one intra-op thread. When the script ends, a line on stderr says how
+    the run was recorded (:func:`how_recorded`).
     """
     import runpy
     import signal
@@ -428,7 +446,10 @@ def run_script(logdir: str, script: str, args: list[str], *, steady: bool = Fals
     signal.signal(signal.SIGTERM, terminated)
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
-    if steady:
+    limit = os.environ.pop(GPU_MEMORY_LIMIT, None)
+    if limit is not None:
+        limit_gpus(int(limit))
+    if os.environ.pop(STEADY, None):
         _tf().config.threading.set_inter_op_parallelism_threads(1)
         _tf().config.threading.set_intra_op_parallelism_threads(1)
     with recording(logdir):

@@ -32,7 +32,7 @@ STAGES = (
     ("reporters", ("memtrace.reporters",)),
     ("commands", ("memtrace.commands",)),
     ("faces", ("memtrace", "memtrace.__main__", "memtrace.cli", "memtrace.testing", "memtrace.pytest_plugin",
-               "memtrace.tensorflow", "memtrace.scratch")),
+               "memtrace.tensorflow", "memtrace.jax", "memtrace.scratch")),
 )
 
 

@@ -171,7 +171,7 @@ def test_cli_exit_codes_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     entry = doc["allocators"][0]
     assert entry["allocator"] == "GPU_0_bfc" and entry["fits"] is False
     assert entry["options"] == {"limit_bytes": 1 << 30, "allow_growth": False, "garbage_collection": True,
-                                "fragmentation_fraction": 0.0}
+                                "fragmentation_fraction": 0.0, "partitioned": False, "gap_split": None}
     assert entry["reproduced"] is None and entry["failure"]["verdict"] in ("exhausted", "fragmentation")
     assert entry["min_limit_bytes"] > 1 << 30
     code, out, _ = run(capsys, "fit", str(ALEXNET), "--limit", f"{entry['min_limit_bytes']}")

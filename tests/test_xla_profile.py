@@ -262,7 +262,9 @@ def test_fit_says_whose_defaults_apply(capsys: pytest.CaptureFixture[str]) -> No
     assert entries["GPU_0_bfc"]["reproduced"]["addresses_equal"] == 80
     assert main(["fit", str(JAX), "--allocator", "GPU_0_bfc"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "options not given are XLA's GPU allocator (JAX)" in text
+    assert "options not given are XLA's GPU allocator (JAX 0.11.2)" in text
+    assert entries["GPU_0_bfc"]["options"]["partitioned"] is True  # preallocated: XLA partitions the pool
+    assert entries["xla_gpu_host_bfc"]["options"]["partitioned"] is False  # pinned host memory grows: never
     assert "the model reproduces 80 of 80 addresses and 157 of 157 fragmentation values" in text
     keras = str(JAX.parent / "keras_mlp.xplane.pb.gz")
     assert main(["fit", keras, "--json", "--no-alternatives"]) == 0

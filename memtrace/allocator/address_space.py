@@ -11,7 +11,7 @@ or free), as PyTorch's allocator history does: a trace's clock has long idle str
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -99,7 +99,8 @@ def lay_out(requests: bfc.Requests, options: bfc.BFCOptions, allocator: str = ""
 
 
 def address_space(trace: TraceData, allocator: str, limit: int | None = None, allow_growth: bool | None = None,
-                  garbage_collection: bool | None = None, fragmentation_fraction: float = 0.0) -> AddressSpace:
+                  garbage_collection: bool | None = None, fragmentation_fraction: float = 0.0,
+                  partitioned: bool | None = None, gap_split: str | None = None) -> AddressSpace:
     """``allocator``'s address space in ``trace`` under TF's options for it (or the ones given).
 
     Without ``limit``: the limit TF would use where it does not depend on the device (CPU), else (a
@@ -115,6 +116,8 @@ def address_space(trace: TraceData, allocator: str, limit: int | None = None, al
     growth = defaults.allow_growth if allow_growth is None else allow_growth
     gc = defaults.garbage_collection if garbage_collection is None else garbage_collection
     chosen = limit if limit is not None else defaults.limit_bytes if growth else None
+    if chosen is None and not growth and defaults.runtime == "XLA":
+        chosen = trace.recorded_limit(allocator)  # XLA's partitioned pool: the layout depends on the gap's size
     if chosen is None:
         # One region of a limit the trace does not say (a GPU's): any limit well above what the
         # requests need lays the chunks out as the allocator did (one replay, where searching for
@@ -123,11 +126,11 @@ def address_space(trace: TraceData, allocator: str, limit: int | None = None, al
         how = f"in one region of a limit larger than the trace needs ({chosen:,} bytes)"
     else:
         how = f"under a limit of {chosen:,} bytes"
-    options = bfc.BFCOptions(chosen, growth, gc, fragmentation_fraction)
+    options = defaults.options(chosen, growth, gc, fragmentation_fraction, partitioned, gap_split)
     exact = False
     if found.from_birth and found.addresses is not None:
         check = reproduce(found, options)
-        options = bfc.BFCOptions(chosen, growth, gc, fragmentation_fraction, check.regions_descending)
+        options = replace(options, regions_descending=check.regions_descending)
         exact = check.addresses_equal == check.chunks_equal == check.allocations  # (fragmentation depends on the limit)
     if exact:
         note = f"the allocator's own layout: the model reproduces every address of the trace ({how})"

@@ -37,7 +37,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -288,8 +288,7 @@ def batch_scaling(small: Requests, large: Requests, batch_sizes: Sequence[int], 
 # -- questions about batch sizes ---------------------------------------------------------------
 
 def _with_limit(options: BFCOptions, limit_bytes: int) -> BFCOptions:
-    return BFCOptions(limit_bytes, options.allow_growth, options.garbage_collection, options.fragmentation_fraction,
-                      options.regions_descending)
+    return replace(options, limit_bytes=limit_bytes)
 
 
 def fits_at(scaling: BatchScaling, batch: int, options: BFCOptions, base: str | None = None) -> bool:
@@ -548,11 +547,8 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
         raise BatchInputError(f"--batch must be 1 or more, not {batch}")
     defaults = trace_defaults(small, allocator)
     try:
-        options = BFCOptions(
-            limit if limit is not None else 0,
-            defaults.allow_growth if allow_growth is None else allow_growth,
-            defaults.garbage_collection if garbage_collection is None else garbage_collection,
-            0.0 if fragmentation_fraction is None else fragmentation_fraction)
+        options = defaults.options(limit if limit is not None else 0, allow_growth, garbage_collection,
+                                   0.0 if fragmentation_fraction is None else fragmentation_fraction)
     except ValueError as error:
         raise UsageError(str(error)) from None
     given = limit is not None

@@ -32,6 +32,12 @@ The rules (TF 2.x; where older versions differ it is said):
   bytes, the largest free chunk, and ``fragmentation = (F - largest) / F`` with ``F = pool - in
   use`` (NaN when F = 0). A free's event names the freed chunk as it was before merging.
 
+XLA's copy of the allocator can also **partition** its one fixed region (``Options::
+enable_spatial_partitioning``, on in JAX's GPU client with preallocation): a lower end growing up
+from the region's start, an upper end growing down from its top, and one central gap between them.
+``BFCOptions(partitioned=True)`` replays those rules (:class:`_PartitionedRun`, kept apart from the
+classic loop; the rules are listed there).
+
 Not modelled here: timestamped chunks (``GPUOptions.experimental.timestamped_allocator``, off by
 default) and the sub-allocator refusing memory. A request that fails is retried when memory comes
 back (``AllocatorRetry``: the thread waits up to 10 s for frees from other threads) only where the
@@ -50,9 +56,9 @@ import itertools
 import math
 import weakref
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -90,9 +96,40 @@ def bin_for_size(size_bytes: int) -> int:
     return min(BIN_COUNT - 1, (max(size_bytes, MIN_ALLOCATION_BYTES) // MIN_ALLOCATION_BYTES).bit_length() - 1)
 
 
+HOLE_ORDERS = ("ascending", "descending")  # XLA's HoleOrder: which of two equal-size holes an end takes first
+SPLIT_POLICIES = ("heuristic", "exact")  # XLA's HoleSplitPolicy: kBfc (ShouldSplitChunk's rule) or kExact
+
+
+@dataclass(frozen=True)
+class EndPolicy:
+    """How one end of a partitioned pool reuses its own holes and carves the central gap (XLA's ``AllocationPolicy``).
+
+    ``hole_split``: a hole of the end's own is split by BFC's rule (``"heuristic"``: at least twice the
+    request, or 128 MiB to spare) or always (``"exact"``). ``gap_split``: the same choice for a carve
+    from the central gap; XLA's source (openxla/xla 00df9eef) always splits the gap exactly, the build
+    in JAX 0.11.2 follows the heuristic at the lower end (a gap under twice the request is handed out whole).
+    """
+
+    hole_order: str = "ascending"
+    hole_split: str = "heuristic"
+    gap_split: str = "exact"
+
+    def __post_init__(self) -> None:
+        if self.hole_order not in HOLE_ORDERS:
+            raise ValueError(f"the hole order must be one of {', '.join(HOLE_ORDERS)} (got {self.hole_order!r})")
+        for name, value in (("hole", self.hole_split), ("gap", self.gap_split)):
+            if value not in SPLIT_POLICIES:
+                raise ValueError(f"the {name} split policy must be one of {', '.join(SPLIT_POLICIES)} (got {value!r})")
+
+
 @dataclass(frozen=True)
 class BFCOptions:
-    """The options that decide BFC's behaviour (``limit_bytes`` is TF's ``memory_limit``)."""
+    """The options that decide BFC's behaviour (``limit_bytes`` is TF's ``memory_limit``).
+
+    ``partitioned`` is XLA's ``enable_spatial_partitioning`` (one fixed region served from both
+    ends; growth must be off, as XLA's constructor insists); ``lower_end`` and ``upper_end`` are its
+    per-end policies, which only a partitioned pool reads here.
+    """
 
     limit_bytes: int
     allow_growth: bool = True
@@ -102,6 +139,9 @@ class BFCOptions:
     # The address order of the first regions, as a trace showed it: region_order[r] is the rank of region r's
     # address among them (0: the lowest). Regions made after them follow regions_descending, beyond all of them.
     region_order: tuple[int, ...] = ()
+    partitioned: bool = False
+    lower_end: EndPolicy = EndPolicy()
+    upper_end: EndPolicy = EndPolicy()
 
     def __post_init__(self) -> None:
         if self.limit_bytes < 0:
@@ -112,6 +152,9 @@ class BFCOptions:
             raise ValueError(f"the fragmentation fraction must be in [0, 1] (got {self.fragmentation_fraction})")
         if sorted(self.region_order) != list(range(len(self.region_order))):
             raise ValueError(f"the region order must rank the regions 0, 1, ... (got {self.region_order})")
+        if self.partitioned and self.allow_growth:
+            raise ValueError("spatial partitioning needs allow_growth off: XLA's allocator refuses both "
+                             "('Spatial partitioning requires a single fixed address range')")
 
     @property
     def max_internal_fragmentation_bytes(self) -> int:
@@ -133,7 +176,9 @@ class Requests:
     """One row per event, in the order the allocator saw them.
 
     A free names the row of the allocation it frees; a free whose allocation is not in the
-    sequence (``frees == -1`` on a free row) is ignored by the model.
+    sequence (``frees == -1`` on a free row) is ignored by the model. ``upper_end`` and
+    ``alignment_bytes`` (None: every request from the lower end, at BFC's 256-byte alignment, as
+    every trace records them) matter only to a partitioned allocator, where a caller picks the end.
     """
 
     is_alloc: BoolArray
@@ -142,36 +187,46 @@ class Requests:
     op: Int32Array  # code into op_names, -1 when unknown
     time_ns: IntArray
     op_names: tuple[str, ...] = ()
+    upper_end: BoolArray | None = None  # per row: the request is served from the upper end (XLA's AllocationEnd::kUpper)
+    alignment_bytes: IntArray | None = None  # per row: the alignment asked for (a power of two; 256 and below: none)
 
     def __len__(self) -> int:
         return len(self.is_alloc)
 
     @classmethod
-    def from_events(cls, events: list[tuple[str, int]] | list[tuple[str, int, str]]) -> Requests:
-        """A sequence written by hand: ``("a", bytes[, op])`` allocates, ``("f", row)`` frees the allocation at row.
+    def from_events(cls, events: Sequence[tuple[Any, ...]]) -> Requests:
+        """A sequence written by hand: ``("a", bytes[, op[, alignment]])`` allocates (``"u"``: from the upper end
+        of a partitioned pool), ``("f", row)`` frees the allocation at row.
 
         Times are the row numbers. Used by tests and by people trying the model out.
         """
-        is_alloc, requested, frees, ops = [], [], [], []
+        is_alloc, requested, frees, ops, upper, alignment = [], [], [], [], [], []
         names: dict[str, int] = {}
         for event in events:
             kind, value = event[0], int(event[1])
-            if kind == "a":
+            if kind in ("a", "u"):
                 is_alloc.append(True)
                 requested.append(value)
                 frees.append(-1)
-                op = event[2] if len(event) > 2 else None  # type: ignore[misc]
+                op = event[2] if len(event) > 2 else None
                 ops.append(-1 if op is None else names.setdefault(str(op), len(names)))
+                upper.append(kind == "u")
+                alignment.append(int(event[3]) if len(event) > 3 else MIN_ALLOCATION_BYTES)
             elif kind == "f":
                 is_alloc.append(False)
                 requested.append(0)
                 frees.append(value)
                 ops.append(-1)
+                upper.append(False)
+                alignment.append(MIN_ALLOCATION_BYTES)
             else:
-                raise ValueError(f"unknown event kind {kind!r} (use 'a' or 'f')")
+                raise ValueError(f"unknown event kind {kind!r} (use 'a', 'u' or 'f')")
+        plain = not any(upper) and max(alignment, default=0) <= MIN_ALLOCATION_BYTES
         return cls(np.array(is_alloc, dtype=np.bool_), np.array(requested, dtype=np.int64),
                    np.array(frees, dtype=np.int64), np.array(ops, dtype=np.int32),
-                   np.arange(len(is_alloc), dtype=np.int64), tuple(names))
+                   np.arange(len(is_alloc), dtype=np.int64), tuple(names),
+                   None if plain else np.array(upper, dtype=np.bool_),
+                   None if plain else np.array(alignment, dtype=np.int64))
 
     def peak_rounded_live_bytes(self) -> int:
         """The most rounded bytes alive at once: no limit below it can fit, whatever the allocator does."""
@@ -193,6 +248,7 @@ class ChunkState:
     requested_bytes: int  # 0 for a free chunk
     op: str  # the op that allocated it; "" for a free chunk or an unknown op
     row: int  # the allocation's row; -1 for a free chunk
+    tag: str = ""  # a partitioned pool's: "lower", "upper" or "central_gap" (XLA's ChunkTag); "" otherwise
 
 
 @dataclass(frozen=True, eq=False)
@@ -275,6 +331,9 @@ ScheduleFactory = Callable[[int], Schedule]
 
 def simulate(requests: Requests, options: BFCOptions) -> Simulation:
     """Replay ``requests`` through a BFC allocator with ``options``; stops at the first request that fails."""
+    if options.partitioned:
+        return _PartitionedRun(requests, options, record=True).simulation()
+    _classic_only(requests)
     return _Run(requests, options, record=True).simulation()
 
 
@@ -282,9 +341,9 @@ def fits(requests: Requests, options: BFCOptions, schedule: ScheduleFactory | No
          shared: SharedStart | None = None) -> bool:
     """Whether every request is served (a replay that records nothing, for searching limits), in order or as
     ``schedule`` serves them; ``shared``: from the state where the sequence first differs from the one it
-    began as (:class:`SharedStart`)."""
+    began as (:class:`SharedStart`; a classic allocator's only)."""
     start = None
-    if shared is not None and shared.rows <= len(requests):
+    if shared is not None and shared.rows <= len(requests) and not options.partitioned:
         start = shared.at(options.limit_bytes)
         if start is None and schedule is None:  # the shared rows run out of memory already
             return False
@@ -296,10 +355,21 @@ def _served(requests: Requests, options: BFCOptions, start: _Checkpoint | None,
     """Whether a replay from ``start`` (None: the first request) serves every request; with ``schedule``, in
     order until a request fails, then as the schedule serves them from there (the same as a replay served by
     the schedule from the start, which serves the rows in order until a request fails)."""
+    if options.partitioned:
+        return _PartitionedRun(requests, options, record=False, schedule=schedule).failed_at is None
+    _classic_only(requests)
     run = _Run(requests, options, record=False, start=start)
     if run.failed_at is None or schedule is None:
         return run.failed_at is None
     return _Run(requests, options, record=False, start=run.state(run.failed_at), schedule=schedule).failed_at is None
+
+
+def _classic_only(requests: Requests) -> None:
+    """Refuse what only a partitioned allocator serves: a request from the upper end, or one aligned above 256 B."""
+    if requests.upper_end is not None and bool(requests.upper_end.any()):
+        raise ValueError("a request from the upper end needs a partitioned allocator (partitioned=True)")
+    if requests.alignment_bytes is not None and int(requests.alignment_bytes.max(initial=0)) > MIN_ALLOCATION_BYTES:
+        raise ValueError("an alignment above 256 bytes is modelled for a partitioned allocator only")
 
 
 @dataclass(frozen=True)
@@ -513,8 +583,7 @@ def min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 2
 
 
 def _with_limit(options: BFCOptions, limit: int) -> BFCOptions:
-    return BFCOptions(limit, options.allow_growth, options.garbage_collection, options.fragmentation_fraction,
-                      options.regions_descending, options.region_order)
+    return replace(options, limit_bytes=limit)
 
 
 @dataclass(frozen=True)
@@ -782,4 +851,301 @@ class _Run:
             peak_in_use_bytes=self.peak, regions=tuple(sorted(self.regions.items())), chunks=tuple(chunks),
             region_rows=self.region_rows, max_pool_bytes=self.max_pool, made_regions=self.made_regions,
             given_back=self.given_back,
+        )
+
+
+# -- spatial partitioning (XLA) -------------------------------------------------------------------
+
+CENTRAL_GAP, LOWER, UPPER = 0, 1, 2  # XLA's ChunkTag, in its enum order
+TAG_NAMES = ("central_gap", "lower", "upper")  # as XLA's dump prints them
+
+
+class SecondCentralGap(ValueError):
+    """A free would make a second central gap: XLA's ``InsertFreeChunk`` CHECK-fails there and the process aborts."""
+
+
+def low_end_alignment_padding(start: int, alignment: int) -> int:
+    """``LowEndAlignmentPadding``: the bytes to skip from ``start`` to an aligned address, rounded up to 256."""
+    return rounded_bytes(-start % alignment)
+
+
+def high_end_aligned_start(start: int, size: int, rounded: int, alignment: int) -> int:
+    """``HighEndAlignedStart``: where a chunk carved from the top of [start, start + size) begins; -1 if it cannot."""
+    if size < rounded:
+        return -1
+    return (start + size - rounded) // alignment * alignment
+
+
+class _PartitionedRun:
+    """One replay through XLA's partitioned allocator (openxla/xla ``xla/tsl/framework/bfc_allocator.cc``).
+
+    The pool is one region of ``floor256(limit)`` bytes, made by the first request (``Extend``;
+    growth is off, so later ``Extend`` calls fail). Its chunks are always three spans by address:
+    ``[lower-owned][central gap][upper-owned]``. The rules, each named by its function in XLA:
+
+    - ``ChunkTag``: an in-use chunk is tagged with the end that allocated it; a free chunk is an
+      interior hole of an end (tagged with it, kept in that end's bins) or the central gap (kept
+      apart, in no bin; there is at most one).
+    - ``FindChunkPtr``: a request (lower end unless the caller says upper) takes the smallest hole
+      of **its own end** that fits (equal sizes: the end's hole order), and only when none fits
+      carves the central gap; the other end's holes are never used, however large.
+    - ``AllocateChunkFromLowEnd``: alignment padding below an aligned start is split off as a lower
+      hole; the chunk is then split at the rounded size when the end's policy says so (holes:
+      ``hole_split``; the gap: ``gap_split``), the remainder keeping the source's tag (the gap stays
+      the gap, a hole stays a hole).
+    - ``AllocateChunkFromHighEnd``: the chunk is carved from the top, aligned down; what lies below
+      keeps the source's tag, a free suffix above it (alignment, or an unsplit rest) is an upper hole.
+      With the heuristic policy a hole that should not be split is taken whole (aligned).
+    - ``ShouldSplitChunk``: split when the chunk (less alignment padding) is at least twice the
+      request, or the rest is at least 128 MiB (or ``fragmentation_fraction`` x limit).
+    - ``ReturnBoundaryChunkToGap``: a freed lower chunk with no lower chunk above it (an upper chunk
+      with no upper chunk below it) becomes gap; an interior one stays a hole of its end.
+    - ``TryToCoalesce`` / ``MergedChunkTag``: a freed chunk merges with a free next chunk, then a free
+      previous one; equal tags stay, any other pair becomes the central gap (so a boundary free
+      swallows the gap and the end's holes next to it).
+    - Statistics as the profiler writes them: the largest free chunk is the largest hole of either
+      end or the gap (``LargestFreeChunk``), and fragmentation counts it so.
+
+    Alignments apply to offsets in the region, as if its base were aligned to every alignment asked
+    for. Garbage collection has nothing to give back in a single fixed region, so it changes nothing.
+    """
+
+    def __init__(self, requests: Requests, options: BFCOptions, record: bool,
+                 schedule: ScheduleFactory | None = None) -> None:
+        if schedule is not None and record:
+            raise ValueError("a replay served by a schedule records nothing (its events are not in row order)")
+        self.requests = requests
+        self.options = options
+        self.record = record
+        self._schedule = schedule
+        self.max_fragmentation = options.max_internal_fragmentation_bytes
+        self.policies = (options.lower_end, options.lower_end, options.upper_end)  # by tag: the end that owns it
+        self.failed_at: int | None = None
+        self.size: dict[int, int] = {}  # start -> size, every chunk
+        self.start_ending_at: dict[int, int] = {}  # end -> start, every chunk
+        self.tag: dict[int, int] = {}  # start -> tag, every chunk
+        self.used: dict[int, int] = {}  # start -> the row that allocated it, chunks in use
+        self.holes: tuple[list[tuple[int, int, int]], ...] = ([], [], [])  # by tag: (size, order, start), sorted
+        self.gap = -1  # start of the central gap, -1 while there is none
+        self.pool = self.in_use = self.peak = 0
+        self.region_row = -1
+        self.records: list[tuple[int, int, int, int, int]] = []  # per event: offset, chunk, in use, pool, largest free
+        self._replay()
+
+    # -- the free structures (InsertFreeChunk, RemoveFreeChunk) -------------------------------------
+    def _hole_key(self, start: int) -> tuple[int, int, int]:
+        """``Bin::ChunkComparator`` within one tag: size, then address in the end's hole order."""
+        tag = self.tag[start]
+        descending = self.policies[tag].hole_order == "descending"
+        return self.size[start], -start if descending else start, start
+
+    def _insert_free(self, start: int) -> None:
+        if self.tag[start] == CENTRAL_GAP:
+            if self.gap >= 0:
+                raise SecondCentralGap("a free made a second central gap, where XLA's allocator aborts the process "
+                                       "('spatial partitioning expects one central gap')")
+            self.gap = start
+        else:
+            insort(self.holes[self.tag[start]], self._hole_key(start))
+
+    def _remove_free(self, start: int) -> None:
+        if start == self.gap:
+            self.gap = -1
+        else:
+            holes = self.holes[self.tag[start]]
+            holes.pop(bisect_left(holes, self._hole_key(start)))
+
+    # -- splitting and merging (SplitChunk, MergeChunks, TryToCoalesce) -------------------------------
+    def _split(self, start: int, num_bytes: int) -> int:
+        """Keep ``num_bytes`` at ``start``; the rest becomes a free chunk with the same tag, inserted. Returns its start."""
+        rest = start + num_bytes
+        end = start + self.size[start]
+        self.size[rest] = end - rest
+        self.size[start] = num_bytes
+        self.start_ending_at[rest] = start
+        self.start_ending_at[end] = rest
+        self.tag[rest] = self.tag[start]
+        self._insert_free(rest)
+        return rest
+
+    def _merge(self, first: int, second: int) -> None:
+        """``MergeChunks`` with ``MergedChunkTag``: equal tags stay, anything else is the central gap."""
+        end = second + self.size.pop(second)
+        del self.start_ending_at[second]
+        self.start_ending_at[end] = first
+        self.size[first] = end - first
+        if self.tag.pop(second) != self.tag[first]:
+            self.tag[first] = CENTRAL_GAP
+
+    def _coalesce(self, start: int) -> int:
+        following = start + self.size[start]
+        if following in self.size and following not in self.used:
+            self._remove_free(following)
+            self._merge(start, following)
+        before = self.start_ending_at.get(start, -1)
+        if before >= 0 and before not in self.used:
+            self._remove_free(before)
+            self._merge(before, start)
+            return before
+        return start
+
+    def _return_boundary_chunk_to_gap(self, start: int) -> None:
+        """``ReturnBoundaryChunkToGap``: a freed chunk with no chunk of its own end beyond it rejoins the gap."""
+        tag = self.tag[start]
+        if tag == LOWER:
+            beyond = self.tag.get(start + self.size[start], CENTRAL_GAP)  # the chunk above (none: the region's end)
+        else:
+            below = self.start_ending_at.get(start, -1)
+            beyond = self.tag[below] if below >= 0 else CENTRAL_GAP
+        if beyond != tag:
+            self.tag[start] = CENTRAL_GAP
+
+    # -- allocating (FindChunkPtr, AllocateChunkFromLowEnd/HighEnd, Extend) --------------------------------
+    def _should_split(self, size: int, rounded: int, padding: int = 0) -> bool:
+        """``ShouldSplitChunk``: BFC's rule, on the chunk less its alignment padding."""
+        aligned = size - padding
+        return aligned >= 2 * rounded or aligned - rounded >= self.max_fragmentation
+
+    def _exact(self, start: int, policy: EndPolicy) -> bool:
+        """Whether the end's policy splits the free chunk at ``start`` exactly (else by BFC's rule)."""
+        return (policy.gap_split if self.tag[start] == CENTRAL_GAP else policy.hole_split) == "exact"
+
+    def _splits(self, start: int, rounded: int, exact: bool) -> bool:
+        return self.size[start] > rounded if exact else self._should_split(self.size[start], rounded)
+
+    def _fits(self, start: int, rounded: int, alignment: int, upper: bool) -> bool:
+        size = self.size[start]
+        if upper:
+            return high_end_aligned_start(start, size, rounded, alignment) >= start
+        return size >= rounded + low_end_alignment_padding(start, alignment)
+
+    def _find(self, rounded: int, alignment: int, upper: bool) -> int:
+        """``FindChunkPtr``: the smallest own hole that fits, else the central gap if it fits; -1 for neither."""
+        holes = self.holes[UPPER if upper else LOWER]
+        for _, _, start in holes[bisect_left(holes, (rounded,)):]:
+            if self._fits(start, rounded, alignment, upper):
+                return start
+        if self.gap >= 0 and self._fits(self.gap, rounded, alignment, upper):
+            return self.gap
+        return -1
+
+    def _carve_low(self, start: int, rounded: int, alignment: int) -> int:
+        """``AllocateChunkFromLowEnd`` on a chunk taken out of its free structure; returns the allocation's start."""
+        padding = low_end_alignment_padding(start, alignment)
+        if padding:
+            rest = self._split(start, padding)  # the aligned rest, inserted with the source's tag ...
+            self._remove_free(rest)  # ... and taken out again
+            self.tag[start] = LOWER  # the prefix below the allocation is a lower hole
+            self._insert_free(start)
+            start = rest
+        if self._splits(start, rounded, self._exact(start, self.options.lower_end)):
+            self._split(start, rounded)  # the remainder keeps the source's tag: the gap stays the gap
+        self.tag[start] = LOWER
+        return start
+
+    def _carve_high(self, start: int, rounded: int, alignment: int) -> int:
+        """``AllocateChunkFromHighEnd`` on a chunk taken out of its free structure; returns the allocation's start."""
+        size = self.size[start]
+        at = high_end_aligned_start(start, size, rounded, alignment)
+        exact = self._exact(start, self.options.upper_end)
+        if not exact:
+            padding = low_end_alignment_padding(start, alignment)
+            if not self._should_split(size, rounded, padding):
+                at = start + padding  # the hole is taken whole, aligned
+        if at > start:
+            self._split(start, at - start)  # the part above, inserted with the source's tag ...
+            self._remove_free(at)  # ... and taken out again; the prefix below keeps its tag
+            self._insert_free(start)
+            start = at
+        self.tag[start] = UPPER  # set before splitting, so a free suffix is an upper hole
+        if self._splits(start, rounded, exact):
+            self._split(start, rounded)
+        return start
+
+    def _extend(self, rounded: int, row: int) -> bool:
+        """``Extend`` without growth: the first call makes the one region, floor256(limit), as the central gap."""
+        size = self.options.limit_bytes // MIN_ALLOCATION_BYTES * MIN_ALLOCATION_BYTES
+        if self.pool or rounded > size:
+            return False
+        self.size[0], self.tag[0], self.start_ending_at[size] = size, CENTRAL_GAP, 0
+        self.pool, self.region_row = size, row
+        self._insert_free(0)
+        return True
+
+    def _largest_free(self) -> int:
+        """``LargestFreeChunk``: the largest hole of either end, or the central gap."""
+        lower, upper = self.holes[LOWER], self.holes[UPPER]
+        return max(lower[-1][0] if lower else 0, upper[-1][0] if upper else 0,
+                   self.size[self.gap] if self.gap >= 0 else 0)
+
+    # -- the replay -----------------------------------------------------------------------------
+    def _replay(self) -> None:
+        is_alloc, requested, frees = _columns(self.requests)
+        n = len(is_alloc)
+        upper_col = self.requests.upper_end
+        align_col = self.requests.alignment_bytes
+        ends = upper_col.tolist() if upper_col is not None else [False] * n
+        alignments = align_col.tolist() if align_col is not None else [MIN_ALLOCATION_BYTES] * n
+        addr_of: dict[int, int] = {}
+        schedule = None if self._schedule is None else self._schedule(0)
+        rows: Iterator[tuple[int, tuple[bool, int, int]]] = enumerate(zip(is_alloc, requested, frees)) \
+            if schedule is None else ((row, (is_alloc[row], requested[row], frees[row])) for row in schedule)
+        for row, (alloc, req, freed) in rows:
+            if alloc:
+                if req <= 0:  # XLA returns null for 0 bytes, and writes no event
+                    self._note(-1, 0)
+                    continue
+                alignment = max(alignments[row], MIN_ALLOCATION_BYTES)
+                if alignment & (alignment - 1):
+                    raise ValueError(f"row {row}: the alignment must be a power of two (got {alignment})")
+                rounded = (req + 255) & ~255
+                upper = ends[row]
+                start = self._find(rounded, alignment, upper)
+                if start < 0 and self._extend(rounded, row):
+                    start = self._find(rounded, alignment, upper)
+                if start < 0:
+                    if schedule is not None and schedule.blocked(row):
+                        continue  # the request waits for memory to come back; the schedule serves it again
+                    self.failed_at = row
+                    break
+                self._remove_free(start)
+                start = self._carve_high(start, rounded, alignment) if upper else self._carve_low(start, rounded, alignment)
+                self.used[start] = row
+                addr_of[row] = start
+                self.in_use += self.size[start]
+                self.peak = max(self.peak, self.in_use)
+                self._note(start, self.size[start])
+            else:
+                start = addr_of.pop(freed, -1)
+                if start < 0:  # an allocation before the sequence, or a 0-byte one
+                    self._note(-1, 0)
+                    continue
+                size = self.size[start]
+                del self.used[start]
+                self.in_use -= size
+                self._return_boundary_chunk_to_gap(start)
+                self._insert_free(self._coalesce(start))
+                self._note(start, size)  # the freed chunk as it was before merging
+
+    def _note(self, start: int, size: int) -> None:
+        if self.record:
+            self.records.append((start, size, self.in_use, self.pool, self._largest_free()))
+
+    def simulation(self) -> Simulation:
+        table = np.array(self.records, dtype=np.int64).reshape(-1, 5)
+        offset, chunk, in_use, pool, largest = table.T
+        names, ops, requested = self.requests.op_names, self.requests.op, self.requests.requested_bytes
+        chunks = []
+        for start in sorted(self.size):
+            row = self.used.get(start, -1)
+            code = int(ops[row]) if row >= 0 else -1
+            chunks.append(ChunkState(0, start, self.size[start], row >= 0, int(requested[row]) if row >= 0 else 0,
+                                     names[code] if 0 <= code < len(names) else "", row, TAG_NAMES[self.tag[start]]))
+        return Simulation(
+            options=self.options, fits=self.failed_at is None, failed_at=self.failed_at,
+            region=np.where(offset >= 0, 0, -1).astype(np.int32), offset=np.where(offset >= 0, offset, 0),
+            chunk_bytes=chunk.copy(), bytes_in_use=in_use.copy(), pool_bytes=pool.copy(), largest_free_bytes=largest.copy(),
+            peak_in_use_bytes=self.peak, regions=((0, self.pool),) if self.pool else (), chunks=tuple(chunks),
+            region_rows=(self.region_row,) if self.pool else (), max_pool_bytes=self.pool,
+            made_regions=((0, self.pool),) if self.pool else (),  # one fixed region, never given back
         )

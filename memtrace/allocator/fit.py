@@ -23,8 +23,8 @@ from ..errors import UsageError
 from ..trace.data import TraceData
 from ..units import MIB
 from . import bfc
-from .bfc import BFCOptions, Requests, Simulation
-from .defaults import trace_defaults
+from .bfc import BFCOptions, EndPolicy, Requests, Simulation
+from .defaults import Settings, settings_for, trace_defaults
 from .dump import Chunk, OomDump, Region
 from .oom import analyse
 from .orders import DEFAULT_ORDERS, DEFAULT_SEED, DEFAULT_WINDOW_NS, OrderBand, Recording, order_band, order_graph
@@ -40,6 +40,22 @@ class FitOptions:
     allow_growth: bool
     garbage_collection: bool
     fragmentation_fraction: float
+    partitioned: bool = False  # XLA's spatial partitioning
+    gap_split: str = ""  # a partitioned pool's lower end: a central-gap carve "heuristic" or "exact"
+
+
+def fit_options(limit_bytes: int | None, options: BFCOptions) -> FitOptions:
+    return FitOptions(limit_bytes, options.allow_growth, options.garbage_collection, options.fragmentation_fraction,
+                      options.partitioned, options.lower_end.gap_split if options.partitioned else "")
+
+
+@dataclass(frozen=True)
+class Effect:
+    """Something about the runtime that bounds what replaying one recording can say (XLA's three, where they apply)."""
+
+    name: str  # "partitioned_allocator", "compiled_for_limit", "order_of_frees"
+    applies: bool
+    words: str
 
 
 
@@ -51,6 +67,7 @@ class FailureChunk:
     in_use: bool
     requested_bytes: int
     op: str
+    tag: str = ""  # a partitioned pool's: "lower", "upper" or "central_gap"
 
 
 @dataclass(frozen=True)
@@ -70,6 +87,8 @@ class Failure:
     missing_bytes: int
     regions: tuple[tuple[int, int], ...]
     chunks: tuple[FailureChunk, ...]
+    end: str = ""  # a partitioned pool's: the end the request came from ("lower", "upper")
+    usable_largest_free_bytes: int | None = None  # ... and the largest free chunk that end could use (holes, gap)
 
 
 @dataclass(frozen=True)
@@ -80,6 +99,7 @@ class Alternative:
     options: FitOptions
     fits: bool | None  # under the limit asked for; None when none was
     min_limit_bytes: int
+    setting: str = ""  # how the runtime's user gets it (an environment variable, a flag); "" where there is no way
 
 
 @dataclass(frozen=True)
@@ -105,6 +125,8 @@ class FitResult:
     alternatives: tuple[Alternative, ...]
     assumptions: tuple[str, ...] = field(default=())
     runtime: str = "TensorFlow"  # whose defaults: "TensorFlow" or "XLA" (the runtime that recorded the trace)
+    settings: str = ""  # whose settings the alternatives name, e.g. "TF CPU", "XLA (JAX) GPU"
+    effects: tuple[Effect, ...] = ()  # for an XLA profile: which of XLA's three effects apply to this answer
     band: OrderBand | None = None  # over the orders a run may take (None: only the recorded order was replayed)
     recordings: tuple[FitResult, ...] = field(default=())  # fit_recordings: each recording's own answer, this one first
     paths: tuple[str, ...] = field(default=())  # and where each was read from
@@ -122,15 +144,16 @@ class FitResult:
 
 def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_growth: bool | None = None,
         garbage_collection: bool | None = None, fragmentation_fraction: float | None = None,
-        recorded_limit: int | None = None, alternatives: bool = True, orders: int = DEFAULT_ORDERS,
-        window_ns: int = DEFAULT_WINDOW_NS, seed: int = DEFAULT_SEED) -> FitResult:
+        recorded_limit: int | None = None, alternatives: bool = True, partitioned: bool | None = None,
+        gap_split: str | None = None, orders: int = DEFAULT_ORDERS, window_ns: int = DEFAULT_WINDOW_NS,
+        seed: int = DEFAULT_SEED) -> FitResult:
     """Fit ``allocator``'s requests in ``trace`` (see the module's docstring).
 
     ``orders`` orders of the recording are sampled for the band (:mod:`.orders`, within the
     scheduling window ``window_ns``); 0: only the recorded order is replayed (``band`` None).
 
     Options left None take the defaults of the runtime that recorded the trace, TF's or XLA's
-    (:func:`trace_defaults`). ``recorded_limit`` is the limit the trace was recorded under, for the
+    (:func:`trace_defaults`; XLA's GPU allocator is partitioned unless it grows). ``recorded_limit`` is the limit the trace was recorded under, for the
     self-check (default: the limit the profile's events show, where they show one, which is said
     where it is not the runtime's default (a GPU's, which depends on the card; a run under
     TF_CPU_BFC_MEM_LIMIT_IN_MB); else the runtime's default for the allocator; else, for a GPU, no
@@ -138,74 +161,81 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
     """
     return fit_recordings([trace], allocator, limit=limit, allow_growth=allow_growth,
                           garbage_collection=garbage_collection, fragmentation_fraction=fragmentation_fraction,
-                          recorded_limit=recorded_limit, alternatives=alternatives, orders=orders, window_ns=window_ns,
-                          seed=seed)
+                          recorded_limit=recorded_limit, alternatives=alternatives, partitioned=partitioned,
+                          gap_split=gap_split, orders=orders, window_ns=window_ns, seed=seed)
 
 
 def fit_recordings(traces: list[TraceData], allocator: str, *, limit: int | None = None,
                    allow_growth: bool | None = None, garbage_collection: bool | None = None,
                    fragmentation_fraction: float | None = None, recorded_limit: int | None = None,
-                   alternatives: bool = True, orders: int = DEFAULT_ORDERS, window_ns: int = DEFAULT_WINDOW_NS,
-                   seed: int = DEFAULT_SEED, at_limits: Sequence[int] = ()) -> FitResult:
+                   alternatives: bool = True, partitioned: bool | None = None, gap_split: str | None = None,
+                   orders: int = DEFAULT_ORDERS, window_ns: int = DEFAULT_WINDOW_NS, seed: int = DEFAULT_SEED,
+                   at_limits: Sequence[int] = ()) -> FitResult:
     """Several recordings of one step: the first one's answer (:func:`fit`), each one's own smallest limit
     (``recordings``), and the band over ``orders`` sampled orders of each (their orders and their requests);
     every sampled order is replayed under each of ``at_limits`` too (``band.fitting_at``)."""
     if not traces:
         raise UsageError("no recording to fit")
     fitted = [_fit_one(trace, allocator, limit, allow_growth, garbage_collection, fragmentation_fraction,
-                       recorded_limit, alternatives and number == 0)
+                       recorded_limit, alternatives and number == 0, partitioned, gap_split)
               for number, trace in enumerate(traces)]
     first = fitted[0][0]
-    for trace, (other, _) in zip(traces[1:], fitted[1:]):
-        if (other.options.allow_growth, other.options.garbage_collection, other.runtime) != (
-                first.options.allow_growth, first.options.garbage_collection, first.runtime):
+    for trace, (other, _, _) in zip(traces[1:], fitted[1:]):
+        if (other.options, other.runtime) != (first.options, first.runtime):
             raise UsageError(f"{trace.path}: {allocator!r} was recorded by another runtime or with other options than "
                              f"in {traces[0].path}: not recordings of one step")
     # Where no limit the model holds fits a recording, there are no limits to put in a band: the answer is that.
-    banded = orders and all(result.min_limit_bytes is not None for result, _ in fitted)
-    band = _band([(trace.path, found, result) for trace, (result, found) in zip(traces, fitted)], first, orders,
-                 window_ns, seed, at_limits) if banded else None
-    return replace(first, band=band, recordings=tuple(result for result, _ in fitted),
+    banded = orders and all(result.min_limit_bytes is not None for result, _, _ in fitted)
+    band = _band(fitted, [trace.path for trace in traces], orders, window_ns, seed, at_limits) if banded else None
+    return replace(first, band=band, recordings=tuple(result for result, _, _ in fitted),
                    paths=tuple(trace.path for trace in traces))
 
 
-def _band(found: list[tuple[str, TraceRequests, FitResult]], result: FitResult, orders: int, window_ns: int,
+def _band(fitted: list[tuple[FitResult, TraceRequests, BFCOptions]], paths: list[str], orders: int, window_ns: int,
           seed: int, at_limits: Sequence[int] = ()) -> OrderBand:
-    """The band over the recordings' sampled orders, under ``result``'s options (and limit, if one was asked);
-    each recording's replay keeps the region order its self-check found."""
-    o = result.options
-    options = _options(0, o.allow_growth, o.garbage_collection, o.fragmentation_fraction, False, ())  # limit: searched
-    recordings = []
-    for path, f, own in found:
-        checked = own.reproduced
-        regions = options if checked is None else replace(
-            options, regions_descending=checked.regions_descending, region_order=checked.region_order)
-        recordings.append(Recording(path, order_graph(f.requests, f.threads, window_ns=window_ns), regions,
-                                    own.min_limit_bytes))
+    """The band over the recordings' sampled orders, each replayed with its recording's own options (the region
+    order its self-check found; the limit searched), and under the limit asked, if one was."""
+    first = fitted[0][0]
+    recordings = [Recording(path, order_graph(found.requests, found.threads, window_ns=window_ns), options,
+                            result.min_limit_bytes) for path, (result, found, options) in zip(paths, fitted)]
     try:
-        return order_band(recordings, options, orders=orders, seed=seed, limit=o.limit_bytes, at_limits=at_limits)
+        return order_band(recordings, fitted[0][2], orders=orders, seed=seed, limit=first.options.limit_bytes,
+                          at_limits=at_limits)
     except ValueError as exc:  # an order beyond any limit the model holds (8 TiB)
-        raise UsageError(f"{result.allocator}: {exc}") from None
+        raise UsageError(f"{first.allocator}: {exc}") from None
 
 
 def _fit_one(trace: TraceData, allocator: str, limit: int | None, allow_growth: bool | None,
              garbage_collection: bool | None, fragmentation_fraction: float | None, recorded_limit: int | None,
-             alternatives: bool) -> tuple[FitResult, TraceRequests]:
+             alternatives: bool, partitioned: bool | None,
+             gap_split: str | None) -> tuple[FitResult, TraceRequests, BFCOptions]:
+    """One recording's answer (:func:`fit`'s, without the band), its requests, and the options its replays take."""
     found = requests_for(trace, allocator)
     defaults = trace_defaults(trace, allocator)
-    growth = defaults.allow_growth if allow_growth is None else allow_growth
-    gc = defaults.garbage_collection if garbage_collection is None else garbage_collection
-    fraction = 0.0 if fragmentation_fraction is None else fragmentation_fraction
-    options = _options(limit, growth, gc, fraction, False, ())  # refused here, before any replay, where wrong
+    if partitioned and allow_growth is None and defaults.allow_growth:
+        raise UsageError(f"{allocator}: spatial partitioning needs allow_growth off, and this allocator grows by default "
+                         "(give --no-allow-growth as well to model it)")
+    try:
+        base = defaults.options(0, allow_growth, garbage_collection, fragmentation_fraction or 0.0, partitioned, gap_split)
+        if limit is not None:  # refused here, before any replay, where wrong
+            replace(base, limit_bytes=limit)
+    except ValueError as exc:
+        raise UsageError(f"{allocator}: {exc}") from None
     if recorded_limit is not None and not 0 <= recorded_limit <= bfc.MAX_LIMIT_BYTES:
         raise UsageError(f"the recorded limit {recorded_limit:,} bytes is "
                          + ("negative" if recorded_limit < 0 else "above what the model holds")
                          + f" (at most {bfc.MAX_LIMIT_BYTES:,} bytes, 8 TiB)")
     reproduced = None
+    descending, order = False, tuple[int, ...]()
     notes = list(found.assumptions)
+    if gap_split is not None and not base.partitioned:
+        notes.append(f"the gap split ({gap_split}) does not apply: this allocator's pool is not partitioned")
+    if defaults.partitioned and not base.partitioned and partitioned is None:
+        notes.append("XLA partitions its pool only when it preallocates it: with allow_growth on "
+                     "(XLA_PYTHON_CLIENT_PREALLOCATE=false), the replay is classic BFC")
+    shown = trace.recorded_limit(allocator)
     if found.from_birth and found.addresses is not None:
         check_limit = recorded_limit if recorded_limit is not None else defaults.limit_bytes
-        shown = trace.recorded_limit(allocator)
         if recorded_limit is None and shown is not None and not 0 <= shown <= bfc.MAX_LIMIT_BYTES:
             # the events' stats add up to no limit the model holds (hostile, or a wrapped counter): not a limit to
             # check against, and the rest of the answer does not need it
@@ -221,20 +251,71 @@ def _fit_one(trace: TraceData, allocator: str, limit: int | None, allow_growth: 
             notes.append("the limit this profile was recorded under is unknown (a GPU's depends on the card): no "
                          "self-check; give it with --recorded-limit")
         if check_limit is not None:
-            reproduced = reproduce(found, BFCOptions(check_limit, growth, gc, fraction))
-            options = replace(options, regions_descending=reproduced.regions_descending,
-                              region_order=reproduced.region_order)
+            reproduced = reproduce(found, replace(base, limit_bytes=check_limit))
+            descending, order = reproduced.regions_descending, reproduced.region_order
+            notes.extend(_partitioning_check(found, base, reproduced, partitioned))
+    options = replace(base, limit_bytes=0 if limit is None else limit, regions_descending=descending,
+                      region_order=order)
     result = fit_requests(found.requests, options, allocator=allocator, limit_given=limit is not None,
                           alternatives=alternatives, defaults=defaults.source, runtime=defaults.runtime, path=trace.path)
-    return replace(result, reproduced=reproduced, assumptions=tuple(notes)), found
+    effects = xla_effects(result, defaults.device, shown if recorded_limit is None else recorded_limit) \
+        if defaults.runtime == "XLA" else ()
+    return (replace(result, reproduced=reproduced, assumptions=tuple(notes), effects=effects), found,
+            replace(options, limit_bytes=0))
 
 
-def _options(limit: int | None, growth: bool, gc: bool, fraction: float, descending: bool,
-             order: tuple[int, ...]) -> BFCOptions:
-    try:
-        return BFCOptions(0 if limit is None else limit, growth, gc, fraction, descending, order)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+def _partitioning_check(found: TraceRequests, options: BFCOptions, reproduced: Reproduction,
+                        asked: bool | None) -> list[str]:
+    """Where the runtime's default about partitioning was taken and the profile's own decisions disagree with it
+    but agree with the other choice, say so (an XLA older or newer than the recorded one may differ)."""
+    if asked is not None or reproduced.exact or options.allow_growth:
+        return []
+    other = replace(options, limit_bytes=reproduced.limit_bytes, partitioned=not options.partitioned,
+                    lower_end=EndPolicy())
+    if not reproduce(found, other).exact:
+        return []
+    which = "--no-partitioning" if options.partitioned else "--partitioning"
+    state = "off" if options.partitioned else "on"
+    note = (f"the profile's own decisions agree with the model only with spatial partitioning {state}: this XLA may "
+            f"build its allocator otherwise; give {which}")
+    return [note]
+
+
+def xla_effects(result: FitResult, device: str, recorded_limit: int | None) -> tuple[Effect, ...]:
+    """Which of XLA's three effects bound this answer (docs/fit.md, "Real GPUs").
+
+    The partitioned allocator (modelled, or not where it is off); the program compiled for the limit
+    it ran under (a GPU's jit programs: XLA's scheduler and rematerialization aim at the allocator's
+    limit, so the replay holds for that compilation); and the order of frees, which varies from run
+    to run (XLA frees a buffer when the GPU stream is done with it).
+    """
+    o = result.options
+    gpu = device == "GPU"
+    if o.partitioned:
+        split = ("handed out whole when under twice the request, as JAX 0.11.2 does" if o.gap_split == "heuristic"
+                 else "split exactly, as openxla/xla's source does")
+        part = ("the allocator partitions its pool (one central gap between a lower end growing up and an upper end "
+                "growing down): modelled, every request here from the lower end, each reusing only the holes of its "
+                f"own end before carving the gap, a small gap {split}")
+    elif gpu:
+        part = ("the allocator is modelled without partitioning (as XLA builds it with XLA_PYTHON_CLIENT_PREALLOCATE="
+                "false or --xla_gpu_enable_allocator_spatial_partitioning=false); XLA's default pool is partitioned")
+    else:
+        part = "XLA does not partition this allocator (it grows)"
+    recorded = f" ({recorded_limit:,} bytes)" if recorded_limit is not None else ""
+    if gpu:
+        compiled = (f"XLA compiled each jit program for the limit it ran under{recorded}: its scheduler and "
+                    "rematerialization aim at (limit - parameters - outputs) x 95%, so the replay holds for the program "
+                    "as compiled for that limit. Under a smaller limit XLA may compile a program that needs less (a "
+                    "smaller limit than the smallest here may be met by recompiling; record it there with memtrace "
+                    "run --limit SIZE), or more where it recompiles for a larger one")
+    else:
+        compiled = "XLA does not compile for this allocator's limit (pinned host memory)"
+    order = ("XLA frees a buffer when the GPU stream is done with it, so the order of frees, and with it the smallest "
+             "limit, varies from run to run: this answer is for this recording's order (one H200 MLP needed 897, 929 "
+             "or 961 MiB by its order); record the program several times for the spread")
+    return (Effect("partitioned_allocator", o.partitioned, part), Effect("compiled_for_limit", gpu, compiled),
+            Effect("order_of_frees", True, order))
 
 
 def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = "", limit_given: bool = True,
@@ -245,6 +326,7 @@ def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = ""
     requests fits under it); with ``limit_given`` False none was (the options' limit is not read):
     the smallest limit is searched for and the rest is reported under it. (Where a limit is
     optional, :func:`fit`, ``Trace.fit``, ``assert_fits``, None says none was given; never 0.)
+    The alternatives are the settings ``runtime`` offers for ``allocator`` (:func:`settings_for`).
 
     Where no limit the model holds (8 TiB) fits, the smallest limit is None: under a limit given,
     the requests simply do not fit; without one there is nothing to answer, a UsageError naming
@@ -263,11 +345,11 @@ def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = ""
     sim = bfc.simulate(requests, under)
     failure = _failure(requests, sim) if not sim.fits else None
     at_min = None if search is None else sim if not given else bfc.simulate(requests, _replace(options, search.limit_bytes))
-    alts = _alternatives(requests, options, given) if alternatives else ()
+    settings = settings_for(allocator, runtime)
+    alts = _alternatives(requests, options, given, settings) if alternatives else ()
     return FitResult(
         allocator=allocator,
-        options=FitOptions(options.limit_bytes if given else None, options.allow_growth, options.garbage_collection,
-                           options.fragmentation_fraction),
+        options=fit_options(options.limit_bytes if given else None, options),
         defaults=defaults, fits=sim.fits, min_limit_bytes=None if search is None else search.limit_bytes,
         monotone=True if search is None else search.monotone,
         counterexample=None if search is None else search.counterexample(),
@@ -276,7 +358,7 @@ def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = ""
         lost_bytes=None if search is None or at_min is None else search.limit_bytes - at_min.peak_in_use_bytes,
         requested_peak_bytes=requests.peak_rounded_live_bytes(), events=len(requests),
         allocations=int(np.count_nonzero(requests.is_alloc)), reproduced=None, failure=failure, alternatives=alts,
-        runtime=runtime,
+        runtime=runtime, settings=settings.who,
     )
 
 
@@ -284,24 +366,53 @@ def _replace(options: BFCOptions, limit: int) -> BFCOptions:
     return replace(options, limit_bytes=limit)
 
 
-def _alternatives(requests: Requests, options: BFCOptions, given: bool) -> tuple[Alternative, ...]:
+def _changes(options: BFCOptions, settings: Settings) -> list[tuple[str, str, BFCOptions]]:
+    """Each option the model can change, with the setting that changes it for this runtime and device.
+
+    XLA's GPU allocator offers partitioning and preallocation (growth, which turns partitioning
+    off), not garbage collection or the split fraction; TF's offer those (its CPU allocator none of
+    them: they are measured all the same, with no setting named).
+    """
+    if settings.runtime == "XLA":
+        changes = []
+        if options.partitioned:
+            changes.append(("spatial partitioning off", settings.partitioning_off,
+                            replace(options, partitioned=False, lower_end=EndPolicy())))
+        elif settings.partitioning_on and not options.allow_growth:
+            changes.append(("spatial partitioning on", settings.partitioning_on, replace(options, partitioned=True)))
+        if options.allow_growth:
+            changes.append(("allow_growth off", settings.growth_off, replace(options, allow_growth=False)))
+        else:
+            changes.append(("allow_growth on" + (", spatial partitioning off" if options.partitioned else ""),
+                            settings.growth_on, replace(options, allow_growth=True, partitioned=False,
+                                                        lower_end=EndPolicy())))
+        return changes
+    gc_on = not options.garbage_collection
     changes = [
-        ("garbage_collection " + ("off" if options.garbage_collection else "on"),
-         replace(options, garbage_collection=not options.garbage_collection)),
-        ("allow_growth " + ("off" if options.allow_growth else "on"), replace(options, allow_growth=not options.allow_growth)),
+        ("garbage_collection " + ("on" if gc_on else "off"),
+         settings.garbage_collection_on if gc_on else settings.garbage_collection_off,
+         replace(options, garbage_collection=gc_on)),
+        ("allow_growth " + ("off" if options.allow_growth else "on"),
+         settings.growth_off if options.allow_growth else settings.growth_on,
+         replace(options, allow_growth=not options.allow_growth)),
     ]
     for fraction in (0.0, 0.01, 0.1):
         if fraction != options.fragmentation_fraction:
-            changes.append((f"fragmentation_fraction {fraction:g}", replace(options, fragmentation_fraction=fraction)))
+            setting = f"{settings.fragmentation_fraction}={fraction:g}" if settings.fragmentation_fraction else ""
+            changes.append((f"fragmentation_fraction {fraction:g}", setting,
+                            replace(options, fragmentation_fraction=fraction)))
+    return changes
+
+
+def _alternatives(requests: Requests, options: BFCOptions, given: bool, settings: Settings) -> tuple[Alternative, ...]:
     found = []
-    for change, alt in changes:
+    for change, setting, alt in _changes(options, settings):
         try:
             needed = bfc.min_limit(requests, alt)
         except ValueError:  # no limit the model holds fits with this change
             continue
         ok = bfc.fits(requests, alt) if given else None
-        found.append(Alternative(change, FitOptions(options.limit_bytes if given else None, alt.allow_growth,
-                                                    alt.garbage_collection, alt.fragmentation_fraction), ok, needed))
+        found.append(Alternative(change, fit_options(options.limit_bytes if given else None, alt), ok, needed, setting))
     return tuple(found)
 
 
@@ -312,21 +423,27 @@ def _failure(requests: Requests, sim: Simulation) -> Failure:
     op = requests.op_names[code] if 0 <= code < len(requests.op_names) else ""
     requested = int(requests.requested_bytes[row])
     rounded = bfc.rounded_bytes(requested)
+    end = ""
+    if sim.options.partitioned:
+        end = "upper" if requests.upper_end is not None and requests.upper_end[row] else "lower"
     by_region: dict[int, list[Chunk]] = {}
     for c in sim.chunks:
         by_region.setdefault(c.region, []).append(
-            Chunk(c.offset, c.size_bytes, c.in_use, c.requested_bytes if c.in_use else None, None, c.op or None))
+            Chunk(c.offset, c.size_bytes, c.in_use, c.requested_bytes if c.in_use else None, None, c.op or None,
+                  c.tag or None))
     dump = OomDump(path="", source="model", line=None, allocator=None, request_bytes=rounded, op=op or None,
                    regions=tuple(Region(size, tuple(by_region.get(r, ()))) for r, size in sim.regions),
-                   limit_bytes=sim.options.limit_bytes, pool_bytes_reported=sim.pool_total_bytes, sum_in_use_bytes=sim.in_use_bytes)
+                   limit_bytes=sim.options.limit_bytes, pool_bytes_reported=sim.pool_total_bytes, sum_in_use_bytes=sim.in_use_bytes,
+                   request_end=end or None, runtime="XLA" if end else None)
     event = analyse(dump)
     return Failure(
         row=row, op=op, requested_bytes=requested, request_bytes=rounded, time_ns=int(requests.time_ns[row]),
         in_use_bytes=event.in_use_bytes, pool_bytes=event.pool_bytes or 0, free_bytes=event.free_bytes or 0,
         largest_free_bytes=event.largest_free_bytes or 0, verdict=event.verdict or "", missing_bytes=event.missing_bytes,
         regions=sim.regions,
-        chunks=tuple(FailureChunk(c.region, c.offset, c.size_bytes, c.in_use, c.requested_bytes, c.op)
+        chunks=tuple(FailureChunk(c.region, c.offset, c.size_bytes, c.in_use, c.requested_bytes, c.op, c.tag)
                      for c in sim.chunks),
+        end=end, usable_largest_free_bytes=event.usable_largest_free_bytes,
     )
 
 

@@ -5,15 +5,21 @@ that could have served it are the free chunks in the pool plus the room the pool
 into (limit minus pool size). If those add up to the request, memory was there but cut into
 pieces too small: **fragmentation**. If not, the memory was simply **exhausted**, and the
 question is who holds it. :func:`analyse` is a pure function of a parsed dump.
+
+In XLA's partitioned pool a request may use only the free chunks of its own end and the central
+gap: the verdict's numbers say which free chunks those were. The advice names the settings of the
+runtime and device that wrote the dump (TF's GPU or CPU allocator, XLA's), never another's.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from ..units import format_bytes, plural
 from .bfc import bin_for_size
+from .defaults import Settings, settings_for
 from .dump import LiveTensor, OomDump, Region
 
 FRAGMENTATION = "fragmentation"
@@ -71,6 +77,11 @@ class OomEvent:
     explanation: tuple[str, ...]
     advice: tuple[str, ...]
     lost_chunks: tuple[LostChunk, ...] = ()  # the chunks that lose the most inside them, most first
+    # A partitioned pool (XLA): the largest free chunk the request's end could use (its own holes, the central gap),
+    # and the free bytes in the other end's holes, which it could not. None where the dump does not tell.
+    usable_largest_free_bytes: int | None = None
+    other_end_free_bytes: int | None = None
+    by_annotation: tuple[LiveTensor, ...] = ()  # in-use bytes by allocation annotation (XLA: the executable), most first
 
     @property
     def internal_waste_bytes(self) -> int | None:
@@ -104,14 +115,30 @@ def analyse(dump: OomDump, request_bytes: int | None = None, limit_bytes: int | 
         verdict = FRAGMENTATION if free >= request else EXHAUSTED
         missing = max(0, request - free)
     holders = _holders(dump.live_tensors)
+    usable, other = _usable(dump)
     event = OomEvent(
         dump=dump, request_bytes=request, limit_bytes=limit, pool_bytes=pool, in_use_bytes=in_use,
         requested_in_use_bytes=_requested_in_use(dump), free_in_pool_bytes=free_in_pool, growth_bytes=growth,
         free_bytes=free, largest_free_bytes=largest, free_chunks=len(free_sizes) if chunks else None, verdict=verdict,
         missing_bytes=missing, by_size=_by_size(dump), top_holders=holders, explanation=(), advice=(),
-        lost_chunks=lost_chunks(dump),
+        lost_chunks=lost_chunks(dump), usable_largest_free_bytes=usable, other_end_free_bytes=other,
+        by_annotation=_holders(tuple(LiveTensor(c.annotation, c.size_bytes) for c in chunks
+                                     if c.in_use and c.annotation)),
     )
     return _with_words(event)
+
+
+def _usable(dump: OomDump) -> tuple[int | None, int | None]:
+    """In a partitioned pool: (the largest free chunk of the request's end or the central gap, the free bytes in the
+    other end's holes). From the chunk tags where the dump has them, else from its summary line; (None, None) where
+    the pool is not partitioned or the dump does not say."""
+    if dump.partitioned is False or dump.request_end is None:
+        return None, None
+    free = [c for c in dump.chunks if not c.in_use and c.tag is not None]
+    if any(c.tag for c in dump.chunks):
+        usable = max((c.size_bytes for c in free if c.tag in (dump.request_end, "central_gap")), default=0)
+        return usable, sum(c.size_bytes for c in free if c.tag not in (dump.request_end, "central_gap"))
+    return dump.usable_largest_free_bytes, None
 
 
 def analyse_all(dumps: list[OomDump], request_bytes: int | None = None, limit_bytes: int | None = None) -> list[OomEvent]:
@@ -207,6 +234,59 @@ _WHO_HOLDS = ("To see which ops hold the memory: in eager mode and under Keras, 
               "fits (tf.profiler.experimental.start/stop, with TF_CPU_ALLOCATOR_USE_BFC=true on a CPU) and read "
               "it with memtrace peak, whose allocated and requested columns show each op's chunks and tensors; "
               "in a TF1 Session, RunOptions(report_tensor_allocations_upon_oom=True) lists them in this dump.")
+_WHO_HOLDS_XLA = ("To see which buffers hold the memory: profile the program with jax.profiler from before its first "
+                  "allocation (memtrace run SCRIPT does) at a limit that fits, and replay it with memtrace fit, or "
+                  "with this dump: memtrace oom LOG --trace PROFILE.")
+
+
+def _other_pool(s: Settings, fragmented: bool) -> str | None:
+    """The advice to leave BFC for the device's other allocator, in the runtime's own words (None: there is none)."""
+    benefit = ("so that free memory need not be contiguous inside one BFC region" if fragmented else
+               "has no BFC chunks to lose bytes in")
+    if s.device == "host":
+        return None
+    if s.runtime == "XLA":
+        return (f"{'Set ' if fragmented else ''}XLA_PYTHON_CLIENT_ALLOCATOR=cuda_async (CUDA's own pool) {benefit} (the "
+                "log's hint, TF_GPU_ALLOCATOR, is TensorFlow's setting: JAX does not read it).")
+    if s.device == "CPU":
+        return ("On a CPU, BFC is there only because TF_CPU_ALLOCATOR_USE_BFC=true is set: without it TF's default CPU "
+                "allocator takes memory tensor by tensor, "
+                + ("with no BFC region for free memory to be cut up in" if fragmented else "with no BFC chunks to lose "
+                   "bytes in") + " (it writes no memory events for a profile, though).")
+    return f"{'Set ' if fragmented else ''}TF_GPU_ALLOCATOR=cuda_malloc_async (CUDA's own pool) {benefit}."
+
+
+def _xla_words(e: OomEvent, s: Settings, fb: Callable[[int | None], str]) -> tuple[list[str], list[str]]:
+    """What an XLA dump adds: the partitioned pool's usable chunks, the compiler's budget, the order of frees, and the
+    settings JAX reads (the limit, preallocation, partitioning), with growth never offered alongside partitioning."""
+    words: list[str] = []
+    advice: list[str] = []
+    d = e.dump
+    end = d.request_end or "lower"
+    if e.usable_largest_free_bytes is not None and d.partitioned:
+        other = (f"; the {fb(e.other_end_free_bytes)} free in the other end's holes were not for it"
+                 if e.other_end_free_bytes else "")
+        words.append(f"XLA's pool is spatially partitioned: a request from the {end} end may use only that end's own "
+                     f"holes and the central gap (the largest of them: {fb(e.usable_largest_free_bytes)}){other}.")
+    elif d.partitioned is None and d.request_end is not None:
+        words.append(f"The request came from the {end} end of XLA's pool, which JAX partitions when it preallocates "
+                     "(a central gap between a lower and an upper end); every chunk here is the lower end's, so the "
+                     "dump reads the same partitioned or not.")
+    budget = d.compile_budget
+    if budget is not None:
+        words.append(f"XLA compiled the program for this limit: its rematerialization aimed at "
+                     f"{fb(budget.target_bytes)} ((limit - parameters - outputs) x 95%) and reached only "
+                     f"{fb(budget.reached_bytes)}, down from {fb(budget.original_bytes)}: as compiled for this limit "
+                     "the program needs more than XLA's budget for it.")
+    words.append("XLA frees a buffer when the GPU stream is done with it, so near the limit the same program may fit "
+                 "in one run and not in the next: leave a margin.")
+    advice.append(f"Raise the limit: {s.limit}. XLA compiles a jit program for the limit it runs under, so record "
+                  "the run there (memtrace run --limit SIZE SCRIPT) to see what that program needs.")
+    if d.partitioned is not False:
+        advice.append(f"Without spatial partitioning ({s.partitioning_off}) the pool is one classic BFC region, which "
+                      "may need more or less: replay the run's profile to measure it (memtrace oom LOG --trace "
+                      "PROFILE). Growth (XLA_PYTHON_CLIENT_PREALLOCATE=false) turns partitioning off too.")
+    return words, advice
 
 
 def _with_words(e: OomEvent) -> OomEvent:
@@ -217,6 +297,8 @@ def _with_words(e: OomEvent) -> OomEvent:
     def fb(value: int | None) -> str:
         return "an unknown number of bytes" if value is None else format_bytes(value)
 
+    s = settings_for(e.dump.allocator or "", e.dump.runtime or "TensorFlow")
+    xla = s.runtime == "XLA" and s.device == "GPU"
     what = f"{fb(e.request_bytes)}" if e.request_bytes is not None else "an unknown number of bytes"
     if e.dump.op:
         what += f" for op {e.dump.op}"
@@ -235,8 +317,9 @@ def _with_words(e: OomEvent) -> OomEvent:
         if e.growth_bytes is not None and e.request_bytes is not None and e.growth_bytes >= e.request_bytes:
             words.append("The room left under the limit alone would have held the request, so the device itself "
                          "refused to give more: other processes or allocators hold the rest of its memory.")
-        advice.append("Set TF_GPU_ALLOCATOR=cuda_malloc_async (CUDA's own pool) so that free memory need not be "
-                      "contiguous inside one BFC region.")
+        other = _other_pool(s, fragmented=True)
+        if other:
+            advice.append(other)
         advice.append("Allocate the large, long-lived tensors (weights, optimizer slots, big buffers) first, "
                       "before the many short-lived ones that cut the pool into pieces.")
         advice.append("Keep tensor sizes steady between steps (fixed batch and sequence lengths, padding to "
@@ -253,14 +336,19 @@ def _with_words(e: OomEvent) -> OomEvent:
         if e.top_holders:
             top = ", ".join(f"{t.op} ({fb(t.bytes)})" for t in e.top_holders[:3])
             words.append(f"The live tensors held most by ops: {top}.")
-        advice.append("Keep tensor sizes steady (a fixed batch size, drop_remainder=True in tf.data, padded "
+        advice.append("Keep array sizes steady (a fixed batch size, padded sequence lengths) and create the large "
+                      "long-lived arrays first, so that a freed chunk is taken again by an array of its size rather "
+                      "than handed whole to one much smaller." if xla else
+                      "Keep tensor sizes steady (a fixed batch size, drop_remainder=True in tf.data, padded "
                       "sequence lengths) and create the large long-lived tensors first, so that a freed chunk "
                       "is taken again by a tensor of its size rather than handed whole to one much smaller.")
-        advice.append("On a GPU, TF_GPU_ALLOCATOR=cuda_malloc_async (CUDA's own pool) has no BFC chunks to lose "
-                      "bytes in; on a CPU, BFC is there only because TF_CPU_ALLOCATOR_USE_BFC=true is set.")
+        other = _other_pool(s, fragmented=False)
+        if other:
+            advice.append(other)
         advice.append(f"Or free at least {fb(e.missing_bytes)}: a smaller batch, mixed precision "
-                      "(float16/bfloat16 activations), or recomputing activations (gradient checkpointing).")
-        advice.append(_WHO_HOLDS)
+                      "(float16/bfloat16 activations), or recomputing activations (gradient checkpointing"
+                      + ("; jax.checkpoint in JAX" if xla else "") + ").")
+        advice.append(_WHO_HOLDS_XLA if xla else _WHO_HOLDS)
     elif e.verdict == EXHAUSTED:
         words.append(f"Not enough bytes were free: the request needed {fb(e.missing_bytes)} more than all free "
                      "memory together. This is not fragmentation; the memory is simply used.")
@@ -268,11 +356,14 @@ def _with_words(e: OomEvent) -> OomEvent:
             top = ", ".join(f"{t.op} ({fb(t.bytes)})" for t in e.top_holders[:3])
             words.append(f"The live tensors held most by ops: {top}.")
         advice.append(f"Free at least {fb(e.missing_bytes)}: a smaller batch, shorter sequences, mixed precision "
-                      "(float16/bfloat16 activations), or recomputing activations (gradient checkpointing).")
+                      "(float16/bfloat16 activations), or recomputing activations (gradient checkpointing"
+                      + ("; jax.checkpoint in JAX" if xla else "") + ").")
+        if s.runtime == "TensorFlow" and s.device == "CPU":
+            advice.append(f"Or raise the limit: {s.limit} (TF's CPU BFC allocator takes it in MiB).")
         if e.top_holders:
             advice.append(f"Look first at {e.top_holders[0].op}, which holds the most live tensor bytes.")
         else:
-            advice.append(_WHO_HOLDS)
+            advice.append(_WHO_HOLDS_XLA if xla else _WHO_HOLDS)
     elif e.request_bytes is None:
         never = " (a MemoryDump never does)" if e.dump.source == "memory-dump" else ""
         words.append(f"The dump does not say how many bytes were requested{never}, so there is no verdict; give "
@@ -280,6 +371,13 @@ def _with_words(e: OomEvent) -> OomEvent:
     else:
         words.append("The dump does not show how much was free (neither its chunk map nor its pool size), so "
                      "there is no verdict.")
+    if xla and e.verdict is not None:
+        more_words, more_advice = _xla_words(e, s, fb)
+        words.extend(more_words)
+        advice.extend(more_advice)
+    if e.by_annotation:
+        top = ", ".join(f"{t.op} ({fb(t.bytes)})" for t in e.by_annotation[:3])
+        words.append(f"In use by what held it (the dump's allocation annotations): {top}.")
     if e.dump.missing:
         words.append("The dump is cut off: it lacks " + ", ".join(e.dump.missing) + "; the numbers above come "
                      "from what is there.")

@@ -20,7 +20,7 @@ is unknown, so the limits found get the run past this failure, not necessarily t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from ..errors import UsageError
 from ..trace.data import TraceData
 from . import bfc
 from .defaults import trace_defaults
-from .fit import FitResult, fit_requests
+from .fit import Effect, FitResult, fit_requests, xla_effects
 from .oom import OomEvent
 from .reproduce import reproduce
 from .requests import requests_for
@@ -46,6 +46,7 @@ class Avoidance:
     same_state: bool  # ... with the dump's bytes in use, free bytes and largest free chunk
     result: FitResult  # under the dump's limit; ``alternatives`` are the options measured
     assumptions: tuple[str, ...]
+    effects: tuple[Effect, ...] = field(default=())  # XLA's three effects on the answer, for a profile XLA recorded
 
 
 def avoidance(event: OomEvent, trace: TraceData, allocator: str | None = None) -> Avoidance:
@@ -65,12 +66,11 @@ def avoidance(event: OomEvent, trace: TraceData, allocator: str | None = None) -
         raise UsageError(f"{dump.path}: the dump does not say the allocator's limit: give it with --limit")
     found = requests_for(trace, name)
     defaults = trace_defaults(trace, name)
-    options = bfc.BFCOptions(event.limit_bytes, defaults.allow_growth, defaults.garbage_collection)
+    options = defaults.options(event.limit_bytes)  # XLA's GPU pool: partitioned, as JAX builds it
     notes = list(found.assumptions)
     if found.from_birth and found.addresses is not None:
         check = reproduce(found, options)
-        options = bfc.BFCOptions(options.limit_bytes, options.allow_growth, options.garbage_collection,
-                                 regions_descending=check.regions_descending)
+        options = replace(options, regions_descending=check.regions_descending)
     requests = found.requests
     appended = False
     replay = bfc.simulate(requests, options)
@@ -87,7 +87,9 @@ def avoidance(event: OomEvent, trace: TraceData, allocator: str | None = None) -
                     and (dump.op is None or failure.op == dump.op))
     same_state = (same_request and failure is not None and failure.in_use_bytes == event.in_use_bytes
                   and failure.free_bytes == event.free_bytes and failure.largest_free_bytes == event.largest_free_bytes)
-    return Avoidance(name, trace.path, event.limit_bytes, appended, same_request, same_state, result, tuple(notes))
+    effects = xla_effects(result, defaults.device, event.limit_bytes) if defaults.runtime == "XLA" else ()
+    return Avoidance(name, trace.path, event.limit_bytes, appended, same_request, same_state, result, tuple(notes),
+                     effects)
 
 
 def _with_failed_request(requests: bfc.Requests, replay: bfc.Simulation,

@@ -209,7 +209,9 @@ def _in_order(graph: OrderGraph, units: IntArray) -> SampledOrder:
     where[rows] = np.arange(len(rows))
     frees = q.frees[rows]
     frees = np.where(frees >= 0, where[np.maximum(frees, 0)], -1)
-    permuted = Requests(q.is_alloc[rows], q.requested_bytes[rows], frees, q.op[rows], q.time_ns[rows], q.op_names)
+    permuted = Requests(q.is_alloc[rows], q.requested_bytes[rows], frees, q.op[rows], q.time_ns[rows], q.op_names,
+                        None if q.upper_end is None else q.upper_end[rows],
+                        None if q.alignment_bytes is None else q.alignment_bytes[rows])
     return SampledOrder(graph, units, permuted)
 
 
@@ -479,7 +481,7 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
         # order's states there (one per limit), not from the first request.
         differ = [_first_difference(graph, o) for o in sampled[1:]]
         common = min((d for d in differ if d < len(graph.requests)), default=0)
-        shared = bfc.SharedStart(graph.requests, own, common) if common else None
+        shared = bfc.SharedStart(graph.requests, own, common) if common and not own.partitioned else None
         for number, order in enumerate(sampled):
             key = order.units.tobytes()
             if key not in seen:  # an order drawn again (a recording with little to reorder) is not replayed again

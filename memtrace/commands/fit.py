@@ -40,6 +40,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--garbage-collection", action=argparse.BooleanOptionalAction, default=None,
                         help="free wholly free regions before giving up (default: TF's off for CPU BFC, on for GPU; "
                         "XLA's off)")
+    parser.add_argument("--partitioning", action=argparse.BooleanOptionalAction, default=None,
+                        help="XLA's spatially partitioned pool (a central gap between a lower and an upper end; "
+                        "needs allow_growth off). Default: the runtime's: on for XLA's GPU allocator with "
+                        "preallocation (JAX), off for TF's")
+    parser.add_argument("--gap-split", metavar="heuristic|exact", default=None,
+                        help="a partitioned pool's carve from its central gap: BFC's split rule, a small gap handed "
+                        "out whole (heuristic: JAX 0.11.2, the default), or always split (exact: XLA's source)")
     parser.add_argument("--fragmentation-fraction", metavar="F", default=None,
                         help="split a chunk whose remainder is at least F x limit (TF's "
                         "internal_fragmentation_fraction); default 0: the 128 MiB rule")
@@ -66,7 +73,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from ..allocator.defaults import limit_on_card, parse_compute_capability
+    from ..allocator.defaults import limit_on_card, parse_compute_capability, trace_defaults
     from ..allocator.fit import fit_recordings
     from ..allocator.orders import DEFAULT_ORDERS, DEFAULT_SEED, DEFAULT_WINDOW_NS
     from ..allocator.requests import bfc_allocators
@@ -81,7 +88,16 @@ def run(args: argparse.Namespace) -> int:
     if args.card is not None:  # the limit on the card is the runtime's: TF's (less a reserve) or XLA's (a fraction)
         card = (_size(args.card, "--card", parse_size) or 0, parse_compute_capability(args.compute_capability))
     recorded = _size(args.recorded_limit, "--recorded-limit", parse_size)
+    if args.partitioning and args.allow_growth:
+        raise UsageError("--partitioning needs allow_growth off: XLA's allocator refuses both (a partitioned pool is "
+                         "one fixed region)")
+    if args.gap_split is not None and args.gap_split not in ("heuristic", "exact"):
+        raise UsageError(f"--gap-split must be heuristic or exact (got {args.gap_split!r})")
+    if args.gap_split is not None and args.partitioning is False:
+        raise UsageError("--gap-split applies to a partitioned pool only (not with --no-partitioning)")
     check_options(args)
+    if args.vs is not None and (args.partitioning is not None or args.gap_split is not None):
+        raise UsageError("--partitioning and --gap-split are not taken with --vs (it uses the runtime's default)")
     more = list(args.files)
     if args.vs is not None:
         if more or args.orders is not None or args.window is not None or args.seed is not None:
@@ -114,10 +130,15 @@ def run(args: argparse.Namespace) -> int:
             limits[name], note = limit_on_card(name, trace.runtime_of(name), *card, f"--card {args.card.strip()}")
             if note is not None:
                 card_notes[name] = note
+    if args.gap_split is not None and not args.partitioning and not any(
+            trace_defaults(trace, name).partitioned and not args.allow_growth for name in allocators):
+        raise UsageError(f"--gap-split applies to a partitioned pool, and no allocator here is one by default "
+                         f"({', '.join(allocators)}): give --partitioning")
     window = DEFAULT_WINDOW_NS if args.window is None else args.window
     results = [fit_recordings(traces, name, limit=limits[name], allow_growth=args.allow_growth,
                               garbage_collection=args.garbage_collection, fragmentation_fraction=fraction,
-                              recorded_limit=recorded, alternatives=args.alternatives, orders=orders, window_ns=window,
+                              recorded_limit=recorded, alternatives=args.alternatives, partitioned=args.partitioning,
+                              gap_split=args.gap_split, orders=orders, window_ns=window,
                               seed=DEFAULT_SEED if args.seed is None else args.seed)
                for name in allocators]
     results = [replace(r, assumptions=(*r.assumptions, card_notes[r.allocator])) if r.allocator in card_notes else r
@@ -148,7 +169,8 @@ def _write_html(args: argparse.Namespace, trace: Any, allocators: list[str], lim
     if args.output is None or args.json:
         raise UsageError("fit --html needs -o/--output FILE (and no --json)")
     spaces = [address_space(trace, name, limit=limits[name], allow_growth=args.allow_growth,
-                            garbage_collection=args.garbage_collection, fragmentation_fraction=fraction or 0.0)
+                            garbage_collection=args.garbage_collection, fragmentation_fraction=fraction or 0.0,
+                            partitioned=args.partitioning, gap_split=args.gap_split)
               for name in allocators]
     with open_output(args.output, input_paths(args)) as out:
         render_html(spaces, out, f"memtrace fit: {trace.path}")

@@ -1,12 +1,15 @@
-"""``memtrace run SCRIPT [ARGS...]``: run a TensorFlow program with the profiler on from its first allocation.
+"""``memtrace run SCRIPT [ARGS...]``: run a TensorFlow or JAX program with the profiler on from its first allocation.
 
 Like ``memray run`` or ``nsys profile``: the script runs in a child Python (so that this process
-never imports TensorFlow) inside ``memtrace.tensorflow.recording``, which starts the profiler right
-after ``import tensorflow`` and stops it however the script ends. The script's exit code is passed on.
-The child says how the run was recorded (threads, oneDNN) and so whether its order will repeat;
-``--steady`` records the way the docs recommend for steady answers (one inter-op and one intra-op
-thread, oneDNN's kernels off), ``--runs N`` records N runs and then fits all of them at once (the
-band over the orders the runs took: ``memtrace fit R1 R2 ...``).
+never imports TensorFlow or JAX) inside ``memtrace.tensorflow.recording`` (or ``memtrace.jax``'s for a
+JAX script), which starts the profiler before the first allocation and stops it however the script
+ends. The script's exit code is passed on. ``--limit``/``--card`` put the script's allocator under a
+limit first (:func:`limit_environment`): XLA compiles a program for the memory it has, so only a
+recording under the limit one asks about shows the program XLA builds for it. The child says how a
+TensorFlow run was recorded (threads, oneDNN) and so whether its order will repeat; ``--steady``
+records the way the docs recommend for steady answers (one inter-op and one intra-op thread,
+oneDNN's kernels off), ``--runs N`` records N runs and then fits all of them at once (the band over
+the orders the runs took: ``memtrace fit R1 R2 ...``).
 """
 
 from __future__ import annotations
@@ -27,8 +30,12 @@ import sys
 sys.path.insert(0, sys.argv[1])
 import memtrace.tensorflow
 del sys.path[0]
-memtrace.tensorflow.run_script(sys.argv[3], sys.argv[4], sys.argv[5:], steady=sys.argv[2] == "steady")
+memtrace.tensorflow.run_script(sys.argv[2], sys.argv[3], sys.argv[4:])
 """
+_JAX_BOOTSTRAP = _BOOTSTRAP.replace("memtrace.tensorflow", "memtrace.jax")
+# A script is JAX's when it imports JAX (or a library on it) and not TensorFlow.
+_JAX_MODULES = frozenset({"jax", "jaxlib", "flax", "optax", "equinox", "haiku"})
+_TF_MODULES = frozenset({"tensorflow", "keras", "tf_keras"})
 
 
 def register(subparsers: Any) -> None:
@@ -47,6 +54,16 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--cpu-bfc", action="store_true",
                         help="make the CPU allocator TensorFlow's BFC allocator (TF_CPU_ALLOCATOR_USE_BFC=true), "
                         "the one that writes memory events on CPU")
+    limit = parser.add_mutually_exclusive_group()
+    limit.add_argument("--limit", metavar="SIZE", help="run under this allocator limit (e.g. 930MiB): JAX's "
+                       "XLA_PYTHON_CLIENT_MEM_FRACTION of the GPU; TF's TF_CPU_BFC_MEM_LIMIT_IN_MB and each GPU's "
+                       "memory_limit (whole MiB). XLA compiles for the limit, so fit then answers for that program")
+    limit.add_argument("--card", metavar="SIZE", help="run as on a GPU of this memory (e.g. 16GB): the limit the "
+                       "runtime gives such a card (JAX: 0.75 of it; TF: less its reserve, see --compute-capability)")
+    parser.add_argument("--compute-capability", metavar="X.Y", default="8.0",
+                        help="the card's compute capability for --card with TF (default 8.0): decides TF's reserve")
+    parser.add_argument("--runtime", metavar="auto|jax|tensorflow", default="auto",
+                        help="the script's runtime (default: JAX where the script imports it and not TensorFlow)")
     parser.add_argument("--steady", action="store_true",
                         help="record the way the docs recommend for steady answers: one inter-op and one intra-op "
                         "thread and oneDNN's kernels off (TF_ENABLE_ONEDNN_OPTS=0), so that the order of allocations "
@@ -72,27 +89,41 @@ def _runs(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..errors import MemtraceError
+    from ..errors import MemtraceError, UsageError
 
     if not os.path.isfile(args.script):
         raise MemtraceError(f"{args.script}: no such script")
     stem = os.path.splitext(os.path.basename(args.script))[0]
-    # Resolved now: the script may change its working directory, and the profile (and the command that reads
-    # it, which the child prints) must not move with it.
-    logdir = os.path.abspath(args.logdir or f"memtrace-{stem}.{os.getpid()}")
-    _check_logdir(logdir, args.logdir)
+    if args.runtime not in ("auto", "jax", "tensorflow"):
+        raise UsageError(f"--runtime must be auto, jax or tensorflow (got {args.runtime!r})")
+    runtime = args.runtime if args.runtime != "auto" else script_runtime(args.script)
     env = dict(os.environ)
     if args.cpu_bfc:
+        if runtime == "jax":
+            raise UsageError("--cpu-bfc is TensorFlow's CPU allocator; this is a JAX script (see --runtime)")
         env["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
     if args.steady:
-        env["TF_ENABLE_ONEDNN_OPTS"] = "0"  # read when TensorFlow is imported; the threads are set in the child
+        if runtime == "jax":
+            raise UsageError("--steady sets TensorFlow's threads and oneDNN; this is a JAX script (see --runtime)")
+        env["TF_ENABLE_ONEDNN_OPTS"] = "0"  # read when TensorFlow is imported
+        env["MEMTRACE_RUN_STEADY"] = "1"  # the child sets one inter-op and one intra-op thread
+    said = None
+    if args.limit is not None or args.card is not None:
+        updates, said = limit_environment(args, runtime, env)
+        env.update(updates)
+    # Resolved now: the script may change its working directory, and the profile (and the command that reads
+    # it, which the child prints) must not move with it. Checked (made, written to) once every option is sound.
+    logdir = os.path.abspath(args.logdir or f"memtrace-{stem}.{os.getpid()}")
+    _check_logdir(logdir, args.logdir)
+    if said is not None:
+        print(f"memtrace: {said}", file=sys.stderr, flush=True)
     if args.runs == 1:
-        return _run_once(args, logdir, env)
+        return _run_once(args, logdir, env, runtime)
     logdirs = [os.path.join(logdir, f"run-{number}") for number in range(1, args.runs + 1)]
     codes = []
     for number, each in enumerate(logdirs, 1):
         print(f"memtrace: run {number} of {args.runs} into {each}", file=sys.stderr, flush=True)
-        codes.append(_run_once(args, each, env))
+        codes.append(_run_once(args, each, env, runtime))
     recorded = [each for each in logdirs if os.path.isdir(os.path.join(each, "plugins", "profile"))]
     failed = next((code for code in codes if code), 0)
     if len(recorded) < 2:
@@ -109,13 +140,13 @@ def run(args: argparse.Namespace) -> int:
     return failed
 
 
-def _run_once(args: argparse.Namespace, logdir: str, env: dict[str, str]) -> int:
+def _run_once(args: argparse.Namespace, logdir: str, env: dict[str, str], runtime: str) -> int:
     """One run of the script in a child Python into ``logdir``; its exit code (128 + N for signal N)."""
+    before = _profiles(logdir)
     home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     package_root = os.path.dirname(home)
-    command = [sys.executable, "-c", _BOOTSTRAP, package_root, "steady" if args.steady else "as-is", logdir,
-               args.script, *args.args]
-    before = _profiles(logdir)
+    bootstrap = _JAX_BOOTSTRAP if runtime == "jax" else _BOOTSTRAP
+    command = [sys.executable, "-c", bootstrap, package_root, logdir, args.script, *args.args]
     started = time.monotonic()
     child = subprocess.Popen(command, env=env)
     # SIGTERM to memtrace goes on to the script (which then writes its profile); Ctrl-C reaches both anyway.
@@ -168,3 +199,90 @@ def signal_name(number: int) -> str:
     if low is not None and high is not None and low < number <= high:
         return f"SIGRTMIN+{number - low}"
     return f"signal {number}"
+
+
+def script_runtime(script: str) -> str:
+    """``"jax"`` where the script imports JAX (or a library built on it) and not TensorFlow, else ``"tensorflow"``."""
+    import ast
+
+    with open(script, encoding="utf-8", errors="replace") as source:
+        text = source.read()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):  # Python will say what is wrong with it, in the child
+        return "tensorflow"
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module and not node.level}
+    return "jax" if imported & _JAX_MODULES and not imported & _TF_MODULES else "tensorflow"
+
+
+def limit_environment(args: argparse.Namespace, runtime: str, env: dict[str, str],
+                      gpu_memory_bytes: int | None = None) -> tuple[dict[str, str], str]:
+    """The environment variables that put the child's allocator under ``--limit`` (or ``--card``'s limit), and a line
+    saying so. A UsageError for nonsense (a size under 1 MiB, a limit above the GPU, --card for TF's CPU allocator).
+
+    JAX: ``XLA_PYTHON_CLIENT_MEM_FRACTION`` = limit / the GPU's memory (``gpu_memory_bytes``, else asked of the CUDA
+    driver), or ``XLA_CLIENT_MEM_FRACTION`` where the environment already uses that newer name (JAX refuses both).
+    TensorFlow: ``TF_CPU_BFC_MEM_LIMIT_IN_MB`` for its CPU BFC allocator and each GPU's ``memory_limit`` (both whole
+    MiB); ``--card`` sets the GPU's only.
+    """
+    from ..allocator.defaults import XLA_MEM_FRACTION, card_limit_bytes, parse_compute_capability
+    from ..errors import UsageError
+    from ..units import MIB, format_bytes, parse_size
+
+    option, text = ("--limit", args.limit) if args.limit is not None else ("--card", args.card)
+    if text.strip().startswith("-"):
+        raise UsageError(f"{option} must not be negative (got {text!r})")
+    size = int(parse_size(text))
+    if runtime == "jax":
+        limit = size if args.limit is not None else int(size * XLA_MEM_FRACTION)
+        if limit < MIB:
+            raise UsageError(f"{option} {text} leaves XLA less than 1 MiB")
+        total = gpu_memory_bytes if gpu_memory_bytes is not None else cuda_memory_bytes()
+        if limit > total:
+            raise UsageError(f"{option} {text}: a limit of {format_bytes(limit)} is more than this GPU's "
+                             f"{format_bytes(total)}")
+        names = [n for n in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION") if n in env]
+        if len(names) == 2:
+            raise UsageError("both XLA_CLIENT_MEM_FRACTION and XLA_PYTHON_CLIENT_MEM_FRACTION are set, which JAX "
+                             "refuses: unset one")
+        name = names[0] if names else "XLA_PYTHON_CLIENT_MEM_FRACTION"
+        fraction = (limit + 0.5) / total  # XLA truncates total x fraction to bytes: a half byte keeps it at the limit
+        return {name: repr(fraction)}, (f"running under a limit of {format_bytes(limit)} ({limit:,} bytes): {name}="
+                                        f"{fraction!r} of the GPU's {total:,} bytes (XLA may round its pool; the "
+                                        "profile's events show the one it made)")
+    if args.card is not None:
+        if args.cpu_bfc or env.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower() in ("1", "true"):
+            raise UsageError("--card is a GPU's memory; for TensorFlow's CPU BFC allocator give --limit")
+        limit = card_limit_bytes(size, parse_compute_capability(args.compute_capability), "TensorFlow")
+        mib = limit // MIB
+        return {"MEMTRACE_GPU_MEMORY_LIMIT_MB": str(mib)}, (
+            f"running as on a {format_bytes(size)} card: each GPU's memory_limit {mib:,} MiB (the card less TF's "
+            "reserve)")
+    mib = size // MIB
+    if mib < 1:
+        raise UsageError(f"--limit {text} is under 1 MiB, and TensorFlow takes its limits in whole MiB")
+    rounded = "" if size % MIB == 0 else f" (TensorFlow takes whole MiB: {format_bytes(size)} rounded down)"
+    return {"TF_CPU_BFC_MEM_LIMIT_IN_MB": str(mib), "MEMTRACE_GPU_MEMORY_LIMIT_MB": str(mib)}, (
+        f"running under a limit of {mib:,} MiB{rounded}: TF_CPU_BFC_MEM_LIMIT_IN_MB={mib} for TF's CPU BFC "
+        f"allocator, and each GPU's memory_limit")
+
+
+def cuda_memory_bytes() -> int:
+    """The first visible GPU's memory, from the CUDA driver (``cuDeviceTotalMem``; no context is made)."""
+    import ctypes
+
+    from ..errors import UsageError
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        raise UsageError("memtrace run --limit/--card for a JAX script needs the GPU's memory to set "
+                         "XLA_PYTHON_CLIENT_MEM_FRACTION, and there is no CUDA driver here (libcuda.so.1)") from None
+    device, total = ctypes.c_int(), ctypes.c_size_t()
+    if cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(device), 0) or cuda.cuDeviceTotalMem_v2(
+            ctypes.byref(total), device):
+        raise UsageError("memtrace run --limit/--card: the CUDA driver reports no GPU here")
+    return int(total.value)

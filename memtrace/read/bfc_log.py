@@ -9,6 +9,12 @@ starts at ``ran out of memory trying to allocate`` (not the ``The caller indicat
 not a failure`` warning, which is no OOM) and lasts until the next one. What TensorFlow writes
 for people (``64.00MiB``, ``HumanReadableNumBytes``) is read back to the nearest byte and
 flagged as inexact.
+
+XLA's runtime (JAX) writes the same dump from its copy of the allocator, with more in it: the end
+of a partitioned pool the request was for, each chunk's ``tag`` and ``allocation_annotation``, the
+largest free chunk that end could use, the central gap, and, around the dump, its own lines (the
+pool it made, exactly; the compiler's memory budget): they are read into the same
+:class:`OomDump`, and where any of them shows XLA wrote the log, the dump says so (``runtime``).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from ..allocator.dump import (
     SECTION_SUM,
     BinSummary,
     Chunk,
+    CompileBudget,
     LiveTensor,
     OomDump,
     Region,
@@ -76,13 +83,28 @@ _NODE = re.compile(r"\[\[(?:\{\{node (?P<node>[^}]+)\}\}|Node: (?P<node_old>[^ =
 _USAGE = re.compile(r"Current usage from device: (?P<device>[^,]+), allocator: (?P<alloc>\S+)")
 _USAGE_ROW = re.compile(r"^\s+(?P<size>" + _SIZE + r") from (?P<op>\S.*?)\s*$")
 _USAGE_REST = re.compile(r"^\s*Remaining (?P<nodes>[0-9]+) nodes with (?P<size>" + _SIZE + r")\s*$")
+# What XLA's newer allocator adds (a partitioned pool's ends, tags, annotations, the usable largest chunk).
+_FROM_END = re.compile(r"\bfrom the (?P<end>lower|upper) end\b")
+_CHUNK_TAG = re.compile(r"\btag (?P<tag>lower|upper|central_gap)(?: allocation_annotation (?P<note>.*?))?(?: next \d+)?\s*$")
+_USABLE = re.compile(r"largest free chunk usable by (?:lower|upper) end (?P<size>" + _SIZE + ")")
+_GAP = re.compile(r"Spatial partitioning summary for (?:lower|upper) end: central gap (?P<size>" + _SIZE + ")")
+_GROWTH_HINT = re.compile(r"region growth hint:.*\((?P<how>growth (?:disabled|enabled))")
+# XLA's own lines around the dump: the pool it made (exact bytes), and the compiler's budget for a program.
+_XLA_POOL = re.compile(r"XLA backend (?:allocating|will use up to) (?:\S+ \()?(?P<bytes>[0-9]+) bytes\)? on device "
+                       r"(?P<device>[0-9]+)")
+_REMAT = re.compile(r"Can't reduce memory use below \S+ \((?P<target>[0-9]+) bytes\) by rematerialization; only "
+                    r"reduced to \S+ \((?P<reached>[0-9]+) bytes\), down from \S+ \((?P<original>[0-9]+) bytes\)")
+_XLA_SIGN = re.compile(r"XLA backend (?:allocating|will use)|se_gpu_pjrt_client|pjrt_c_api|PjRt|xla\.execute\{|"
+                       r"Out of memory while trying to allocate \S+ with allocator|tag (?:central_gap|upper)\b|"
+                       r"Spatial partitioning summary|xla_gpu_host_bfc")
 
 
 # A part (in lower case) of every line a pattern above matches: a line, or a whole piece of a log,
 # with none is passed over at once (most of a console's output).
 _WORDS = ("ran out of memory", "bfcallocator dump", "inuse", "free", "chunk", "next region", "bin (", "sum total",
           "in pool", "total_region_allocated_bytes_", "pool size", "stats:", "oom when allocating", "[[",
-          "current usage from device")
+          "current usage from device", "xla backend", "pjrt", "xla.execute", "out of memory while", "rematerialization",
+          "spatial partitioning", "growth hint")
 MAX_LINE_CHARS = 1 << 16  # of a line, what is kept (BFC's dump lines are a few hundred characters)
 _BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")  # where str.splitlines cuts
 
@@ -129,6 +151,11 @@ class _Event:
     live_rest: tuple[int, int] | None = None
     live_done: bool = False
     error_seen: bool = False
+    request_end: str | None = None
+    usable: tuple[int, bool] | None = None
+    central_gap: int | None = None
+    growth_disabled: bool | None = None
+    compile_budget: CompileBudget | None = None
 
 
 def line_batches(pieces: Iterable[bytes], encoding: str = "utf-8") -> Iterator[tuple[list[str], bool]]:
@@ -197,9 +224,11 @@ def read_lines(path: str, batches: Iterator[tuple[list[str], bool]]) -> list[Oom
     current: _Event | None = None
     in_stats = False
     usage: _Event | None = None  # the event whose live-tensor list is being read
+    xla = _XlaLines()
     # (the closure reads the state as it is at each line, on purpose)
     for number, raw in _numbered(batches, lambda: not in_stats and usage is None):  # noqa: B023
         line = raw.rstrip("\r")
+        xla.read(line)
         if in_stats:
             row = _STAT_ROW.search(line)
             if row and current is not None:
@@ -226,9 +255,13 @@ def read_lines(path: str, batches: Iterator[tuple[list[str], bool]]) -> list[Oom
             if _TRAILER.search(ran_out.group("rest")) and current is not None and (current.bins or current.regions):
                 current.request_human = current.request_human or ran_out.group("human")
                 continue
-            current = _Event(number, ran_out.group("alloc"), request_human=ran_out.group("human"))
+            current = _Event(number, ran_out.group("alloc"), request_human=ran_out.group("human"),
+                             compile_budget=xla.budget)
             if ran_out.group("rounded"):
                 current.request_rounded = int(ran_out.group("rounded"))
+            end = _FROM_END.search(ran_out.group("rest"))
+            if end:
+                current.request_end = end.group("end")
             by = _REQUESTED_BY.search(ran_out.group("rest"))
             if by:
                 current.op = by.group("op")
@@ -250,9 +283,11 @@ def read_lines(path: str, batches: Iterator[tuple[list[str], bool]]) -> list[Oom
             if not current.regions or current.regions[-1][0] is not None and _region_full(current.regions[-1]):
                 current.regions.append((None, []))
             by = _BY_OP.search(chunk.group("rest"))
+            tagged = _CHUNK_TAG.search(chunk.group("rest"))
             current.regions[-1][1].append(Chunk(
                 int(chunk.group("addr"), 16), int(chunk.group("size")), chunk.group("kind") != "Free",
-                op=by.group("op") if by else None))
+                op=by.group("op") if by else None, tag=tagged.group("tag") if tagged else None,
+                annotation=tagged.group("note") if tagged else None))
             continue
         region = _REGION.search(line)
         if region:
@@ -274,6 +309,9 @@ def read_lines(path: str, batches: Iterator[tuple[list[str], bool]]) -> list[Oom
         if total:
             current.sum_in_use = parse_logged_size(total.group("size"))[0]
             continue
+        usable = _USABLE.search(line)
+        if usable:
+            current.usable = parse_logged_size(usable.group("size"))
         pool = _POOL.search(line)
         if pool:
             current.pool = parse_logged_size(pool.group("pool") or pool.group("pool2"))
@@ -282,6 +320,14 @@ def read_lines(path: str, batches: Iterator[tuple[list[str], bool]]) -> list[Oom
             continue
         if _STATS.search(line):
             current.saw_stats = in_stats = True
+            continue
+        gap = _GAP.search(line)
+        if gap:
+            current.central_gap = parse_logged_size(gap.group("size"))[0]
+            continue
+        hint = _GROWTH_HINT.search(line)
+        if hint:
+            current.growth_disabled = hint.group("how") == "growth disabled"
             continue
         error = _OOM_ERROR.search(line)
         if error:
@@ -302,7 +348,28 @@ def read_lines(path: str, batches: Iterator[tuple[list[str], bool]]) -> list[Oom
     if not events:
         raise TraceFormatError(path, "no out-of-memory dump in it (no 'ran out of memory trying to allocate' line "
                                "of the BFC allocator, nor a 'BFCAllocator dump')")
-    return [_freeze(path, e) for e in events]
+    return [_freeze(path, e, xla) for e in events]
+
+
+class _XlaLines:
+    """What XLA's runtime writes around its dumps: whether it wrote the log at all, the pools it made (exact bytes,
+    by device), and the compiler's last memory budget warning (which the next dump's program was compiled for)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self.pools: dict[str, int] = {}  # allocator name (GPU_n_bfc) -> its limit in bytes
+        self.budget: CompileBudget | None = None
+
+    def read(self, line: str) -> None:
+        if _XLA_SIGN.search(line):
+            self.seen = True
+        pool = _XLA_POOL.search(line)
+        if pool:
+            self.pools[f"GPU_{pool.group('device')}_bfc"] = int(pool.group("bytes"))
+        remat = _REMAT.search(line)
+        if remat:
+            self.budget = CompileBudget(int(remat.group("target")), int(remat.group("reached")),
+                                        int(remat.group("original")))
 
 
 def _starts_headless(line: str) -> bool:
@@ -351,7 +418,7 @@ def _request(event: _Event) -> tuple[int | None, bool]:
     return None, False
 
 
-def _freeze(path: str, event: _Event) -> OomDump:
+def _freeze(path: str, event: _Event, xla: _XlaLines) -> OomDump:
     listed = any(size is not None for size, _ in event.regions)
     if listed:
         regions = tuple(Region(size if size is not None else sum(c.size_bytes for c in chunks), tuple(chunks))
@@ -370,7 +437,11 @@ def _freeze(path: str, event: _Event) -> OomDump:
     if not event.saw_stats:
         missing.append(SECTION_STATS)
     limit, limit_exact = _limit(event)
+    if not limit_exact and event.allocator in xla.pools:  # XLA's own line says the pool in bytes
+        limit, limit_exact = xla.pools[event.allocator], True
     request, request_exact = _request(event)
+    runtime = "XLA" if xla.seen or any(c.annotation and "xla." in c.annotation for _, cs in event.regions for c in cs) \
+        else "TensorFlow"
     return OomDump(
         path=path, source="log", line=event.line, allocator=event.allocator,
         request_bytes=request, request_exact=request_exact,
@@ -380,6 +451,10 @@ def _freeze(path: str, event: _Event) -> OomDump:
         pool_bytes_reported=event.pool[0] if event.pool else None, pool_exact=event.pool[1] if event.pool else True,
         limit_bytes=limit, limit_exact=limit_exact, stats=_stats(event) if event.saw_stats else None,
         live_tensors=tuple(event.live), live_tensors_remaining=event.live_rest, missing=tuple(missing),
+        request_end=event.request_end, usable_largest_free_bytes=event.usable[0] if event.usable else None,
+        usable_exact=event.usable[1] if event.usable else True, central_gap_bytes=event.central_gap,
+        growth_disabled=event.growth_disabled, runtime=runtime,
+        compile_budget=event.compile_budget if runtime == "XLA" else None,
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from ..allocator.fit import Alternative, Failure, FitOptions, FitResult
+from ..allocator.fit import Alternative, Effect, Failure, FitOptions, FitResult
 from ..allocator.reproduce import Reproduction
 from ..units import MIB, format_bytes, format_us, plural
 from .common import clean, table
@@ -23,7 +23,8 @@ def to_json(path: str, results: list[FitResult], chunks: bool = True) -> dict[st
 
 def _options_json(o: FitOptions) -> dict[str, Any]:
     return {"limit_bytes": o.limit_bytes, "allow_growth": o.allow_growth, "garbage_collection": o.garbage_collection,
-            "fragmentation_fraction": o.fragmentation_fraction}
+            "fragmentation_fraction": o.fragmentation_fraction, "partitioned": o.partitioned,
+            "gap_split": o.gap_split or None}
 
 
 def _result_json(r: FitResult, chunks: bool) -> dict[str, Any]:
@@ -47,7 +48,11 @@ def _result_json(r: FitResult, chunks: bool) -> dict[str, Any]:
         "reproduced": None if r.reproduced is None else _reproduced_json(r.reproduced),
         "failure": None if r.failure is None else _failure_json(r.failure, chunks),
         "alternatives": [_alternative_json(a) for a in r.alternatives],
+        "settings": r.settings,
         "assumptions": list(r.assumptions),
+        # XLA's three effects on what one recording says, where it is XLA's ({} otherwise). The order of frees is
+        # where a band of limits over the orders a runtime takes belongs.
+        "effects": {e.name: {"applies": e.applies, "words": e.words} for e in r.effects},
         "fits_every_order": r.verdict if r.band is not None and r.options.limit_bytes is not None else None,
         "band": None if r.band is None else band_json(r.band),
         "recordings": [{"path": path, "events": one.events, "min_limit_bytes": one.min_limit_bytes, "fits": one.fits,
@@ -69,15 +74,18 @@ def _failure_json(f: Failure, chunks: bool) -> dict[str, Any]:
         "event": f.row, "op": f.op, "requested_bytes": f.requested_bytes, "request_bytes": f.request_bytes,
         "time_ns": f.time_ns, "in_use_bytes": f.in_use_bytes, "pool_bytes": f.pool_bytes, "free_bytes": f.free_bytes,
         "largest_free_bytes": f.largest_free_bytes, "verdict": f.verdict, "missing_bytes": f.missing_bytes,
+        "end": f.end or None, "usable_largest_free_bytes": f.usable_largest_free_bytes,
         "regions": [{"region": r, "size_bytes": s} for r, s in f.regions],
         "chunks": [{"region": c.region, "offset": c.offset, "size_bytes": c.size_bytes, "in_use": c.in_use,
-                    "requested_bytes": c.requested_bytes if c.in_use else None, "op": c.op or None}
+                    "requested_bytes": c.requested_bytes if c.in_use else None, "op": c.op or None,
+                    "tag": c.tag or None}
                    for c in f.chunks] if chunks else None,
     }
 
 
 def _alternative_json(a: Alternative) -> dict[str, Any]:
-    return {"change": a.change, "options": _options_json(a.options), "fits": a.fits, "min_limit_bytes": a.min_limit_bytes}
+    return {"change": a.change, "options": _options_json(a.options), "fits": a.fits, "min_limit_bytes": a.min_limit_bytes,
+            "setting": a.setting or None}
 
 
 # -- text ---------------------------------------------------------------------------------------
@@ -88,6 +96,24 @@ def mib(value: int) -> str:
     if value % MIB == 0:
         return f"{value // MIB:,} MiB"
     return f"{format_bytes(value)} ({value:,} bytes)"
+
+
+def partitioning_words(o: FitOptions, runtime: str) -> str:
+    """``, spatial partitioning on (...)`` for a partitioned replay, ``off`` for XLA's without it; nothing for TF's."""
+    if o.partitioned:
+        gap = "a small central gap handed out whole, as JAX 0.11.2" if o.gap_split == "heuristic" else (
+            "the central gap split exactly, as XLA's source")
+        return f", spatial partitioning on ({gap})"
+    return ", spatial partitioning off" if runtime == "XLA" else ""
+
+
+_EFFECT_NAMES = {"partitioned_allocator": "partitioned allocator", "compiled_for_limit": "compiled for the limit",
+                 "order_of_frees": "order of frees"}
+
+
+def effect_line(e: Effect) -> str:
+    """One of XLA's effects in a line: whether it applies, and what it means for the answer."""
+    return f"{_EFFECT_NAMES.get(e.name, e.name)} ({'applies' if e.applies else 'does not apply'}): {clean(e.words)}"
 
 
 def reproduction_line(p: Reproduction) -> str:
@@ -120,7 +146,8 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
             f"{plural(r.events, 'event')}, {plural(r.allocations, 'allocation')}")
     out.write(f"{clean(r.allocator)}: {what}; "
               f"allow_growth {'on' if o.allow_growth else 'off'}, garbage collection "
-              f"{'on' if o.garbage_collection else 'off'}, fragmentation_fraction {o.fragmentation_fraction:g}\n")
+              f"{'on' if o.garbage_collection else 'off'}, fragmentation_fraction {o.fragmentation_fraction:g}"
+              f"{partitioning_words(o, r.runtime)}\n")
     if r.defaults:
         out.write(f"  options not given are {r.defaults}\n")
     if several:
@@ -174,18 +201,39 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
         headers = ["change", "smallest limit"] if o.limit_bytes is None else [
             "change", f"fits {mib(o.limit_bytes)}", "smallest limit"]
         out.write(_indent(table(rows, headers, ["left"] + ["right"] * (len(headers) - 1), indent=4)))
+        _render_settings(r, out)
     for note in r.assumptions:
         out.write(f"  assumed: {clean(note)}\n")
+    if r.effects:
+        out.write("  what bounds this answer (XLA):\n")
+        for e in r.effects:
+            out.write(f"    - {effect_line(e)}\n")
+
+
+def _render_settings(r: FitResult, out: IO[str]) -> None:
+    """How the runtime's user makes each change (its own settings, never another runtime's)."""
+    if not r.settings:
+        return
+    if not any(a.setting for a in r.alternatives):
+        out.write(f"    ({r.settings} has no setting for any of these: the runtime builds this allocator with them "
+                  "fixed; they say what it would need)\n")
+        return
+    out.write(f"    how, in {r.settings}:\n")
+    for a in r.alternatives:
+        out.write(f"      {a.change}: {a.setting or '(no setting)'}\n")
 
 
 def _render_failure(f: Failure, out: IO[str], map_rows: int) -> None:
+    end = f" from the {f.end} end" if f.end else ""
     out.write(f"  the first request that fails: event {f.row:,}, op {clean(f.op) or '(unknown)'}, "
-              f"{format_bytes(f.requested_bytes)} requested ({f.request_bytes:,} bytes rounded)\n")
+              f"{format_bytes(f.requested_bytes)} requested ({f.request_bytes:,} bytes rounded){end}\n")
     rows = [("time", format_us(f.time_ns) if f.time_ns else "0"),
             ("in use", format_bytes(f.in_use_bytes)), ("pool", (f"{format_bytes(f.pool_bytes)} in "
                                                        f"{plural(len(f.regions), 'region')}")),
             ("free", f"{format_bytes(f.free_bytes)} (free chunks + limit - pool)"),
-            ("largest free", format_bytes(f.largest_free_bytes)),
+            ("largest free", format_bytes(f.largest_free_bytes)
+             + ("" if f.usable_largest_free_bytes is None else
+                f"; usable by the {f.end} end {format_bytes(f.usable_largest_free_bytes)} (its holes, the central gap)")),
             ("verdict", f.verdict + (f" ({format_bytes(f.missing_bytes)} missing)" if f.missing_bytes else ""))]
     for key, value in rows:
         out.write(f"    {key:<12}  {value}\n")
@@ -195,8 +243,14 @@ def _render_failure(f: Failure, out: IO[str], map_rows: int) -> None:
     shown.sort(key=lambda c: (c.region, c.offset))
     body = [[c.region, f"{c.offset:,}", format_bytes(c.size_bytes), "in use" if c.in_use else "free",
              format_bytes(c.requested_bytes) if c.in_use else "", clean(c.op)] for c in shown]
-    out.write(_indent(table(body, ["region", "offset", "size", "state", "requested", "op"],
-                            ["right", "right", "right", "left", "right", "left"], indent=4)))
+    headers = ["region", "offset", "size", "state", "requested", "op"]
+    aligns = ["right", "right", "right", "left", "right", "left"]
+    if f.end:  # a partitioned pool: whose each chunk is
+        for row, c in zip(body, shown):
+            row.insert(4, c.tag)
+        headers.insert(4, "tag")
+        aligns.insert(4, "left")
+    out.write(_indent(table(body, headers, aligns, indent=4)))
 
 
 def _indent(text: str, prefix: str = "    ") -> str:

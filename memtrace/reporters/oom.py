@@ -53,6 +53,16 @@ def _event_json(e: OomEvent) -> dict[str, Any]:
         "free_bytes": e.free_bytes,
         "largest_free_bytes": e.largest_free_bytes,
         "free_chunks": e.free_chunks,
+        "runtime": d.runtime,
+        "request_end": d.request_end,
+        "partitioned": d.partitioned,
+        "usable_largest_free_bytes": e.usable_largest_free_bytes,
+        "other_end_free_bytes": e.other_end_free_bytes,
+        "central_gap_bytes": d.central_gap_bytes,
+        "compile_budget": None if d.compile_budget is None else {
+            "target_bytes": d.compile_budget.target_bytes, "reached_bytes": d.compile_budget.reached_bytes,
+            "original_bytes": d.compile_budget.original_bytes},
+        "by_annotation": [{"annotation": t.op, "bytes": t.bytes} for t in e.by_annotation],
         "missing_bytes": e.missing_bytes,
         "lost_exceeds_missing": e.lost_exceeds_missing,
         "lost_chunks": [{"address": c.address, "size_bytes": c.size_bytes, "requested_bytes": c.requested_bytes,
@@ -78,7 +88,8 @@ def _region_json(r: Region) -> dict[str, Any]:
         "in_use_bytes": sum(c.size_bytes for c in r.chunks if c.in_use),
         "free_bytes": sum(c.size_bytes for c in r.chunks if not c.in_use),
         "chunks": [{"address": c.address, "size_bytes": c.size_bytes, "in_use": c.in_use,
-                    "requested_bytes": c.requested_bytes, "op": c.op} for c in r.chunks],
+                    "requested_bytes": c.requested_bytes, "op": c.op, "tag": c.tag, "annotation": c.annotation}
+                   for c in r.chunks],
     }
 
 
@@ -121,6 +132,8 @@ def facts(e: OomEvent) -> list[tuple[str, str]]:
     request = _size(e.request_bytes, d.request_exact)
     if e.request_bytes is not None:
         request += f" ({e.request_bytes} bytes)"
+    if d.request_end is not None:
+        request += f" from the {d.request_end} end"
     if d.op:
         request += f" by op {d.op}"
     if d.shape is not None:
@@ -140,6 +153,13 @@ def facts(e: OomEvent) -> list[tuple[str, str]]:
         ("free in all", _size(e.free_bytes)),
         ("largest free", _size(e.largest_free_bytes)),
     ]
+    if e.usable_largest_free_bytes is not None:
+        exact = d.usable_exact or any(c.tag for c in d.chunks)  # from the chunk map, or the summary line
+        usable = (_size(e.usable_largest_free_bytes, exact)
+                  + f" (of the {d.request_end} end's own holes and the central gap)")
+        if e.other_end_free_bytes:
+            usable += f"; {format_bytes(e.other_end_free_bytes)} free in the other end's holes"
+        rows.append(("usable by it", usable))
     if e.verdict == "exhausted":
         rows.append(("missing", format_bytes(e.missing_bytes)))
     return rows

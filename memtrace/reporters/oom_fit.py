@@ -7,6 +7,7 @@ from typing import IO, Any
 from ..allocator.oom_fit import Avoidance
 from ..units import format_bytes
 from .common import clean
+from .fit import effect_line, partitioning_words
 
 
 def to_json(a: Avoidance) -> dict[str, Any]:
@@ -18,7 +19,8 @@ def to_json(a: Avoidance) -> dict[str, Any]:
         "limit_bytes": a.limit_bytes,
         "options": {"allow_growth": a.result.options.allow_growth,
                     "garbage_collection": a.result.options.garbage_collection,
-                    "fragmentation_fraction": a.result.options.fragmentation_fraction},
+                    "fragmentation_fraction": a.result.options.fragmentation_fraction,
+                    "partitioned": a.result.options.partitioned, "gap_split": a.result.options.gap_split or None},
         "request_appended": a.appended,
         "model_fails": failure is not None,
         "same_request": a.same_request,
@@ -28,9 +30,11 @@ def to_json(a: Avoidance) -> dict[str, Any]:
             "free_bytes": failure.free_bytes, "largest_free_bytes": failure.largest_free_bytes,
             "verdict": failure.verdict},
         "min_limit_bytes": a.result.min_limit_bytes,
-        "alternatives": [{"change": alt.change, "fits": alt.fits, "min_limit_bytes": alt.min_limit_bytes}
-                         for alt in a.result.alternatives],
+        "alternatives": [{"change": alt.change, "fits": alt.fits, "min_limit_bytes": alt.min_limit_bytes,
+                          "setting": alt.setting or None} for alt in a.result.alternatives],
+        "settings": a.result.settings,
         "assumptions": list(a.assumptions),
+        "effects": {e.name: {"applies": e.applies, "words": e.words} for e in a.effects},
     }
 
 
@@ -68,8 +72,9 @@ def _lines(a: Avoidance) -> tuple[str, list[str], list[str]]:
     r, failure = a.result, a.result.failure
     heading = (f"Replayed through the BFC model ({a.trace_path}, allocator {a.allocator}) under the dump's limit of "
                f"{_size(a.limit_bytes)}, allow_growth {'on' if r.options.allow_growth else 'off'}, garbage collection "
-               f"{'on' if r.options.garbage_collection else 'off'}")
+               f"{'on' if r.options.garbage_collection else 'off'}{partitioning_words(r.options, r.runtime)}")
     findings = [f"note: {note}" for note in a.assumptions]
+    findings.extend(f"XLA: {effect_line(e)}" for e in a.effects)
     if failure is None:
         findings.append("the model serves every request of the trace: it does not run out of memory where TensorFlow "
                         "did (a trace of another run, or other options)")
@@ -88,5 +93,6 @@ def _lines(a: Avoidance) -> tuple[str, list[str], list[str]]:
              else "no limit the model holds (8 TiB) serves these requests (same options)"]
     for alt in r.alternatives:
         verdict = " (avoids it under the same limit)" if alt.fits else ""
-        helps.append(f"{alt.change}: a limit of at least {_size(alt.min_limit_bytes)}{verdict}")
+        how = f" [{r.settings}: {alt.setting}]" if alt.setting else ""
+        helps.append(f"{alt.change}: a limit of at least {_size(alt.min_limit_bytes)}{verdict}{how}")
     return heading, findings, helps

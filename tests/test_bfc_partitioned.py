@@ -1,0 +1,263 @@
+"""XLA's partitioned BFC allocator (``BFCOptions(partitioned=True)``), rule by rule.
+
+GIVEN tiny request sequences whose answers are worked out by hand from the rules of openxla/xla's
+``xla/tsl/framework/bfc_allocator.cc`` (the scenarios of XLA's own spatial-partitioning unit tests,
+and one for each rule they leave out) WHEN the model replays them THEN every offset, chunk size,
+tag and statistic is the one worked out. The real recordings (JAX 0.11.2 on an H200) are held to
+the model in ``tests/test_fit_xla.py``.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from memtrace.allocator import bfc
+from memtrace.allocator.bfc import BFCOptions, EndPolicy, Requests
+
+MIB = 1 << 20
+HEURISTIC_GAP = EndPolicy(gap_split="heuristic")  # JAX 0.11.2's lower end: a small gap is handed out whole
+SOURCE = EndPolicy()  # openxla/xla's source: holes split by BFC's rule, the gap exactly
+
+
+def partitioned(limit: int, lower: EndPolicy = SOURCE, upper: EndPolicy = SOURCE) -> BFCOptions:
+    return BFCOptions(limit, allow_growth=False, partitioned=True, lower_end=lower, upper_end=upper)
+
+
+def replay(events: list[tuple[object, ...]], options: BFCOptions) -> bfc.Simulation:
+    return bfc.simulate(Requests.from_events(events), options)
+
+
+def chunks(sim: bfc.Simulation) -> list[tuple[int, int, bool, str]]:
+    """The map at the end (or the failure): (offset, size, in use, tag) in address order."""
+    return [(c.offset, c.size_bytes, c.in_use, c.tag) for c in sim.chunks]
+
+
+# -- the two ends and the central gap ----------------------------------------------------------
+
+
+def test_the_ends_grow_from_the_two_ends_of_one_region() -> None:
+    # XLA's SpatialAllocatesFromEnds: a lower 256 B at the base, an upper 256 B at the top of 4096
+    sim = replay([("a", 256), ("u", 256)], partitioned(4096))
+    assert sim.offset.tolist() == [0, 4096 - 256]
+    assert chunks(sim) == [(0, 256, True, "lower"), (256, 3584, False, "central_gap"), (3840, 256, True, "upper")]
+    assert sim.regions == ((0, 4096),) and sim.pool_bytes.tolist() == [4096, 4096]
+
+
+def test_an_upper_offset_does_not_depend_on_the_lower_end() -> None:
+    # XLA's SpatialKeepsUpperOffset: 256 lower, then 512 upper, with or without 1 KiB more lower in between
+    a = replay([("a", 256), ("u", 512)], partitioned(4096))
+    b = replay([("a", 256), ("a", 1024), ("u", 512)], partitioned(4096))
+    assert a.offset[-1] == b.offset[-1] == 3584
+
+
+def test_an_end_never_uses_the_other_ends_hole() -> None:
+    # XLA's SpatialSkipsLowerHole: 256 + 256 lower and 512 upper fill 1024; the first lower freed is
+    # trapped below the second (an interior lower hole), so a 256 B upper request fails
+    sim = replay([("a", 256), ("a", 256), ("u", 512), ("f", 0), ("u", 256)], partitioned(1024))
+    assert sim.failed_at == 4
+    assert chunks(sim)[0] == (0, 256, False, "lower")
+    # ... and XLA's SpatialSkipsUpperHole, mirrored
+    sim = replay([("u", 256), ("u", 256), ("a", 512), ("f", 0), ("a", 256)], partitioned(1024))
+    assert sim.failed_at == 4 and chunks(sim)[-1] == (768, 256, False, "upper")
+
+
+def test_a_freed_boundary_chunk_rejoins_the_gap() -> None:
+    # XLA's SpatialLowerReclaimsGap: 1 KiB upper freed, then the lower end takes all 2 KiB
+    sim = replay([("u", 1024), ("f", 0), ("a", 2048)], partitioned(2048))
+    assert sim.fits and sim.offset.tolist() == [1024, 1024, 0] and sim.chunk_bytes[-1] == 2048
+
+
+def test_the_boundary_moves_with_frees_but_ownership_holds() -> None:
+    # XLA's SpatialReclaimsGap: lower 1 KiB at 0; upper 512 at 3584, freed (back to the gap); lower 512 at 1024;
+    # upper 512 at 3584 again, freed; lower 2560 takes the gap up to the top; an upper 256 then fails
+    sim = replay([("a", 1024), ("u", 512), ("f", 1), ("a", 512), ("u", 512), ("f", 4), ("a", 2560), ("u", 256)],
+                 partitioned(4096))
+    assert sim.offset.tolist()[:7] == [0, 3584, 3584, 1024, 3584, 3584, 1536]
+    assert 1536 + 2560 == 3584 + 512 and sim.failed_at == 7
+
+
+def test_a_whole_end_freed_reforms_one_gap_for_the_other_end() -> None:
+    # XLA's SpatialUpperReclaimsAfterLowerFill: 32 x 32 MiB fill 1 GiB from below, all freed in order; an 18 MiB
+    # upper request then ends at the top of the pool. Each free but the last leaves an interior hole that the
+    # last boundary free sweeps into the gap (the cascade: hole + boundary chunk + gap, one larger gap).
+    events: list[tuple[object, ...]] = [("a", 32 * MIB) for _ in range(32)]
+    events += [("f", row) for row in range(32)] + [("u", 18 * MIB)]
+    sim = replay(events, partitioned(1 << 30))
+    assert sim.fits and sim.offset[-1] + 18 * MIB == 1 << 30
+    assert chunks(sim) == [(0, (1 << 30) - 18 * MIB, False, "central_gap"), ((1 << 30) - 18 * MIB, 18 * MIB, True, "upper")]
+    # ... and mirrored (XLA's SpatialLowerReclaimsAfterUpperFill)
+    events = [("u", 32 * MIB) for _ in range(32)] + [("f", row) for row in range(32)] + [("a", 18 * MIB)]
+    assert replay(events, partitioned(1 << 30)).offset[-1] == 0
+
+
+def test_a_boundary_free_sweeps_the_ends_holes_below_it_into_the_gap() -> None:
+    # three 1 KiB from below in 4096 (a 1 KiB gap above); the middle one freed stays a lower hole (a lower chunk is
+    # above it); the top one freed rejoins the gap, and merging (MergedChunkTag: hole + gap -> gap) makes one gap of
+    # 3 KiB, which a 3 KiB lower request then carves from its start
+    sim = replay([("a", 1024), ("a", 1024), ("a", 1024), ("f", 1)], partitioned(4096))
+    assert chunks(sim) == [(0, 1024, True, "lower"), (1024, 1024, False, "lower"), (2048, 1024, True, "lower"),
+                           (3072, 1024, False, "central_gap")]
+    sim = replay([("a", 1024), ("a", 1024), ("a", 1024), ("f", 1), ("f", 2), ("a", 3072)], partitioned(4096))
+    assert sim.offset.tolist() == [0, 1024, 2048, 1024, 2048, 1024] and sim.fits
+    assert sim.largest_free_bytes.tolist()[3:5] == [1024, 3072]
+
+
+def test_own_holes_are_reused_before_the_gap_even_when_the_gap_fits_better() -> None:
+    # XLA's SpatialReusesOwnHoles: three 256 B at each end, the middle ones freed, then taken again
+    sim = replay([("a", 256), ("a", 256), ("a", 256), ("u", 256), ("u", 256), ("u", 256), ("f", 1), ("f", 4),
+                  ("a", 256), ("u", 256)], partitioned(4096))
+    assert sim.offset.tolist()[8:] == [256, 3584]
+    # A 2 KiB lower hole (the first chunk, freed below a live one) and a 1 KiB gap: a 768 B request takes the
+    # hole (split: 2048 >= 2 x 768), where classic BFC takes the better-fitting free chunk at the top whole
+    # (what mlp_930's event 110 shows on a real H200).
+    events: list[tuple[object, ...]] = [("a", 2048), ("a", 1024), ("f", 0), ("a", 768)]
+    part = replay(events, partitioned(4096))
+    classic = replay(events, BFCOptions(4096, allow_growth=False))
+    assert (part.offset[-1], part.chunk_bytes[-1]) == (0, 768)
+    assert (classic.offset[-1], classic.chunk_bytes[-1]) == (3072, 1024)
+
+
+# -- splitting: the heuristic and the exact policy ----------------------------------------------
+
+
+def test_the_gap_is_split_exactly_as_xlas_source_does_or_handed_out_whole_as_jax_0_11_does() -> None:
+    # a 3000 B request (3072 rounded) in a 4096 B gap: 4096 < 2 x 3072, and 1 KiB to spare is under 128 MiB
+    exact = replay([("a", 3000)], partitioned(4096))
+    whole = replay([("a", 3000)], partitioned(4096, lower=HEURISTIC_GAP))
+    assert chunks(exact) == [(0, 3072, True, "lower"), (3072, 1024, False, "central_gap")]
+    assert chunks(whole) == [(0, 4096, True, "lower")]
+    assert (exact.bytes_in_use[0], whole.bytes_in_use[0]) == (3072, 4096)
+    # at least twice the request, the heuristic splits too, and the rest stays the gap
+    assert chunks(replay([("a", 2048)], partitioned(4096, lower=HEURISTIC_GAP)))[1] == (2048, 2048, False,
+                                                                                         "central_gap")
+
+
+def test_a_hole_is_split_by_the_heuristic_or_exactly() -> None:
+    # a 1 KiB lower hole (below a live chunk); a 600 B request (768 rounded): 1024 < 2 x 768, so BFC's rule
+    # hands the hole out whole; the exact policy leaves a 256 B lower hole
+    events: list[tuple[object, ...]] = [("a", 1024), ("a", 256), ("f", 0), ("a", 600)]
+    heuristic = replay(events, partitioned(4096))
+    exact = replay(events, partitioned(4096, lower=EndPolicy(hole_split="exact")))
+    assert chunks(heuristic)[0] == (0, 1024, True, "lower")
+    assert chunks(exact)[:2] == [(0, 768, True, "lower"), (768, 256, False, "lower")]
+
+
+def test_the_128_mib_rule_splits_a_gap_under_twice_the_request() -> None:
+    # 200 MiB in a 300 MiB gap: under twice the request, and 100 MiB to spare is under 128 MiB: whole;
+    # 170 MiB in 300 MiB: also under twice, but 130 MiB to spare: split
+    whole = replay([("a", 200 * MIB)], partitioned(300 * MIB, lower=HEURISTIC_GAP))
+    split = replay([("a", 170 * MIB)], partitioned(300 * MIB, lower=HEURISTIC_GAP))
+    assert whole.chunk_bytes[0] == 300 * MIB and split.chunk_bytes[0] == 170 * MIB
+
+
+# -- alignment above 256 B ---------------------------------------------------------------------
+
+
+def test_an_upper_chunk_aligned_down_leaves_an_upper_hole_above_it() -> None:
+    # XLA's SpatialUpperAlignmentSuffix: 256 B at 1 KiB alignment from the top of 4096 starts at 3072; the
+    # 768 B above it are an upper hole, so a lower 3072 takes the rest and a lower 768 then fails
+    sim = replay([("u", 256, None, 1024), ("a", 3072), ("a", 768)], partitioned(4096))
+    assert sim.offset.tolist()[:2] == [3072, 0] and sim.failed_at == 2
+    assert chunks(sim) == [(0, 3072, True, "lower"), (3072, 256, True, "upper"), (3328, 768, False, "upper")]
+
+
+def test_a_lower_chunk_aligned_up_leaves_a_lower_hole_below_it() -> None:
+    # XLA's SpatialLowerAlignmentPrefix: 256 B at 0, then 256 B at 1 KiB alignment lands at 1024 with a 768 B
+    # lower hole below it; an upper 2816 fills the rest and a 768 B upper request then fails
+    sim = replay([("a", 256), ("a", 256, None, 1024), ("u", 2816), ("u", 768)], partitioned(4096))
+    assert sim.offset.tolist()[:3] == [0, 1024, 1280] and sim.failed_at == 3
+    assert chunks(sim)[1] == (256, 768, False, "lower")
+
+
+def test_an_alignment_must_be_a_power_of_two() -> None:
+    with pytest.raises(ValueError, match="power of two"):
+        replay([("a", 256, None, 768)], partitioned(4096))
+
+
+# -- statistics -----------------------------------------------------------------------------------
+
+
+def test_fragmentation_and_the_largest_free_chunk_count_the_gap() -> None:
+    # 1 KiB + 1 KiB from below in 4096, the first freed: a 1 KiB lower hole and a 2 KiB gap. TF's metric:
+    # (free - largest free) / free = (3072 - 2048) / 3072
+    sim = replay([("a", 1024), ("a", 1024), ("f", 0)], partitioned(4096))
+    assert sim.largest_free_bytes.tolist() == [3072, 2048, 2048]
+    assert sim.fragmentation[-1] == pytest.approx(1 / 3)
+    assert sim.chunk_bytes.tolist() == [1024, 1024, 1024] and sim.offset.tolist() == [0, 1024, 0]
+
+
+def test_the_hole_order_breaks_ties_between_equal_holes() -> None:
+    # five 256 B from below, the 2nd and 4th freed (interior holes at 256 and 768); 256 B more takes the lower
+    # address in ascending order (XLA's default) and the higher one in descending order
+    events: list[tuple[object, ...]] = [("a", 256)] * 5 + [("f", 1), ("f", 3), ("a", 256)]
+    assert replay(events, partitioned(4096)).offset[-1] == 256
+    assert replay(events, partitioned(4096, lower=EndPolicy(hole_order="descending"))).offset[-1] == 768
+
+
+def test_upper_offsets_stay_the_same_under_any_lower_churn() -> None:
+    # XLA's SpatialUpperOffsetsStable: a fixed upper sequence (512 B aligned) between random lower bursts
+    # (some freed at random), the lower end kept under half the pool: the upper offsets never change
+    sizes = [4 * MIB, 16 * MIB, MIB, 18 * MIB, 2 * MIB, 8 * MIB, 4 * MIB, 32 * MIB]
+
+    def offsets(seed: int) -> list[int]:
+        rng = random.Random(seed)
+        events: list[tuple[object, ...]] = []
+        live_lower: list[tuple[int, int]] = []  # (row, bytes)
+        live_upper: list[int] = []
+        uppers = []
+        for size in sizes:
+            for _ in range(rng.randint(0, 6)):
+                if live_lower and rng.randint(0, 2) == 0:
+                    row, _ = live_lower.pop(rng.randrange(len(live_lower)))
+                    events.append(("f", row))
+                else:
+                    nbytes = rng.choice([256, MIB, 8 * MIB, 32 * MIB, 64 * MIB])
+                    if sum(b for _, b in live_lower) + nbytes <= 256 * MIB:
+                        live_lower.append((len(events), nbytes))
+                        events.append(("a", nbytes, None, 512))
+            uppers.append(len(events))
+            live_upper.append(len(events))
+            events.append(("u", size, None, 512))
+            if len(live_upper) > 2:
+                events.append(("f", live_upper.pop(0)))
+        sim = replay(events, partitioned(512 * MIB))
+        assert sim.fits
+        return [int(sim.offset[row]) for row in uppers]
+
+    first = offsets(1)
+    assert all(offsets(seed) == first for seed in range(2, 12))
+
+
+# -- options ------------------------------------------------------------------------------------
+
+
+def test_partitioning_with_growth_is_refused_as_xla_refuses_it() -> None:
+    with pytest.raises(ValueError, match="allow_growth off"):
+        BFCOptions(4096, allow_growth=True, partitioned=True)
+    with pytest.raises(ValueError, match="split policy"):
+        EndPolicy(gap_split="best")
+    with pytest.raises(ValueError, match="hole order"):
+        EndPolicy(hole_order="up")
+
+
+def test_classic_bfc_refuses_what_only_a_partitioned_pool_serves() -> None:
+    with pytest.raises(ValueError, match="upper end"):
+        bfc.fits(Requests.from_events([("u", 256)]), BFCOptions(4096))
+    with pytest.raises(ValueError, match="alignment"):
+        bfc.simulate(Requests.from_events([("a", 256, None, 1024)]), BFCOptions(4096))
+    plain = Requests.from_events([("a", 256), ("f", 0)])
+    assert plain.upper_end is None and plain.alignment_bytes is None  # a plain sequence carries neither column
+
+
+def test_the_smallest_limit_of_a_lower_end_sequence_is_its_high_water_mark() -> None:
+    # 1 KiB, 1 KiB, the first freed (an interior hole), then 1.5 KiB: the hole is too small, so the gap above the
+    # second is carved: the lower end reaches 2048 + 1536 = 3584 B, the smallest limit (to 256 B)
+    requests = Requests.from_events([("a", 1024), ("a", 1024), ("f", 0), ("a", 1536)])
+    search = bfc.search_min_limit(requests, partitioned(0), granularity=256)
+    assert search.limit_bytes == 3584 and search.monotone
+    assert not bfc.fits(requests, partitioned(3584 - 256))
+    assert bfc.simulate(requests, partitioned(3584)).offset.tolist() == [0, 1024, 0, 2048]
+    assert np.array_equal(bfc.simulate(requests, partitioned(3584)).region, [0, 0, 0, 0])
