@@ -293,3 +293,16 @@ def test_oom_trace_puts_the_failed_request_where_tensorflow_retried_it(
     assert a.appended and a.same_request and a.same_state and failure is not None and failure.row == place
     assert (failure.in_use_bytes, failure.verdict) == (event.in_use_bytes, verdict)
     assert any("the trace's clock stops for 10.0 s: TensorFlow's retry waited there" in note for note in a.assumptions)
+
+
+def test_a_band_over_its_budget_says_how_many_orders_it_replayed(monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # a budget of one replay: the recorded order and three drawn ones, no more
+    monkeypatch.setattr(orders, "BAND_BUDGET_EVENTS", 1)
+    profile = str(ORDERS / "default.r1.xplane.pb.gz")
+    assert main(["fit", profile, "--no-alternatives", "--json"]) == 0
+    (doc,) = json.loads(capsys.readouterr().out)["allocators"]
+    assert (doc["band"]["orders"], doc["band"]["orders_asked"]) == (orders.MIN_ORDERS, orders.DEFAULT_ORDERS)
+    assert main(["fit", profile, "--no-alternatives"]) == 0
+    assert "4 of the 32 orders asked for: replaying more would take longer than the band's budget" in " ".join(
+        capsys.readouterr().out.split())

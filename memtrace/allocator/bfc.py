@@ -426,7 +426,8 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     replay, where nothing fails, is the same either way. ``hint``, a limit the answer is likely near
     (that of a similar sequence), is tried first, and the limit below it: where they bracket a
     boundary, bisection is done (the answer is the same, the smallest limit below the boundary
-    that fits, where every limit below it is tried). ``shared``: the sequence begins as another
+    that fits, where every limit below it is tried; with a budget of 0, the hint's boundary stands
+    without the unlimited replay). ``shared``: the sequence begins as another
     does, whose states there every replay starts from (:class:`SharedStart`; the answer is the same).
     """
     if granularity <= 0:
@@ -468,9 +469,9 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     floor = max(0, -(-requests.peak_rounded_live_bytes() // granularity) - 1)  # known not to fit
     lo = floor
     bracketed = False
-    if shared is not None and hint is not None and floor < hint // granularity - 1:
-        # A sequence that began as another: its answer is most likely the other's. Where the hint fits and the
-        # limit below it does not, that boundary stands without the unlimited replay.
+    if hint is not None and budget_events == 0 and floor < hint // granularity - 1:
+        # A sequence like another (an order drawn from a recording), whose answer is most likely the other's, and no
+        # limit below its boundary to look at: where the hint fits and the limit below it does not, that stands.
         h = hint // granularity
         bracketed = check(h) and not check(h - 1)
         if bracketed:
@@ -515,7 +516,7 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     below = hi - floor - 1 if budget_events > 0 else 0
     step = max(1, -(-below * n // budget_events)) if below > 0 else 1
     known = {limit // granularity: ok for limit, ok in tried}
-    for units in range(floor + 1, hi, step):
+    for units in range(floor + 1, hi if below > 0 else floor + 1, step):
         if known.get(units, None) is False:
             continue
         if known.get(units) or check(units):

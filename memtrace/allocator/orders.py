@@ -65,6 +65,11 @@ DEFAULT_SEED = 0
 # limit while its replays cost at most this many events (fit's own may cost 5,000,000); the searches for the
 # other sampled orders start from the recorded order's answer and take the boundary they find there.
 RECORDED_BUDGET_EVENTS = 500_000
+# The band's replays may cost about this many events in all (each limit a search tried counted as a whole
+# replay): on a long recording with much to reorder, fewer orders are drawn, at least MIN_ORDERS of each
+# recording, and the answer says how many.
+BAND_BUDGET_EVENTS = 10_000_000
+MIN_ORDERS = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -408,6 +413,7 @@ class OrderBand:
     limit_bytes: int | None = None  # the limit asked about, if any
     fitting_at_limit: int | None = None  # how many sampled orders run under it (each replayed there)
     fitting_at: tuple[tuple[int, int], ...] = ()  # (limit, orders that run there) for the limits asked, each replayed
+    asked_orders: int = 0  # the orders asked for (beyond len(orders) where the band's budget was spent first)
 
     def share(self, limit: int) -> float:
         """The share of sampled orders that run under ``limit``."""
@@ -468,6 +474,7 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
     live: list[int] = []
     fixed = True
     counts: dict[int, int] = {}
+    asked_orders = 0
     for index, recording in enumerate(recordings):
         graph = recording.graph
         own = recording.options or options
@@ -477,12 +484,16 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
         fixed = fixed and not can_change
         seen: dict[bytes, tuple[int, tuple[tuple[int, bool], ...], dict[int, bool]]] = {}
         sampled = sample_orders(graph, orders if can_change else 1, seed)
+        asked_orders += len(sampled)
         # Every order keeps the recorded one up to where it first differs: replays start from the recorded
         # order's states there (one per limit), not from the first request.
         differ = [_first_difference(graph, o) for o in sampled[1:]]
         common = min((d for d in differ if d < len(graph.requests)), default=0)
         shared = bfc.SharedStart(graph.requests, own, common) if common and not own.partitioned else None
+        spent = 0
         for number, order in enumerate(sampled):
+            if number >= MIN_ORDERS and spent >= BAND_BUDGET_EVENTS // len(recordings):
+                break  # the budget is spent: the orders drawn so far make the band
             key = order.units.tobytes()
             if key not in seen:  # an order drawn again (a recording with little to reorder) is not replayed again
                 schedule = order.schedule()
@@ -501,6 +512,7 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
                     under[at] = known
                 seen[key] = (search.limit_bytes, tried, under)
                 live.append(order.requests.peak_rounded_live_bytes())
+                spent += len(tried) * len(order.requests)
             least, tried, under = seen[key]
             found.append(OrderLimit(index, number == 0, least, tried, granularity))
             for at, ok in under.items():
@@ -515,5 +527,5 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
     never = first_fit if agree else min(first_fit, max(floor, granularity))
     return OrderBand(tuple(r.path for r in recordings), tuple(recorded), tuple(found), never, first_fit, always,
                      fixed, recordings[0].graph.window_ns, seed, granularity, limit,
-                     None if limit is None else counts[limit], tuple(sorted(counts.items())))
+                     None if limit is None else counts[limit], tuple(sorted(counts.items())), asked_orders)
 

@@ -18,6 +18,7 @@ def band_json(b: OrderBand) -> dict[str, Any]:
     """``band``: the limits over the sampled orders (see docs/fit.md, "The orders a run may take")."""
     return {
         "orders": len(b.orders),
+        "orders_asked": b.asked_orders,
         "recordings": list(b.recordings),
         "recorded_min_limit_bytes": list(b.recorded_limits),
         "never_fits_below_bytes": b.never_fits_below_bytes,
@@ -64,6 +65,9 @@ def render_band(b: OrderBand, out: IO[str], indent: str = "  ") -> None:
     n = len(b.orders)
     out.write(f"{indent}the orders a run may take: {_sampled(b)}\n")
     inner = indent + "  "
+    if b.asked_orders > n:
+        out.write(f"{inner}{n:,} of the {b.asked_orders:,} orders asked for: replaying more would take longer than "
+                  "the band's budget (a long recording with much to reorder)\n")
     if b.fixed:
         needs = (f"it needs {_mib(b.always_fits_bytes)}" if b.narrow else
                  f"they need {_mib(b.first_fit_bytes)} to {_mib(b.always_fits_bytes)}")
