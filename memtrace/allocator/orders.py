@@ -11,39 +11,43 @@ and the next run may need more or less. This module says how much, from the reco
 **The partial order** (:func:`order_graph`). The recording's events are cut into *units*: events
 that ran one after another on one thread for one op (a thread's run of events, cut where another
 thread's event comes in between and where an allocation names another op; where the ops are
-unknown, as in XLA's profiles, every event is a unit of its own). A unit must follow:
+unknown, as in XLA's profiles, every allocation starts a unit). A unit must follow:
 
 - *data*: the unit that allocated a buffer it frees (a buffer is freed after it was made, by its
-  last reader);
-- *program order*: the unit before it on its thread (a thread runs its ops one after another);
-  except, where the runtime frees a buffer when a stream is done with it (XLA), a unit that only
-  frees, which follows only the allocation it frees.
+  last reader, which ran after it);
+- *program order*: the unit before it on its thread (a thread runs one op at a time; XLA's stream
+  thread frees in the order the stream finishes).
 
-Everything else is scheduling, and may come in another order, within the **scheduling window**:
-a unit that started more than the window after another, in the recording, still comes after it.
-A recording whose units form one chain (one thread, or threads that hand over to each other) has
-only its own order: its band is its recorded replay, and says so.
+Everything else is scheduling (independent ops on other threads, frees on a stream thread against
+the host's allocations, an input pipeline's threads), and may come in another order within the
+**scheduling window**: a unit that started more than the window after another, in the recording,
+still comes after it. A recording whose units form one chain (one thread, or threads that hand
+over to each other) has only its own order: its band is its recorded replay, and says so.
 
 **The sampled orders** (:func:`sample_orders`): the recorded order, then orders drawn at random:
-each unit's start moved later by a uniform amount up to the window, the units put in order of
-those times as far as the partial order allows. Seeded: the same recording gives the same orders.
+each unit's start moved later by a uniform amount up to the window, raised to the latest of what
+it follows, the units put in order of those times. Seeded: the same recording gives the same orders.
 
 **The retry** (:class:`_Retry`, a :class:`memtrace.allocator.bfc.Schedule`): replayed under a
 limit, a request that fails waits; the units that do not depend on it go on (as far as the window
-reaches beyond the waiting one), and after each free the waiting requests are tried again. When
-nothing else can run and nothing was freed, the run is out of memory. The allocator's rules are
-the model's (:mod:`.bfc`), with whatever options it is given.
+reaches beyond the earliest unfinished one), and after each free the waiting requests are tried
+again. When nothing else can run and nothing was freed, the run is out of memory. The allocator's
+rules are the model's (:mod:`.bfc`), with whatever options it is given (classic or partitioned).
 
 **The band** (:func:`order_band`): per sampled order, the smallest limit under which it runs (the
 same search as ``fit``'s, :func:`memtrace.allocator.bfc.search_min_limit`, each replay with the
-retry); over the orders, ``never_fits_below_bytes`` (below it, no sampled order ran),
-``always_fits_bytes`` (from it on, every sampled order ran at every limit tried), and the share of
-orders that run at each limit between. It is an estimate from the recordings given, calibrated
-against TensorFlow's and XLA's own runs (docs/fit.md, "The orders a run may take").
+retry); over the orders, ``always_fits_bytes`` (from it on, every sampled order ran at every limit
+tried), ``never_fits_below_bytes`` (where the orders agree, their limit; where they disagree, the
+fewest bytes any of them holds at once: real runs fitted below every replayed order there), and
+the share of orders that run at each limit between. It is an estimate from the recordings given,
+calibrated against TensorFlow's and XLA's own runs (docs/fit.md, "The orders a run may take";
+``scripts/calibrate_orders.py``).
 
-Speed: each sampled order is replayed once without a limit (saving the allocator's state where
-each region is made); every replay under a limit resumes from the state before the first region
-the limit cuts, as ``fit``'s own search does. ``scripts/bench_fit.py`` measures the band.
+Speed: every drawn order keeps the recorded order up to where it first differs, so its replays
+start from the recorded order's states there, one per limit (:class:`memtrace.allocator.bfc.SharedStart`),
+and its search starts from the recorded order's answer: where that limit fits and the one below
+does not, that is its answer. The band's replays are held to a budget (``BAND_BUDGET_EVENTS``).
+``scripts/bench_fit.py --band`` measures it against a plain ``fit``.
 """
 
 from __future__ import annotations
@@ -512,7 +516,7 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
                     under[at] = known
                 seen[key] = (search.limit_bytes, tried, under)
                 live.append(order.requests.peak_rounded_live_bytes())
-                spent += len(tried) * len(order.requests)
+                spent += len(search.tried) * len(order.requests)  # (the limits asked are replayed whatever it costs)
             least, tried, under = seen[key]
             found.append(OrderLimit(index, number == 0, least, tried, granularity))
             for at, ok in under.items():
