@@ -399,7 +399,7 @@ class LimitSearch:
 
 def search_min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 20,
                      extra_probes: int = 2, budget_events: int = 5_000_000,
-                     schedule: ScheduleFactory | None = None, hint: int | None = None,
+                     schedule: ScheduleFactory | None = None, hint: int | Sequence[int] | None = None,
                      shared: SharedStart | None = None) -> LimitSearch:
     """The smallest multiple of ``granularity`` under which every request is served.
 
@@ -469,15 +469,28 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     floor = max(0, -(-requests.peak_rounded_live_bytes() // granularity) - 1)  # known not to fit
     lo = floor
     bracketed = False
-    if hint is not None and budget_events == 0 and floor < hint // granularity - 1:
-        # A sequence like another (an order drawn from a recording), whose answer is most likely the other's, and no
-        # limit below its boundary to look at: where the hint fits and the limit below it does not, that stands.
-        h = hint // granularity
-        bracketed = check(h) and not check(h - 1)
-        if bracketed:
-            lo, hi = h - 1, h
+    fitting_hint: int | None = None
+    hints = [] if hint is None else [hint] if isinstance(hint, int) else list(hint)
+    h = hints[0] // granularity if hints else 0
+    for each in hints if budget_events == 0 else ():
+        # A sequence like others (an order drawn from a recording), whose answer is most likely one of theirs, and
+        # no limit below its boundary to look at: where a hint fits and the limit below it does not (or is known
+        # not to: the floor), that stands; else what the replays said bounds the search.
+        h = each // granularity
+        if h <= lo or (fitting_hint is not None and h > fitting_hint):
+            continue
+        if check(h):
+            below_fits = h - 1 > lo and check(h - 1)
+            fitting_hint = h - 1 if below_fits else h
+            if not below_fits:
+                bracketed, lo = True, h - 1
+                break
+        else:
+            lo = h
     if bracketed:
-        pass
+        hi = h
+    elif fitting_hint is not None and not reuse:
+        hi = fitting_hint
     elif reuse:
         if shared is not None:
             checkpoints.extend(shared.checkpoints())
@@ -498,13 +511,14 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
             if hi >= top_units:
                 raise ValueError("no limit the model holds fits these requests")
             hi = min(top_units, hi + gap)
-    if not bracketed and hint is not None and lo < hint // granularity < hi:
-        if check(hint // granularity):
-            hi = hint // granularity
+    first_hint = hints[0] // granularity if hints else 0
+    if not bracketed and hints and lo < first_hint < hi:
+        if check(first_hint):
+            hi = first_hint
             if hi - 1 > lo and not check(hi - 1):
                 lo = hi - 1
         else:
-            lo = hint // granularity
+            lo = first_hint
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if check(mid):

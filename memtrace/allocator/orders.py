@@ -502,9 +502,12 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
             if key not in seen:  # an order drawn again (a recording with little to reorder) is not replayed again
                 schedule = order.schedule()
                 drawn = number > 0
+                # the answers seen so far, the recorded order's first, the latest others after it (three at most)
+                hints = [recorded[-1], *[least for least in dict.fromkeys(
+                    o.min_limit_bytes for o in reversed(found) if o.recording == index) if least != recorded[-1]][:2]]
                 search = bfc.search_min_limit(order.requests, own, granularity, extra_probes=1 if drawn else 2,
                                               budget_events=0 if drawn else RECORDED_BUDGET_EVENTS,
-                                              schedule=schedule, hint=recorded[-1], shared=shared if drawn else None)
+                                              schedule=schedule, hint=hints, shared=shared if drawn else None)
                 tried = search.tried
                 under: dict[int, bool] = {}
                 for at in asked:  # replayed there too: a limit the search did not try may fail above the smallest
