@@ -306,3 +306,22 @@ def test_a_band_over_its_budget_says_how_many_orders_it_replayed(monkeypatch: py
     assert main(["fit", profile, "--no-alternatives"]) == 0
     assert "4 of the 32 orders asked for: replaying more would take longer than the band's budget" in " ".join(
         capsys.readouterr().out.split())
+
+
+GPU = FIXTURES / "gpu-h200"
+# fixtures/gpu-h200/README.md: 930 MiB fit 4 of 6 times, 936 4 of 6, 944 3 of 5, 956 5 of 6, 962 5 of 5
+GPU_DISAGREED_MIB = (930, 936, 944, 956)
+
+
+@pytest.mark.parametrize("name", ["mlp_930", "orders/mlp_o0", "orders/mlp_o2"])
+def test_the_band_of_one_gpu_recording_holds_every_limit_where_xlas_runs_disagreed(name: str) -> None:
+    # GIVEN one recording of the MLP under XLA (its own order needs 929 or 961 MiB in the partitioned model)
+    result = fit(memtrace.load(GPU / f"{name}.xplane.pb.gz"), "GPU_0_bfc", alternatives=False)
+    band = result.band
+    assert band is not None and result.options.partitioned and result.min_limit_bytes in (929 * MIB, 961 * MIB)
+    # THEN the band holds every limit where XLA's runs disagreed, and ends where they all fitted (962)
+    assert all(band.never_fits_below_bytes <= limit * MIB < band.always_fits_bytes for limit in GPU_DISAGREED_MIB)
+    assert band.always_fits_bytes == 961 * MIB and band.never_fits_below_bytes == 897 * MIB
+    # the orders it samples need what the recorded orders of this program needed: 897 (mlp_9538's), 929 or 961
+    assert {o.min_limit_bytes // MIB for o in band.orders} <= {897, 929, 961}
+    assert {929, 961} <= {o.min_limit_bytes // MIB for o in band.orders}

@@ -312,8 +312,9 @@ def xla_effects(result: FitResult, device: str, recorded_limit: int | None) -> t
     else:
         compiled = "XLA does not compile for this allocator's limit (pinned host memory)"
     order = ("XLA frees a buffer when the GPU stream is done with it, so the order of frees, and with it the smallest "
-             "limit, varies from run to run: this answer is for this recording's order (one H200 MLP needed 897, 929 "
-             "or 961 MiB by its order); record the program several times for the spread")
+             "limit, varies from run to run: the smallest limit is for this recording's order (one H200 MLP needed "
+             "897, 929 or 961 MiB by its order), the band for the orders sampled from it; record the program several "
+             "times for a band over all of their orders")
     return (Effect("partitioned_allocator", o.partitioned, part), Effect("compiled_for_limit", gpu, compiled),
             Effect("order_of_frees", True, order))
 
