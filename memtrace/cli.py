@@ -24,7 +24,10 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="memtrace",
-        description="Memory-allocation forensics for TensorFlow step traces (RunMetadata / StepStats).",
+        description="Memory-allocation forensics for TensorFlow and XLA: reads TF1 step traces (RunMetadata / "
+        "StepStats, text or binary), TF2 and XLA (JAX) profiles (HOST.xplane.pb, a run directory or a logdir), and the "
+        "BFC allocator's out-of-memory dumps (logs, console captures, MemoryDump protobufs); records a script's "
+        "profile with 'memtrace run'.",
         epilog="Run 'memtrace COMMAND --help' for a command's options. Exit codes: 0 ok, 1 a check failed, 2 bad usage or input.",
     )
     parser.add_argument("--version", action="version", version=f"memtrace {__version__}")
@@ -42,10 +45,40 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
         near = difflib.get_close_matches(argv[first], list(commands.choices), n=1, cutoff=0.5)
         hint = f"; did you mean '{near[0]}'?" if near else f" (choose from {', '.join(commands.choices)})"
         parser.error(f"unknown command {argv[first]!r}{hint}")
-    args, extra = parser.parse_known_args(argv)
+    args, extra = parser.parse_known_args(_joined_negative_values(commands, argv))
     if extra:
         commands.choices[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     return args
+
+
+def _joined_negative_values(commands: argparse._SubParsersAction, argv: list[str]) -> list[str]:  # type: ignore[type-arg]
+    """``--limit -5MiB`` as ``--limit=-5MiB``: argparse takes a value that starts with a minus and a digit
+    for an option of its own and answers with the usage, where the command would refuse the value in
+    one line (a size is never negative). Only a value option's next word is joined, and only up to a
+    command's free arguments (``memtrace run SCRIPT ARGS``: the script's own)."""
+    first = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), None)
+    if first is None or argv[first] not in commands.choices:
+        return argv
+    command = commands.choices[argv[first]]
+    takes_value = {option for action in command._actions if action.option_strings and action.nargs is None
+                   for option in action.option_strings}
+    free = any(action.nargs == argparse.REMAINDER for action in command._actions)
+    joined, i = argv[: first + 1], first + 1
+    while i < len(argv):
+        arg = argv[i]
+        if free and not arg.startswith("-"):  # the script: what follows is its own
+            return joined + argv[i:]
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if arg in takes_value and len(nxt) > 1 and nxt[0] == "-" and (nxt[1].isdigit() or nxt[1] == "."):
+            joined.append(f"{arg}={nxt}")
+            i += 2
+            continue
+        joined.append(arg)
+        i += 1
+        if arg in takes_value and i < len(argv):
+            joined.append(argv[i])  # its value, whatever it looks like
+            i += 1
+    return joined
 
 
 def main(argv: Sequence[str] | None = None) -> int:

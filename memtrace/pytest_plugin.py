@@ -13,6 +13,14 @@ also from classes and modules (``pytestmark``); for one allocator and limit the 
 wins. A marked test that never hands a trace to the ``memory_budget`` fixture fails: a budget
 that is never checked must not pass.
 
+**TensorFlow's environment for stable recordings**: ``memtrace_stable_tensorflow = true`` in the
+pytest configuration (``[tool.pytest.ini_options]`` of pyproject.toml, pytest.ini), or
+``--memtrace-stable-tensorflow``, sets what TensorFlow reads when it is imported and starts (the
+CPU's BFC allocator, one inter-op and one intra-op thread, oneDNN's kernels off:
+:func:`memtrace.tensorflow.stable_environment`) before conftest files and test modules are
+imported, so that a test module may import TensorFlow at its top and still record the same peak
+run after run. Without it, ``memtrace.testing`` refuses a recording made otherwise.
+
 pytest loads this module in every session of everyone who installs memtrace, so it imports
 nothing heavy (numpy, protobuf, TensorFlow) until a test uses the fixture.
 """
@@ -20,6 +28,8 @@ nothing heavy (numpy, protobuf, TensorFlow) until a test uses the fixture.
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -28,10 +38,50 @@ if TYPE_CHECKING:
     from .analyses.check import Budget, CheckResult
 
 MARKER = "memory_budget"
+STABLE = "memtrace_stable_tensorflow"
 _CHECKED = pytest.StashKey[bool]()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addini(STABLE, type="bool", default=False,
+                  help="set TensorFlow's environment for recordings whose peak is the same run after run (the CPU's "
+                  "BFC allocator, one inter-op and one intra-op thread, oneDNN's kernels off) before test modules "
+                  "import TensorFlow")
+    parser.addoption("--memtrace-stable-tensorflow", dest=STABLE, action="store_true", default=None,
+                     help=f"the same as {STABLE} = true in the configuration")
+
+
+def _wants_stable(config: pytest.Config) -> bool:
+    given = getattr(getattr(config, "known_args_namespace", None), STABLE, None)
+    return bool(given) or bool(config.getini(STABLE))
+
+
+def stabilize_tensorflow(config: pytest.Config) -> dict[str, str] | None:
+    """Set TensorFlow's environment for stable recordings where the configuration asks for it; the variables
+    as set, or None. Too late for oneDNN where TensorFlow is imported already (a warning says so)."""
+    if not _wants_stable(config):
+        return None
+    from importlib.util import find_spec
+
+    if find_spec("tensorflow") is None:
+        return None  # nothing will record: nothing to set
+    from .tensorflow import stable_environment
+
+    if "tensorflow" in sys.modules:
+        warnings.warn(pytest.PytestConfigWarning(
+            f"{STABLE}: TensorFlow was imported before memtrace's plugin could set its environment (by a plugin or "
+            "a conftest loaded earlier?): oneDNN's kernels are as it found them"), stacklevel=1)
+    return stable_environment()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """Before the conftest files (and so before any test module) are imported."""
+    stabilize_tensorflow(early_config)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    stabilize_tensorflow(config)  # (where the plugin came too late for the conftests' hook: the same, once more)
     config.addinivalue_line(
         "markers",
         f"{MARKER}(allocator, max_peak=SIZE, max_peak_delta=SIZE, max_waste=PERCENT_OR_SIZE) or {MARKER}(file=TOML): "

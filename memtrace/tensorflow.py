@@ -27,6 +27,14 @@ and threads can be set only before TensorFlow's runtime starts (:func:`profile` 
 too late), the kernels only before TensorFlow is imported (:func:`profile` warns): importing this
 module does not import TensorFlow.
 
+A test module imports TensorFlow at its top, and pytest imports test modules before any fixture
+runs, so a test suite sets TensorFlow's environment before that: memtrace's pytest plugin does it
+with ``memtrace_stable_tensorflow = true`` in the pytest configuration (:func:`stable_environment`:
+the BFC allocator, one inter-op and one intra-op thread, oneDNN's kernels off, each through the
+variable TensorFlow reads). :func:`profile` writes beside the profile how it was recorded
+(:mod:`memtrace.trace.recording`), and ``memtrace.testing`` refuses to check a recording whose
+peak varies from run to run.
+
 A whole program (every allocation from the allocator's birth, up to an out-of-memory error) is
 recorded by :func:`recording`, a context manager to put at the top of a script, or by
 ``memtrace run SCRIPT`` (which runs the script in a child Python inside :func:`recording`)::
@@ -165,7 +173,24 @@ def _tensorflow_started() -> bool:
 
 
 ONEDNN = "TF_ENABLE_ONEDNN_OPTS"
+# TensorFlow's thread pools take their sizes from these where nothing else sets them (process_util.cc)
+INTEROP_THREADS, INTRAOP_THREADS = "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS"
 _onednn_kept = False  # use_cpu_bfc(onednn=True) was asked for: oneDNN's kernels on is the user's choice
+_threads_kept = False  # use_cpu_bfc(threads=None) was asked for: TensorFlow's thread pools are the user's choice
+
+
+def stable_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """Set, in ``environ`` (default ``os.environ``), what TensorFlow reads when it is imported and starts so that
+    a model's peak is the same run after run: the BFC allocator for the CPU (``TF_CPU_ALLOCATOR_USE_BFC``),
+    one inter-op and one intra-op thread (``TF_NUM_INTEROP_THREADS``, ``TF_NUM_INTRAOP_THREADS``) and
+    oneDNN's kernels off (``TF_ENABLE_ONEDNN_OPTS=0``); a value the user set already stays. What
+    :func:`use_cpu_bfc` does, without TensorFlow: before a test module imports it (memtrace's pytest
+    plugin calls this for ``memtrace_stable_tensorflow``). Returns the variables as they now are."""
+    env = os.environ if environ is None else environ
+    env[CPU_BFC] = "true"
+    for name, value in ((INTEROP_THREADS, "1"), (INTRAOP_THREADS, "1"), (ONEDNN, "0")):
+        env.setdefault(name, value)
+    return {name: env[name] for name in (CPU_BFC, INTEROP_THREADS, INTRAOP_THREADS, ONEDNN)}
 
 
 def use_cpu_bfc(*, threads: int | None = 1, onednn: bool = False) -> bool:
@@ -181,8 +206,9 @@ def use_cpu_bfc(*, threads: int | None = 1, onednn: bool = False) -> bool:
     yet): with them, a Keras CNN's step held one more activation-sized buffer in about one run of
     five. Afterwards this changes nothing and returns whether the variable was already set.
     """
-    global _onednn_kept
+    global _onednn_kept, _threads_kept
     _onednn_kept = _onednn_kept or onednn
+    _threads_kept = _threads_kept or threads is None
     if not onednn and "tensorflow" not in sys.modules:
         os.environ.setdefault(ONEDNN, "0")
     if _tensorflow_started():
@@ -222,8 +248,7 @@ def _prepare_to_profile() -> bool:
     bfc = use_cpu_bfc()  # started: whether the variable was set (before the runtime started, as it must be)
     if started and not bfc and not _has_gpu():
         raise MemtraceError(_too_late_for_bfc())
-    threading = _tf().config.threading
-    if started and (threading.get_inter_op_parallelism_threads(), threading.get_intra_op_parallelism_threads()) != (1, 1):
+    if started and _threads() != (1, 1):
         warnings.warn("memtrace: TensorFlow runs ops on several threads, so the order of allocations and the peak "
                       "may vary from run to run; call memtrace.tensorflow.use_cpu_bfc() before building the model "
                       "(it sets one inter-op and one intra-op thread)", stacklevel=3)
@@ -233,6 +258,41 @@ def _prepare_to_profile() -> bool:
                       "buffers in some runs than in others; call use_cpu_bfc() before importing TensorFlow or "
                       f"Keras, or set {ONEDNN}=0 ({ONEDNN}=1 keeps them and this warning away)", stacklevel=3)
     return bfc
+
+
+def _threads() -> tuple[int | None, int | None]:
+    """The inter-op and intra-op threads TensorFlow runs: as set through its API, else through its
+    variables; None where neither says (TensorFlow's own choice, one a core)."""
+    threading = _tf().config.threading
+
+    def count(api: int, variable: str) -> int | None:
+        if api > 0:
+            return api
+        value = os.environ.get(variable, "").strip()
+        return int(value) if value.isdigit() and int(value) > 0 else None
+
+    return (count(threading.get_inter_op_parallelism_threads(), INTEROP_THREADS),
+            count(threading.get_intra_op_parallelism_threads(), INTRAOP_THREADS))
+
+
+def recording_facts(bfc: bool) -> dict[str, Any]:
+    """How TensorFlow runs now, as :func:`profile` writes it beside a profile (:mod:`memtrace.trace.recording`),
+    with ``unstable``: why the same model's peak would vary from run to run (what :func:`profile` warns of),
+    empty where nothing does: several threads nobody chose, oneDNN's kernels nobody chose."""
+    threads = _threads()
+    onednn = onednn_enabled()
+    onednn_chosen = _onednn_kept or ONEDNN in os.environ
+    unstable = []
+    if threads != (1, 1) and not _threads_kept:
+        unstable.append(f"TensorFlow ran ops on {'/'.join('several' if t is None else str(t) for t in threads)} "
+                        "inter-op/intra-op threads, so the order of allocations, and the peak, vary from run to run")
+    if onednn and not onednn_chosen:
+        unstable.append("TensorFlow ran oneDNN's kernels (it was imported before they could be turned off), with which "
+                        "a step holds more buffers in some runs than in others")
+    return {"recorder": "memtrace.tensorflow.profile", "tensorflow": getattr(_tf(), "__version__", None),
+            "cpu_bfc": bfc, "onednn": onednn, "onednn_chosen": onednn_chosen,
+            "threads": {"inter_op": threads[0], "intra_op": threads[1], "chosen": _threads_kept},
+            "gpu": _has_gpu(), "unstable": unstable}
 
 
 def _memory_info(device: str) -> dict[str, int] | None:
@@ -291,13 +351,16 @@ def record_profile(step: Callable[..., Any], *args: Any, steps: int = 1, warmup:
     the same peak and bytes in use after it, within 1%; at most 10): a Keras model's first steps build its
     function and the optimizer's slots, and allocate differently. Each step is ``step(*args, **kwargs)``, marked ``tf.profiler.experimental.Trace("train",
     step_num=i)``. Returns the CPU allocator's own counters around each step where it keeps them
-    (the BFC allocator does), else an empty list.
+    (the BFC allocator does), else an empty list. Beside the profile it writes how it was recorded
+    (:func:`recording_facts`, ``memtrace.recording.json``), which ``memtrace.testing`` reads.
     """
     if steps < 1 or not (warmup == "auto" or (isinstance(warmup, int) and warmup >= 0)):
         raise MemtraceError(f"steps must be 1 or more and warmup 0 or more (or 'auto'), not steps={steps}, warmup={warmup!r}")
     bfc = _prepare_to_profile()
     _warm_up(step, args, kwargs, warmup)
     counters = []
+    earlier = set(_profile_files(os.fspath(logdir), set()))
+    facts = recording_facts(bfc)
     _tf().profiler.experimental.start(os.fspath(logdir))
     try:
         for number in range(steps):
@@ -311,7 +374,20 @@ def record_profile(step: Callable[..., Any], *args: Any, steps: int = 1, warmup:
                 counters.append(StepMemory(number, before["current"], after["peak"]))
     finally:
         _tf().profiler.experimental.stop()
+        for run in sorted({os.path.dirname(f) for f in _profile_files(os.fspath(logdir), earlier)}):
+            _save_recording(run, facts)
     return counters
+
+
+def _save_recording(directory: str, facts: dict[str, Any]) -> None:
+    """Write how the profile was recorded beside it (``memtrace.recording.json``, read by memtrace.trace.recording)."""
+    import json
+
+    from .trace.recording import RECORDING_FILE, SCHEMA
+
+    with open(os.path.join(directory, RECORDING_FILE), "w", encoding="utf-8") as handle:
+        json.dump({"schema": SCHEMA, **facts}, handle, indent=1)
+        handle.write("\n")
 
 
 def profile(step: Callable[..., Any], *args: Any, steps: int = 1, warmup: int | str = "auto",

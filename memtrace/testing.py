@@ -9,7 +9,10 @@
 A failed assertion raises ``AssertionError`` stating the limit, the value and the top three
 contributors at the peak. Asking for something the trace cannot answer (an allocator it lacks, a
 malformed size) raises :class:`~memtrace.errors.UsageError` instead: a mistake, not a failure.
-Limits are inclusive, as in ``memtrace check``: a peak equal to its limit passes.
+So does a recording whose peak varies from run to run, where its recorder says so
+(:mod:`memtrace.trace.recording`: ``memtrace.tensorflow.profile`` with oneDNN's kernels or several
+threads nobody chose): a check on it would pass or fail by chance. Limits are inclusive, as in
+``memtrace check``: a peak equal to its limit passes.
 """
 
 from __future__ import annotations
@@ -56,10 +59,29 @@ def _where(trace: TraceData) -> str:
     return clean(trace.path) + (" (a temporary profile, kept for you)" if kept else "")
 
 
+STABLE_ROUTE = ("set memtrace_stable_tensorflow = true in the pytest configuration ([tool.pytest.ini_options] of "
+                "pyproject.toml, or pytest.ini), which sets TensorFlow's environment before test modules import it, or "
+                "call memtrace.tensorflow.use_cpu_bfc() before TensorFlow is imported; then record again")
+
+
+def refuse_unstable(trace: TraceData) -> None:
+    """Refuse (UsageError, with the reasons) a recording its recorder says was made where the peak varies
+    from run to run; a trace that says nothing of how it was recorded passes."""
+    from .trace.recording import load_recording
+
+    found = load_recording(trace.path) if trace.path and not trace.path.startswith("<") else None
+    if found is not None and found.unstable:
+        raise UsageError(f"{_where(trace)} was recorded where its peak varies from run to run, so a check on it would "
+                         f"pass or fail by chance: {'; '.join(found.unstable)}. To record a stable one, {STABLE_ROUTE} "
+                         f"(or keep oneDNN's kernels on purpose: use_cpu_bfc(onednn=True) or TF_ENABLE_ONEDNN_OPTS=1)")
+
+
 def assert_budgets(trace: TraceData, budgets: list[Budget], *, orders: int | None = None) -> CheckResult:
     """Every budget holds on ``trace``; the failure message names each one broken and who holds the bytes.
+    A recording made where its peak varies from run to run is refused (:func:`refuse_unstable`).
     ``orders``: the orders sampled for ``fits`` budgets (None: the default; 0: the recorded order alone)."""
     __tracebackhide__ = True  # pytest shows the assertion in the caller
+    refuse_unstable(trace)
     result = check(trace, budgets, orders=orders)
     if not result.passed:
         raise AssertionError("\n".join(explain(o, result.span) for o in result.failed) + f"\n  trace: {_where(trace)}")
@@ -125,12 +147,15 @@ def assert_no_regression(
     allocator that appears in ``new`` only (or grew from a peak of 0) has grown without bound and
     fails. On failure the message names the allocators, their peaks, the top contributors at the
     new peak and the ops that grew most. An allocator whose peak is unknown in either trace (its
-    bytes add up past int64) cannot be measured: a :class:`~memtrace.errors.UsageError`, never a pass.
+    bytes add up past int64) cannot be measured: a :class:`~memtrace.errors.UsageError`, never a pass; so is
+    a recording whose peak varies from run to run (:func:`refuse_unstable`).
     """
     __tracebackhide__ = True
     if not isinstance(max_increase, str):
         raise UsageError(f"max_increase must be a percentage such as \"5%\", not {max_increase!r}")
     base_trace, new_trace = as_trace(base), as_trace(new)
+    refuse_unstable(base_trace)
+    refuse_unstable(new_trace)
     measure = "peak_delta_bytes" if exclude_baseline else "peak_bytes"
     result = diff(base_trace, new_trace, allocators, parse_percent(max_increase), measure)
     if result.passed:

@@ -40,6 +40,8 @@ def format_bytes(value: int) -> str:
 
 def parse_size(text: str) -> int:
     """``"1234"``, ``"300MB"`` (10^6), ``"1.5GiB"`` (2^30), ``"64KiB"`` -> bytes; UsageError otherwise."""
+    if text.strip().startswith("-"):
+        raise UsageError(f"not a size: {text!r} (a size is not negative)")
     match = _SIZE.match(text)
     factor = _FACTORS.get(match.group(2).lower()) if match else None
     if match is None or factor is None:
@@ -52,6 +54,8 @@ def parse_size(text: str) -> int:
 
 def parse_percent(text: str) -> float:
     """``"5%"`` -> 0.05, ``"0.5 %"`` -> 0.005; a number without ``%`` is a UsageError (5 or 0.05?)."""
+    if text.strip().startswith("-"):
+        raise UsageError(f"not a percentage: {text!r} (a limit is not negative)")
     match = _PERCENT.match(text)
     if match is None:
         raise UsageError(f"not a percentage: {text!r} (write e.g. 5%, 0.5%, 120%)")

@@ -7,6 +7,7 @@ Chromium that opens the pages without a script error and draws them (as tests/te
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -67,7 +68,8 @@ def test_a_region_garbage_collection_gives_back_keeps_its_band(tmp_path: Path) -
     assert main(["fit", str(profile), "--allow-growth", "--limit", "6MiB", "--html", "-o", str(page)]) == 0
     html = page.read_text()
     assert "2 region(s), 1 given back by garbage collection, 6 MiB in all at the end" in html
-    assert "region 0 given back by garbage collection at event 2" in html and "region 0 · 2 MiB" in html
+    # (region 0, made first at the lower address, is region 1 to a person, as the out-of-memory page numbers them)
+    assert "region 1 given back by garbage collection at event 2 (" in html and "region 1: 2 MiB" in html
 
 
 def test_the_jax_profiles_boxes_are_its_own_chunks() -> None:
@@ -97,13 +99,14 @@ def test_fit_html_draws_every_chunk_the_peak_and_the_failure(tmp_path: Path) -> 
     dom = Page(page.read_text())
     assert len(dom.find("svg", "address-space")) == 1
     titles = [t.text for t in dom.find("title")]
-    chunks = [t for t in titles if " at offset " in t]
+    chunks = [t for t in titles if ": chunk " in t]
     space = address_space(memtrace.load(OOM50), CPU, limit=49 * MIB)
-    assert len(chunks) == len(space.boxes) == 13 and sum(" for Fill" in t or t.startswith("Fill") for t in chunks) >= 4
+    assert len(chunks) == len(space.boxes) == 13 and sum(t.startswith("Fill") for t in chunks) >= 4
     assert len(dom.find("line", "peak")) == 1 and len(dom.find("line", "failure")) == 1
     assert "out of memory: 20 MiB for Fill" in page.read_text()
+    assert "coloured by op, by bytes allocated" in page.read_text()  # (every op is Fill or unknown)
     assert len(dom.find("rect", "free")) == 4  # one band per region: 2, 4, 8 and 16 MiB
-    assert not dom.find("script")
+    assert len(dom.find("script")) == 2  # the error guard and the zoom (assets/address_space.js)
 
 
 def test_names_from_the_trace_are_escaped(tmp_path: Path) -> None:
@@ -159,7 +162,7 @@ def test_fit_html_needs_an_output_file(args: list[str], capsys: pytest.CaptureFi
 
 BATCHES = FIXTURES / "batches"
 _CHUNK = re.compile(r"chunk .* \(([\d,]+) B, requested ([\d,]+) B\) at offset ([\d,]+) of region (\d+); "
-                    r"allocated at event ([\d,]+), (?:freed at event ([\d,]+)|never freed)")
+                    r"allocated at event ([\d,]+) \([^)]*\), (?:freed at event ([\d,]+)|never freed)")
 
 
 def _sections(text: str) -> list[str]:
@@ -175,11 +178,13 @@ def _drawn(section: str) -> list[tuple[int, ...]]:
 
 
 def _replayed(requests: bfc.Requests, options: bfc.BFCOptions) -> list[tuple[int, ...]]:
-    """The same, from the BFC model's replay of the requests (each free found from the requests' own pairing)."""
+    """The same, from the BFC model's replay of the requests (each free found from the requests' own pairing).
+    From an empty allocator with growth, regions lie at ascending addresses in the order they were made, so
+    the picture's numbers (1 the lowest addresses) are the model's region ids plus one."""
     sim = bfc.simulate(requests, options)
     done = len(sim.bytes_in_use)
     freed_at = {int(requests.frees[row]): row for row in range(done) if not requests.is_alloc[row] and requests.frees[row] >= 0}
-    return sorted((int(sim.offset[row]), int(sim.region[row]), int(sim.chunk_bytes[row]),
+    return sorted((int(sim.offset[row]), int(sim.region[row]) + 1, int(sim.chunk_bytes[row]),
                    int(requests.requested_bytes[row]), row, freed_at.get(row, -1))
                   for row in range(done) if requests.is_alloc[row] and sim.region[row] >= 0)
 
@@ -199,7 +204,7 @@ def test_fit_vs_html_draws_the_largest_batch_that_fits_and_the_first_that_does_n
     [h1] = dom.find("h1")
     assert h1.text == (f"memtrace fit: predicted from two recordings, {small} (batch 16) and {large} (batch 64)")
     assert [h.text for h in dom.find("h2")] == [f"{CPU}, batch 36", f"{CPU}, batch 37"]
-    assert len(dom.find("svg", "address-space")) == 2 and not dom.find("script")
+    assert len(dom.find("svg", "address-space")) == 2 and len(dom.find("script")) == 2
     fits, fails = _sections(text)
     assert "A prediction from two recordings, not a recorded layout" in fits
     assert not Page(fits).find("line", "failure") and len(Page(fails).find("line", "failure")) == 1
@@ -250,3 +255,230 @@ def test_fit_vs_html_refuses_what_it_cannot_draw(args: list[str], says: str, cap
     assert main(["fit", str(small), "--vs", str(large), *[str(out) if a == "OUT" else a for a in args]]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and says in err and not out.exists()
+
+
+# -- pictures that show the answer (issue 35, items 1-6) ---------------------------------------------------------
+
+CNN = FIXTURES / "fit" / "cnn.xplane.pb.gz"  # a Keras run from the allocator's birth: 0.95 s of start-up, 3 steps
+
+
+def test_time_axis_cuts_idle_stretches_short_by_hand() -> None:
+    from memtrace.reporters.address_space import TimeAxis, idle_cap, tick_label, ticks, time_axis
+
+    # GIVEN events at 0, 1, 2, 3 and 1,000 ns: four gaps, so no gap may take more than 1.5 / 4 of what is drawn;
+    # the largest c with c <= 0.375 * (1 + 1 + 1 + c) is 1.8: the idle 997 ns are drawn 1 ns long (whole ns)
+    assert idle_cap([1, 1, 1, 997]) == 1
+    axis = time_axis([0, 1, 2, 3, 1000])
+    assert axis == TimeAxis((0, 1, 2, 3, 4), 4, 1, ((3, 3, 997),))
+    assert axis.real(3.5) == 501.5 and axis.real(4) == 1000 and axis.real(2) == 2
+    # gaps of a fiftieth or less of the whole are never cut
+    assert time_axis(list(range(0, 200, 2))).breaks == ()
+    # ticks are round real times in the uncut stretches, labelled in the step's unit
+    assert [label for _, label in ticks(axis, 0, 4, target=2)] == ["0 ns", "2 ns", "1.000 us"]
+    assert tick_label(1_034_100_000, 100_000) == "1.0341 s" and tick_label(805_000_000, 5_000_000) == "805 ms"
+
+
+def test_the_picture_opens_on_the_steps_of_a_keras_run() -> None:
+    from memtrace.reporters.address_space import focus, time_axis
+
+    space = address_space(memtrace.load(CNN), CPU)
+    axis = time_axis(space.time_ns)
+    opening = focus(space, axis)
+    assert opening is not None
+    low, high = axis.real(opening[0]), axis.real(opening[1])
+    # the start-up ends with 161.7 ms without an event (at 786 ms) and 25 ms of variables; the three
+    # train_on_batch steps come after 0.95 s (fixtures/fit/cnn.json): the view holds them and the peak
+    peak = space.time_ns[space.peak_event]  # type: ignore[index]
+    assert 0.9e9 < low < 0.96e9 and low < peak < high
+
+
+def test_grey_is_free_and_nothing_else(tmp_path: Path) -> None:
+    from memtrace.reporters.address_space import FREE, PALETTE
+
+    page = tmp_path / "fit.html"
+    assert main(["fit", str(CNN), "--html", "-o", str(page)]) == 0
+    text = page.read_text()
+    fills = set(re.findall(r'<rect x="[^"]*" y="[^"]*" width="[^"]*" height="[^"]*"(?: data-w="[^"]*")? fill="([^"]*)"', text))
+    # every chunk is a colour of the palette (none grey), or one of the two hatches the legend names
+    assert fills <= set(PALETTE) | {"url(#more-0)", "url(#unknown-0)"} and {"url(#more-0)", "url(#unknown-0)"} <= fills
+    legend = re.sub(r"<[^>]+>", "", text.split('<ul class="legend">')[1].split("</ul>")[0]).split("\n")
+    assert legend[1] == "free" and any("more groups" in line for line in legend)
+    assert any(line.startswith("in use, op unknown") for line in legend)
+    assert f'fill="{FREE}"' in text and text.count(f'fill="{FREE}"') == len(Page(text).find("rect", "free"))
+
+
+def test_with_group_by_layer_the_legend_speaks_layers(tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    assert main(["report", str(CNN), "--group-by", "layer", "-o", str(page)]) == 0
+    keys = re.findall(r"<code>([^<]*)</code>", page.read_text().split('<ul class="legend">')[1].split("</ul>")[0])
+    # the conv_b backward pass first (its 21.3 MiB gradients, three steps), then conv_a's; no whole scopes
+    assert keys[:2] == ["conv_b (backward)", "conv_a (backward)"] and "(input data) (other)" in keys
+    assert not any("/" in key for key in keys)
+    # AND the icicle's op row names the op within its layer, not the shared StatefulPartitionedCall/... prefix
+    assert 'title="backward/conv_b/convolution/Conv2DBackpropInput' in page.read_text()
+
+
+def test_each_page_leads_with_the_answer_its_text_leads_with(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from .helpers import run
+
+    fit_page, vs_page = tmp_path / "fit.html", tmp_path / "vs.html"
+    assert main(["fit", str(OOM50), "--limit", "49MiB", "--html", "-o", str(fit_page)]) == 1
+    [answer] = Page(fit_page.read_text()).find("p", "answer")
+    _, text, _ = run(capsys, "fit", str(OOM50), "--limit", "49MiB")
+    assert "smallest limit: 50 MiB" in text and "under 49 MiB: does NOT fit" in text
+    assert answer.text.startswith(f"{CPU}: the smallest limit is 50 MiB; under 49 MiB it does NOT fit: Fill asks for 20 MiB")
+    small, large = BATCHES / "cnn_b16.xplane.pb.gz", BATCHES / "cnn_b64.xplane.pb.gz"
+    assert main(["fit", str(small), "--vs", str(large), "--limit", "16MiB", "--no-alternatives", "--html",
+                 "-o", str(vs_page)]) == 0
+    _, text, _ = run(capsys, "fit", str(small), "--vs", str(large), "--limit", "16MiB", "--no-alternatives")
+    close = next(line.strip() for line in text.replace("\n    ", " ").splitlines() if line.strip().startswith("close:"))
+    answers = [p.text for p in Page(vs_page.read_text()).find("p", "answer")]
+    assert len(answers) == 2 and all(close in a for a in answers)
+    assert answers[0].startswith(f"{CPU}: under 16 MiB the largest batch is 36; batch 36 needs 14 MiB")
+
+
+def test_the_report_legend_counts_the_snapshots_its_header_counts(tmp_path: Path) -> None:
+    # GIVEN the report of 3,270 snapshots drawn as 100 (each bucket's largest disagreement)
+    page = tmp_path / "report.html"
+    assert main(["report", str(CNN), "--points", "100", "-o", str(page)]) == 0
+    text = page.read_text()
+    matched = memtrace.load(CNN).peak(CPU).reconciliation
+    assert f"{matched.matched} of {matched.snapshots}" in text  # the header
+    agreeing = int(re.search(r"agreeing with the replay \(([\d,]+)\)", text).group(1).replace(",", ""))  # type: ignore[union-attr]
+    off = int(re.search(r"snapshot disagreeing \(([\d,]+)\)", text).group(1).replace(",", ""))  # type: ignore[union-attr]
+    assert (agreeing, off) == (matched.matched, matched.snapshots - matched.matched) == (3270, 0)
+
+
+def test_the_largest_hole_beside_the_request_is_the_one_fit_finds(tmp_path: Path) -> None:
+    from memtrace.allocator.fit import fit
+    from memtrace.reporters.address_space import largest_hole
+
+    # the 2 MiB region at the failure holds 256 + 262,144 in use, 262,144 free, 262,144 in use: the rest,
+    # 2,097,152 - 786,688 = 1,310,464 B, is the largest hole; fit's memory map says the same
+    space = address_space(memtrace.load(OOM50), CPU, limit=49 * MIB)
+    failure = fit(memtrace.load(OOM50), CPU, limit=49 * MIB, alternatives=False).failure
+    assert failure is not None and failure.largest_free_bytes == 1_310_464
+    assert largest_hole(space) == (0, 786_688, 1_310_464)
+    page = tmp_path / "fit.html"
+    assert main(["fit", str(OOM50), "--limit", "49MiB", "--html", "-o", str(page)]) == 1
+    [hole] = Page(page.read_text()).find("rect", "hole")
+    [request] = Page(page.read_text()).find("rect", "request")
+    # drawn side by side at one scale: the request 16 times the hole's height (20 MiB against 1.25 MiB)
+    assert float(request.attrs["height"]) / float(hole.attrs["height"]) == pytest.approx(20 * MIB / 1_310_464, rel=0.01)
+
+
+def _share_of_width_with_chunks(shot: Path) -> float:
+    """The share of the picture's columns in which chunks fill at least a quarter of its bands: the bands are
+    the largest block of rows with the free space's light grey; a chunk pixel is neither that grey nor white."""
+    image = read_png(shot)[:, :, :3].astype(np.int64)
+    free = np.abs(image - np.array([0xE5, 0xE7, 0xEB])).sum(axis=2) <= 6
+    rows = np.flatnonzero(free.sum(axis=1) >= 200)
+    blocks, start = [], rows[0]
+    for a, b in itertools.pairwise(rows):
+        if b - a > 20:
+            blocks.append((start, a))
+            start = b
+    blocks.append((start, rows[-1]))
+    y0, y1 = max(blocks, key=lambda block: block[1] - block[0])
+    columns = np.flatnonzero(free[y0:y1 + 1].sum(axis=0) >= 3)
+    box = image[y0:y1 + 1, columns[0]:columns[-1] + 1]
+    chunk = ~free[y0:y1 + 1, columns[0]:columns[-1] + 1] & ~(box >= 245).all(axis=2)
+    return float((chunk.mean(axis=0) >= 0.25).mean())
+
+
+@pytest.mark.parametrize("page", ["fit", "report", "fit-vs"])
+def test_keras_pages_give_the_chunks_the_width_at_1400_pixels(tmp_path: Path, page: str) -> None:
+    # GIVEN a Keras run with 0.95 s of start-up before three steps of 0.03 s, drawn in Chromium 1400 px wide
+    target = tmp_path / f"{page}.html"
+    command = {"fit": ["fit", str(CNN), "--html"], "report": ["report", str(CNN), "--group-by", "layer"],
+               "fit-vs": ["fit", str(BATCHES / "cnn_b16.xplane.pb.gz"), "--vs", str(BATCHES / "cnn_b64.xplane.pb.gz"),
+                          "--limit", "16MiB", "--no-alternatives", "--html"]}[page]
+    assert main([*command, "-o", str(target)]) in (0, 1)
+    shot = tmp_path / "shot.png"
+    done = run_chromium(tmp_path, "--window-size=1400,1800", f"--screenshot={shot}", target.as_uri())
+    assert not console_errors(done.stderr)
+    # THEN the chunks fill a good share of the picture's width (the picture with events on the axis, the
+    # start-up nine tenths of it: under 3%; with time, idle cut short and the view on the steps: 32% to 60%)
+    assert _share_of_width_with_chunks(shot) > 0.2
+
+
+def test_the_script_zooms_and_its_axis_says_what_the_servers_would(tmp_path: Path) -> None:
+    import json
+
+    from memtrace.reporters.address_space import LEFT, RIGHT, WIDTH, ticks, time_axis
+
+    page = tmp_path / "fit.html"
+    assert main(["fit", str(CNN), "--html", "-o", str(page)]) == 0
+    done = run_chromium(tmp_path, "--window-size=1400,1000", "--dump-dom", page.as_uri() + "#selftest")
+    assert not console_errors(done.stderr)
+    dom = Page(done.stdout)
+    (root,) = dom.find("html")
+    assert "data-errors" not in root.attrs and root.attrs["data-address-spaces"] == "1"
+    (figure,) = dom.find("figure", "address-space")
+    found = json.loads(figure.attrs["data-selftest"])
+    a, b = found["view"]
+    x, w, zoomed_x, zoomed_w = found["first"]
+    # the first chunk moved and stretched as the view [a, b] of the picture's width says
+    assert zoomed_x == pytest.approx(LEFT + (x - a) * WIDTH / (b - a), abs=0.002)
+    assert zoomed_w == pytest.approx(max(w * WIDTH / (b - a), 0.6), abs=0.002)
+    # and the zoomed axis has the ticks the server's function gives for the same drawn span
+    space = address_space(memtrace.load(CNN), CPU)
+    axis = time_axis(space.time_ns)
+    low, high = (a - LEFT) / WIDTH * axis.total_ns, (b - LEFT) / WIDTH * axis.total_ns
+    assert [label for _, label in found["ticks"]] == [label for _, label in ticks(axis, low, high)]
+    # AND the labels above the plot stay inside the picture, zoomed or not (about 6 units a character)
+    for shown in (dom, Page(page.read_text())):
+        for label in shown.find("text", "peak-note") + shown.find("text", "failure-note"):
+            if label.attrs.get("visibility") == "hidden":  # its line is outside the zoomed view
+                continue
+            at, room = float(label.attrs["x"]), 6 * len(label.text)
+            start = {"start": at, "end": at - room, "middle": at - room / 2}[label.attrs["text-anchor"]]
+            assert 0 <= start and start + room <= LEFT + WIDTH + RIGHT, (label.text, start, room)
+
+
+def test_regions_are_numbered_from_the_lowest_address_as_the_profile_places_them(tmp_path: Path) -> None:
+    # GIVEN the Keras run's profile, whose chunk addresses the model reproduces, and its raw events (protobuf alone)
+    events = memory_events(CNN, CPU)
+    page = tmp_path / "fit.html"
+    assert main(["fit", str(CNN), "--html", "-o", str(page)]) == 0
+    text = page.read_text()
+    # WHEN each drawn chunk is placed by its event's own address
+    lowest: dict[int, int] = {}
+    for title in (t.text for t in Page(text).find("title")):
+        found = _CHUNK.search(title)
+        if found:
+            region, event = int(found[4]), int(found[5].replace(",", ""))
+            address = int(events[event]["addr"]) - int(found[3].replace(",", ""))  # the region's base
+            assert lowest.setdefault(region, address) == address  # one base per region
+    # THEN region 1 has the lowest base, and the numbers rise with the addresses, top to bottom on the page
+    assert sorted(lowest) == [1, 2, 3] and [lowest[1], lowest[2], lowest[3]] == sorted(lowest.values())
+    labels = re.findall(r'text-anchor="end" font-size="11">(region \d+: [^<]*)</text>', text)
+    assert labels == ["region 1: 32 MiB", "region 2: 4 MiB", "region 3: 2 MiB"]
+
+
+def test_the_oom_page_of_a_keras_run_leads_with_its_verdict_in_chromium(tmp_path: Path) -> None:
+    # GIVEN the dump of a Keras fit that ran out (fixtures/oom/cpu_keras_fit.log), drawn 1400 px wide
+    page = tmp_path / "oom.html"
+    assert main(["oom", str(FIXTURES / "oom" / "cpu_keras_fit.log"), "--html", "-o", str(page)]) == 0
+    [answer] = Page(page.read_text()).find("p", "answer")
+    assert answer.text.startswith("Enough bytes were free in total, but no free chunk")
+    shot = tmp_path / "oom.png"
+    done = run_chromium(tmp_path, "--window-size=1400,1100", f"--screenshot={shot}", page.as_uri())
+    assert not console_errors(done.stderr)
+    image = read_png(shot)[:, :, :3].astype(np.int64)
+
+    def pixels_near(colour: tuple[int, int, int]) -> int:
+        return int((np.abs(image - np.array(colour)).sum(axis=2) < 30).sum())
+
+    def longest_run(colour: tuple[int, int, int]) -> int:
+        """The longest row of pixels of this colour: the width of the widest bar drawn in it."""
+        near = np.abs(image - np.array(colour)).sum(axis=2) < 30
+        best = 0
+        for row in near[near.any(axis=1)]:
+            edges = np.flatnonzero(np.diff(np.concatenate(([0], row.astype(np.int8), [0]))))
+            best = max(best, int((edges[1::2] - edges[::2]).max()))
+        return best
+
+    # THEN the request (a red outline, 32 MiB) is drawn beside the largest hole (green, 8 MiB): four times as wide
+    assert pixels_near((0x16, 0xA3, 0x4A)) > 2_000
+    assert longest_run((0xDC, 0x26, 0x26)) == pytest.approx(4 * longest_run((0x16, 0xA3, 0x4A)), rel=0.03)

@@ -414,3 +414,82 @@ def test_bidi_overrides_and_c1_controls_are_escaped_in_tables(capsys: pytest.Cap
     assert code == 0
     assert not any(c in out for c in "\u202e\u2066\x9b")
     assert "/cpu:0\\u202egpj.exe\\x9b31m\\u2066" in out
+
+
+# -- what a new user stumbled on (issue 35, items 9, 11 and 12) ---------------------------------------------------
+
+CNN_RUN = FIXTURES / "fit" / "cnn.xplane.pb.gz"  # a whole Keras run under the profiler, no step markers
+# What each command needs besides the option, to reach the option's check.
+_POSITIONAL = {"diff": [str(ALEXNET), str(ALEXNET)], "oom": [str(FIXTURES / "oom" / "cpu_exhausted.log")],
+               "batch": [str(ALEXNET), "-o", "OUT"], "trend": [str(ALEXNET)], "run": ["no_such_script.py"]}
+
+
+def _size_options() -> list[tuple[str, str]]:
+    """Every option of every command that takes a size or a percentage."""
+    from memtrace.cli import build_parser
+
+    commands = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    return [(name, action.option_strings[-1]) for name, parser in commands.choices.items()  # type: ignore[attr-defined]
+            for action in parser._actions
+            if action.option_strings and str(action.metavar).split("=")[-1] in ("SIZE", "PERCENT", "LIMIT")]
+
+
+def test_every_size_option_is_found() -> None:
+    found = _size_options()
+    assert {("fit", "--limit"), ("fit", "--card"), ("fit", "--recorded-limit"), ("peak", "--min-bytes"),
+            ("ops", "--min-bytes"), ("oom", "--limit"), ("oom", "--request"), ("diff", "--max-increase"),
+            ("check", "--max-peak"), ("check", "--fits")} <= set(found)
+
+
+@pytest.mark.parametrize(("command", "option"), _size_options(), ids=lambda v: str(v))
+def test_a_size_that_starts_with_a_minus_gets_one_line_as_with_an_equals_sign(
+        command: str, option: str, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # GIVEN each size option of each command, given -5MiB (or -5%) as its own word and joined by "="
+    value = "-5%" if option in ("--max-increase", "--max-waste") else "-5MiB"
+    if option.startswith("--max-") or option == "--fits":  # ALLOC=SIZE: the value's minus is inside
+        value = f"GPU_0_bfc={value}"
+    words = [str(tmp_path / "out") if a == "OUT" else a for a in _POSITIONAL.get(command, [str(ALEXNET)])]
+    separate = run(capsys, command, *words, option, value)
+    joined = run(capsys, command, *words, f"{option}={value}")
+    # THEN both are refused in the same one line, never argparse's usage
+    assert separate == joined and separate[0] == 2 and separate[2].count("\n") == 1, separate
+    assert "usage:" not in separate[2] and separate[2].startswith("memtrace: error:")
+
+
+def test_help_says_what_memtrace_reads(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # (argparse wraps at hyphens too)
+    assert main(["--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for form in ("RunMetadata", "StepStats", "TF2", "XLA", "xplane.pb", "out-of-memory dumps", "memtrace run"):
+        assert form in text, form
+
+
+def test_ops_says_nothing_matched_the_filter(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "ops", str(CNN_RUN), "--name", "NOMATCH")
+    assert code == 0 and out == "no op matched --name 'NOMATCH' (of 107 ops on memory-owning devices)\n"
+    code, out, _ = run(capsys, "ops", str(CNN_RUN), "--min-bytes", "1GiB")
+    assert out == "no op matched --min-bytes 1 GiB (of 107 ops on memory-owning devices)\n"
+
+
+def test_a_whole_profile_without_step_markers_is_no_step(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    # GIVEN three train_on_batch steps and their start-up, profiled whole by memtrace run (no step markers)
+    words = {
+        ("summary",): ["profile (no step markers): 1.03 s (1,034,372 us)"],
+        ("peak",): ["at 1.02 s into the profile", "live before the profile", "made during the profile"],
+        ("frag",): ["1.02 s into the profile", "live since the profile start"],
+        ("check", "--max-peak", "CPU:0=1MiB"): ["peak at 1.02 s into the profile", "live before the profile"],
+    }
+    for argv, says in words.items():
+        _, out, _ = run(capsys, argv[0], str(CNN_RUN), *argv[1:])
+        text = " ".join(out.split())
+        assert all(s in text for s in says) and " the step" not in text, (argv, text)
+    page = tmp_path / "report.html"
+    assert main(["report", str(CNN_RUN), "-o", str(page)]) == 0
+    html = page.read_text()
+    assert "<dt>profile (no step markers)</dt>" in html and "into the profile" in html and "' into the profile ('" in html
+    assert "into the step" not in html.replace("' into the step ('", "")
+    # a profile of marked steps keeps its steps, and a StepStats is one step
+    _, out, _ = run(capsys, "summary", str(FIXTURES / "profiles" / "keras_cnn.xplane.pb.gz"), "--step", "1")
+    assert out.splitlines()[1].startswith("step: ")
+    _, out, _ = run(capsys, "peak", str(ALEXNET))
+    assert "into the step" in out

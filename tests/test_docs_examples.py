@@ -35,9 +35,14 @@ def test_memory_budget_example_passes_under_pytest(example) -> None:  # type: ig
     require("tensorflow")
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")
     env.pop("TF_CPU_ALLOCATOR_USE_BFC", None)
-    env.pop("TF_ENABLE_ONEDNN_OPTS", None)  # the documented route as a user runs it: use_cpu_bfc() turns oneDNN off
+    env.pop("TF_ENABLE_ONEDNN_OPTS", None)  # the documented route as a user runs it: the plugin turns oneDNN off
+    for name in ("TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS"):
+        env.pop(name, None)
+    # The Keras example as its docstring says to run it: with the plugin's stable route turned on.
+    stable = ["-o", "memtrace_stable_tensorflow=true"] if example == KERAS_EXAMPLE else []
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p", "no:cacheprovider", "-q", str(example)],
+        [sys.executable, "-m", "pytest", "-p", "memtrace.pytest_plugin", "-p", "no:cacheprovider", "-q", *stable,
+         str(example)],
         capture_output=True, text=True, check=False, cwd=ROOT, env=env,
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -121,14 +121,21 @@ KERAS_NAMES = {
     CNN: ("sequential_1", ["conv2d", "max_pooling2d", "flatten", "dense_2"], "adam_1"),
     LSTM: ("sequential_2", ["lstm", "dense_3"], "adam_2"),
 }
+# The bytes of each model's x and y batch, as scripts/record_traces.py makes them (float32 x, int64 y):
+# mlp (32, 20) and 32 labels, cnn (8, 16, 16, 3) and 8, lstm (8, 10, 8) and 8.
+INPUT_BYTES = {MLP: {32 * 20 * 4, 32 * 8}, CNN: {8 * 16 * 16 * 3 * 4, 8 * 8}, LSTM: {8 * 10 * 8 * 4, 8 * 8}}
 
 
-def by_hand(node: str, model: str, layers: list[str], optimizer: str) -> tuple[str, str]:
+def by_hand(node: str, model: str, layers: list[str], optimizer: str, requested: int | None = None,
+            inputs: set[int] | frozenset[int] = frozenset()) -> tuple[str, str]:
     """The test's own reading of a node name: the phase by its first scope, the layer by the
-    scope under the model's, which Keras spells with one more `_N` than the user's name."""
+    scope under the model's, which Keras spells with one more `_N` than the user's name; a copy no op
+    made of exactly the bytes of the batch's x or y is the input data."""
     parts = node.split("/")
     if node in ("(free)",):
         return "(freed before the step)", "other"
+    if node == "(no op)" and requested in inputs:
+        return "(input data)", "other"
     if parts[0] == optimizer:
         return optimizer, "optimizer"
     phase = "forward"
@@ -147,7 +154,7 @@ def test_peak_groups_by_layer_and_phase_as_worked_by_hand(capsys: pytest.Capture
     (entry,) = json.loads(out)["allocators"]
     expected: dict[tuple[str, str], list[int]] = {}
     for a in entry["live_at_peak"]:
-        key = by_hand(a["node"], model, layers, optimizer)
+        key = by_hand(a["node"], model, layers, optimizer, a["requested_bytes"], INPUT_BYTES[path])
         sums = expected.setdefault(key, [0, 0, 0])
         sums[0] += 1
         sums[1] += a["bytes"]
@@ -158,6 +165,7 @@ def test_peak_groups_by_layer_and_phase_as_worked_by_hand(capsys: pytest.Capture
     groups = {(g["layer"], g["phase"]): [g["count"], g["bytes"], g["requested_bytes"]] for g in grouped["groups"]}
     assert groups == expected
     assert sum(g["bytes"] for g in grouped["groups"]) == grouped["peak_delta_bytes"]
+    assert ("(input data)", "other") in groups  # train_on_batch copies its numpy batch into the allocator
     assert {g["phase"] for g in grouped["groups"]} <= {"forward", "backward", "optimizer", "other"}
 
 
@@ -461,3 +469,51 @@ def test_check_says_before_the_profile_where_the_trace_is_a_profile_of_steps(cap
     assert "shares of the bytes allocated during the profile" in text
     code, out, _ = run(capsys, "check", str(CNN), "--step", "2", "--max-peak", "CPU:0=100KiB", "--json")
     assert "live before the step" in json.loads(out)["budgets"][0]["note"]
+
+
+# -- what a new Keras user stumbled on (issue 35, item 3 and 10) ------------------------------------------------
+
+FIT = FIXTURES / "fit"
+
+
+def test_constant_folded_nodes_belong_to_their_layer_and_phase() -> None:
+    # GIVEN the names Grappler's constant folding gave nodes of the backward pass (fixtures/fit/cnn's and transformer's)
+    from memtrace.trace.layers import LayerPhase, layer_of, op_in_layer, scope_of
+
+    folded = "ConstantFolding/StatefulPartitionedCall/gradient_tape/smallcnn_1/bn1_1/moments/truediv_1_recip"
+    assert layer_of(folded) == LayerPhase("bn1", "backward")  # not a layer "gradient_tape" in phase forward
+    assert layer_of("ConstantFolding/gradient_tape/sequential_1/conv_b_1/convolution/ShapeN-matshapes-0") == LayerPhase(
+        "conv_b", "backward")
+    assert scope_of("ConstantFolding/gradient_tape/sequential_1/conv_a_1/convolution/ShapeN-matshapes-1", None,
+                    layers=True) == "gradient_tape/sequential_1/conv_a_1"
+    # AND an op is named within its layer, the shared prefix left out
+    assert op_in_layer(folded) == "moments/truediv_1_recip"
+    assert op_in_layer("StatefulPartitionedCall/gradient_tape/smallcnn_1/bn1_1/moments/sub") == "moments/sub"
+    assert op_in_layer("StatefulPartitionedCall/adam/Sqrt_9") == "Sqrt_9"
+    assert op_in_layer("(no op)") == "(no op)"
+
+
+def test_no_constant_folded_node_of_the_fixtures_is_a_layer_called_gradient_tape(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("cnn", "transformer"):
+        code, out, _ = run(capsys, "peak", str(FIT / f"{name}.xplane.pb.gz"), "--json", "--group-by", "layer")
+        assert code == 0
+        assert all(g["layer"] != "gradient_tape" for g in json.loads(out)["allocators"][0]["groups"])
+
+
+def test_the_copies_of_the_input_batch_are_input_data_where_the_sizes_say_so(capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN the CNN of fixtures/fit/cnn.json: train_on_batch of x float32 (32, 32, 32, 3) and y int64 (32,),
+    # three steps; its layers' outputs are 32 long
+    from memtrace.trace.layers import batch_size
+
+    trace = memtrace.load(FIT / "cnn.xplane.pb.gz")
+    assert batch_size(trace) == 32
+    assert batch_size(memtrace.load(FIXTURES / "alexnet_train_gpu.pbtxt")) is None  # no Keras model: no input data
+    _, out, _ = run(capsys, "peak", str(FIT / "cnn.xplane.pb.gz"), "--json", "--group-by", "layer")
+    (entry,) = json.loads(out)["allocators"]
+    [data] = [g for g in entry["groups"] if g["layer"] == "(input data)"]
+    # THEN the (no op) chunks of exactly x's and y's bytes live at the peak are the input data, nothing else
+    copies = [a for a in entry["live_at_peak"] if a["node"] == "(no op)" and a["requested_bytes"] in (32 * 32 * 32 * 3 * 4, 32 * 8)]
+    assert data["count"] == len(copies) == 2 and data["requested_bytes"] == 32 * 32 * 32 * 3 * 4 + 32 * 8
+    [rest] = [g for g in entry["groups"] if g["layer"] == "(no layer)"]
+    assert rest["count"] == sum(1 for a in entry["live_at_peak"] if a["node"] == "(no op)") - 2 + sum(
+        1 for a in entry["live_at_peak"] if "/" not in a["node"] and a["node"] not in ("(no op)", "(free)"))

@@ -742,3 +742,55 @@ def test_fragmentation_and_plain_exhaustion_say_nothing_of_chunks_lost() -> None
         [event] = analyse_all(load_oom_dumps(OOM / f"{name}.log"))
         assert not event.lost_exceeds_missing
         assert not any("lost inside chunks" in s for s in event.explanation)
+
+
+# -- a console of several dumps: which one ended the run (issue 35, item 8) ---------------------------------------
+
+
+def test_which_failure_ended_the_run_is_the_one_the_last_uncaught_error_names(tmp_path: Path,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN the real log of two CPU failures 10 s apart (fixtures/oom/cpu_fragmented.log: the program caught both,
+    # so no error ends it), and the same log ended as a program ends that does not catch the first: the
+    # exception naming the first failure's tensor (shape [262144]) printed last, after the second dump
+    real = OOM / "cpu_fragmented.log"
+    ended = tmp_path / "ended.log"
+    ended.write_text(real.read_text() + "Traceback (most recent call last):\n  File \"train.py\", line 9, in <module>\n"
+                     "tensorflow.python.framework.errors_impl.ResourceExhaustedError: {{function_node "
+                     "__wrapped__Fill_device_/job:localhost/replica:0/task:0/device:CPU:0}} OOM when allocating tensor "
+                     "with shape[262144] and type float on /job:localhost/replica:0/task:0/device:CPU:0 by allocator "
+                     "bfc_cpu_allocator_for_gpu [Op:Fill] name: \n")
+    assert [(d.ended_run, d.time_s) for d in load_oom_dumps(str(real))] == [(None, 1795366430.8543),
+                                                                           (None, 1795366440.856205)]
+    assert [d.ended_run for d in load_oom_dumps(str(ended))] == [True, False]
+    # THEN the text says so under each event's heading, with the time between them from the log's own stamps
+    code, out, _ = run(capsys, "oom", str(ended))
+    assert code == 0
+    lines = out.replace("\n  ", " ").splitlines()  # (a long line goes on, indented, on the next)
+    first, second = (lines[i + 1] for i, line in enumerate(lines) if line.startswith("OOM "))
+    assert first.startswith("this failure ended the run: the program's last error reports its request")
+    assert second == "10.0 s after OOM 1; not the failure that ended the run: OOM 1 of 2 did (the program's last error reports it)"
+    code, out, _ = run(capsys, "oom", str(real))
+    assert "which of them ended the run the log does not say" in out.replace("\n  ", " ")
+    # AND the JSON and the page carry it
+    code, out, _ = run(capsys, "oom", str(ended), "--json")
+    assert [(e["ended_run"], e["time_s"]) for e in json.loads(out)["events"]] == [(True, 1795366430.8543),
+                                                                                 (False, 1795366440.856205)]
+    page = tmp_path / "oom.html"
+    assert main(["oom", str(ended), "--html", "-o", str(page)]) == 0
+    assert page.read_text().count('<p class="answer">This failure ended the run') == 1
+
+
+def test_a_jax_error_names_the_failure_by_its_size() -> None:
+    # the H100 log (32 MiB, then 64 MiB 10 s later) ends with "JaxRuntimeError: RESOURCE_EXHAUSTED: Out of memory
+    # while trying to allocate 64.00MiB": the second
+    assert [d.ended_run for d in load_oom_dumps(str(OOM / "jax_h100_fragmented.log"))] == [False, True]
+    # one dump and the traceback after it (fixtures/fit/eager.1000mib.log)
+    assert [d.ended_run for d in load_oom_dumps(str(FIXTURES / "fit" / "eager.1000mib.log"))] == [True]
+
+
+def test_regions_of_a_dump_come_in_address_order_as_the_pages_number_them() -> None:
+    # region 1 is the lowest addresses on the out-of-memory page and on fit's (reporters/address_space.py)
+    for name in ("cpu_regions_49mib.log", "cpu_fragmented.log", "cpu_keras_fit.log"):
+        for dump in load_oom_dumps(str(OOM / name)):
+            addresses = [r.address for r in dump.regions]
+            assert addresses == sorted(addresses) and None not in addresses

@@ -66,11 +66,16 @@ def test_scope_names_from_the_resnet_seed_group_into_blocks(tmp_path: Path) -> N
     rows = ops(memtrace.load(path), by="scope", depth=2).rows
     by_scope = {r.name: r.requested_bytes for r in rows}
     expected = {}
+    # (the scopes Grappler puts before the names it rewrites are no scope of the model's: 106 ConstantFolding/
+    # nodes of gradient_tape/resnet50 are its own)
+    grappler = ("ConstantFolding", "ArithmeticOptimizer", "DependencyOptimizer")
     for name in dict.fromkeys(names):
-        key = "/".join(name.split("/")[:2])
+        parts = name.split("/")
+        key = "/".join([p for p in parts[:-1] if p not in grappler] + parts[-1:])
+        key = "/".join(key.split("/")[:2])
         expected[key] = expected.get(key, 0) + names.count(name)
     assert by_scope == expected
-    assert "resnet50/conv2_block1_1_conv" in by_scope
+    assert "resnet50/conv2_block1_1_conv" in by_scope and not any(k.startswith("ConstantFolding") for k in by_scope)
 
 
 def test_group_by_type_and_sorting() -> None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -168,3 +171,133 @@ def test_too_big(memory_budget):
 """)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*CPU:0 (mklcpu) max_peak: 736 KiB (753,708 B) is over the limit 700 KiB*"])
+
+
+# -- TensorFlow's environment set before test modules import it (issue 35) -------------------------------------
+
+_TF_VARIABLES = ("TF_CPU_ALLOCATOR_USE_BFC", "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_ENABLE_ONEDNN_OPTS")
+# A stand-in for TensorFlow that remembers the environment it was imported under (what TensorFlow reads then).
+_FAKE_TF = f"import os\nSEEN = {{k: os.environ.get(k) for k in {_TF_VARIABLES!r}}}\n"
+
+
+@pytest.fixture
+def fake_tf_session(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch):
+    """A pytest session in a child process, over a test module that imports (a stand-in for) TensorFlow at its top."""
+    for name in _TF_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("PYTHONPATH", f"{pytester.path}{os.pathsep}{ROOT}")
+    pytester.mkpydir("tensorflow").joinpath("__init__.py").write_text(_FAKE_TF)
+    pytester.makepyfile(test_model="import json\nimport tensorflow\n\n\ndef test_environment():\n"
+                        "    print('SEEN ' + json.dumps(tensorflow.SEEN))\n")
+
+    def run(*args: str, ini: str = "") -> dict[str, str | None]:
+        if ini:
+            pytester.makeini(f"[pytest]\n{ini}\n")
+        result = pytester.runpytest_subprocess("-p", "memtrace.pytest_plugin", "-s", "-p", "no:cacheprovider", *args)
+        result.assert_outcomes(passed=1)
+        line = next(line for line in result.outlines if "SEEN " in line)  # (after the module's name, with -s)
+        return json.loads(line.split("SEEN ", 1)[1])  # type: ignore[no-any-return]
+
+    return run
+
+
+def test_the_ini_option_sets_tensorflows_environment_before_test_modules_import_it(fake_tf_session) -> None:
+    stable = {"TF_CPU_ALLOCATOR_USE_BFC": "true", "TF_NUM_INTEROP_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
+              "TF_ENABLE_ONEDNN_OPTS": "0"}
+    assert fake_tf_session() == dict.fromkeys(_TF_VARIABLES)  # without it, nothing is set
+    assert fake_tf_session(ini="memtrace_stable_tensorflow = true") == stable
+    assert fake_tf_session("--memtrace-stable-tensorflow", ini="memtrace_stable_tensorflow = false") == stable
+
+
+def test_the_users_own_choice_of_onednn_stays(fake_tf_session, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
+    assert fake_tf_session("-o", "memtrace_stable_tensorflow=true")["TF_ENABLE_ONEDNN_OPTS"] == "1"
+
+
+def _copy_with_recording(tmp_path: Path, name: str, unstable: list[str]) -> Path:
+    """A fixture profile in a run directory of its own, with the recorder's word beside it."""
+    import shutil
+
+    from memtrace.trace.recording import RECORDING_FILE, SCHEMA
+
+    run = tmp_path / name / "plugins" / "profile" / "2026_01_01_00_00_00"
+    run.mkdir(parents=True)
+    shutil.copy(FIXTURES / "profiles" / "keras_cnn.xplane.pb.gz", run / "host.xplane.pb.gz")
+    (run / RECORDING_FILE).write_text(json.dumps({"schema": SCHEMA, "unstable": unstable}))
+    return tmp_path / name
+
+
+def test_an_unstable_recording_is_refused_with_the_reason_not_warned_about(tmp_path: Path) -> None:
+    from memtrace.errors import UsageError
+    from memtrace.testing import assert_no_regression, assert_peak_below
+
+    why = "TensorFlow ran oneDNN's kernels (it was imported before they could be turned off)"
+    unstable, stable = _copy_with_recording(tmp_path, "unstable", [why]), _copy_with_recording(tmp_path, "stable", [])
+    assert_peak_below(str(stable), "CPU:0", "1MiB")  # the recorder said nothing varies: checked as ever
+    assert_no_regression(str(stable), str(stable))
+    for check in (lambda: assert_peak_below(str(unstable), "CPU:0", "1MiB"),
+                  lambda: assert_no_regression(str(stable), str(unstable)),
+                  lambda: assert_no_regression(memtrace.load(unstable), str(stable))):
+        with pytest.raises(UsageError) as refused:
+            check()
+        assert why in str(refused.value) and "memtrace_stable_tensorflow = true" in str(refused.value)
+    # a profile the recorder did not describe (a fixture as it is) is checked as before
+    assert_peak_below(str(FIXTURES / "profiles" / "keras_cnn.xplane.pb.gz"), "CPU:0", "1MiB")
+    # and a broken recording file is one clear error naming it
+    (next((tmp_path / "stable").rglob("memtrace.recording.json"))).write_text("{")
+    with pytest.raises(UsageError, match="memtrace.recording.json: not a recording file"):
+        assert_peak_below(str(stable), "CPU:0", "1MiB")
+
+
+_REAL_MODULE = """
+import tensorflow as tf  # at the top, as test modules are written
+import json, os
+import memtrace.testing
+import memtrace.tensorflow as mtf
+
+
+def test_record():
+    trace = mtf.profile(tf.function(lambda: tf.ones((64, 64)) * 2.0), steps=1, warmup=0, logdir=os.environ["LOGDIR"])
+    try:
+        memtrace.testing.assert_peak_below(trace, "CPU:0", "1GiB")
+        refused = None
+    except memtrace.UsageError as error:
+        refused = str(error)
+    print("FOUND " + json.dumps({"onednn": mtf.onednn_enabled(), "refused": refused,
+                                 "recorded": json.load(open(next(
+                                     os.path.join(d, "memtrace.recording.json") for d, _, names in os.walk(os.environ["LOGDIR"])
+                                     if "memtrace.recording.json" in names)))}))
+"""
+
+
+@pytest.mark.parametrize("stable", [False, True], ids=["as-is", "memtrace_stable_tensorflow"])
+def test_with_tensorflow_imported_at_the_top_the_option_records_a_peak_the_checks_accept(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, stable: bool) -> None:
+    import importlib.util
+    import platform
+
+    # (TensorFlow runs in the child only: pytester's snapshot of sys.modules would make this process import it twice)
+    if importlib.util.find_spec("tensorflow") is None:
+        unavailable("TensorFlow is not installed")
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("TensorFlow turns oneDNN's kernels on by default in its x86 builds only")
+    for name in _TF_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+    monkeypatch.setenv("LOGDIR", str(tmp_path / "logdir"))
+    pytester.makepyfile(test_real=_REAL_MODULE)
+    result = pytester.runpytest_subprocess("-p", "memtrace.pytest_plugin", "-s", "-p", "no:cacheprovider",
+                                           *(["-o", "memtrace_stable_tensorflow=true"] if stable else []), timeout=300)
+    result.assert_outcomes(passed=1)
+    found = json.loads(next(line for line in result.outlines if "FOUND " in line).split("FOUND ", 1)[1])
+    recorded = found["recorded"]
+    assert recorded["schema"] == "memtrace.recording/1" and recorded["cpu_bfc"] is True
+    if stable:  # oneDNN off and one thread each, from the variables alone: nothing varies, the check runs
+        assert found["onednn"] is False and found["refused"] is None and recorded["unstable"] == []
+        assert recorded["threads"] == {"inter_op": 1, "intra_op": 1, "chosen": False}
+    else:  # TensorFlow imported first runs oneDNN's kernels: the recording says so, the check refuses it
+        assert found["onednn"] is True and len(recorded["unstable"]) == 1 and "oneDNN" in recorded["unstable"][0]
+        assert "varies from run to run" in found["refused"] and "memtrace_stable_tensorflow = true" in found["refused"]

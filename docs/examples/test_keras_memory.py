@@ -1,7 +1,19 @@
 """Memory budgets for a Keras model: profile two training steps, state the budget, catch regressions.
 
 memtrace's own tests run this file (tests/test_docs_examples.py), so what it shows keeps working.
-Run it yourself with ``pytest docs/examples/test_keras_memory.py`` (needs ``memtrace[tensorflow]``).
+A test suite turns on memtrace's stable route once, in its pytest configuration::
+
+    # pyproject.toml
+    [tool.pytest.ini_options]
+    memtrace_stable_tensorflow = true
+
+Before any test module is imported, memtrace's pytest plugin then sets what TensorFlow reads when
+this module imports it below: the CPU's allocator is TensorFlow's BFC allocator (which writes memory
+events), ops run on one inter-op and one intra-op thread and on TensorFlow's own kernels (oneDNN's
+off), so that the same model gives the same peak run after run. Without it memtrace.testing refuses
+these recordings, saying why. For this file alone:
+``pytest -o memtrace_stable_tensorflow=true docs/examples/test_keras_memory.py`` (needs
+``memtrace[tensorflow]``).
 """
 
 from __future__ import annotations
@@ -16,11 +28,7 @@ import memtrace.testing
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 mtf = pytest.importorskip("memtrace.tensorflow")
-# Before TensorFlow (here with Keras) is imported and any model is built: the CPU allocator becomes
-# TensorFlow's BFC allocator, which writes memory events, ops run on one inter-op and one intra-op
-# thread, on TensorFlow's own kernels (oneDNN's off), so that the same model gives the same peak run after run.
-mtf.use_cpu_bfc()
-import keras
+import keras  # TensorFlow with it, at the top of the module, as test modules are written
 
 
 def profile_training(batch: int) -> memtrace.Trace:

@@ -5,8 +5,9 @@ that allocated it to the event that freed it; holes are the space of a region no
 The layout is the model's replay of the allocator's requests (:mod:`memtrace.allocator.bfc`): for a profile
 that starts at the allocator's birth it is the allocator's own (the model reproduces every
 address, see :func:`memtrace.allocator.reproduce.reproduce`); elsewhere it is what the allocator would have done
-with the trace's requests from an empty start. Time is counted in events (one step per allocation
-or free), as PyTorch's allocator history does: a trace's clock has long idle stretches.
+with the trace's requests from an empty start. Each event has its index (one per allocation or
+free, as PyTorch's allocator history counts) and its time; the picture draws time, its idle
+stretches cut short (:mod:`memtrace.reporters.address_space`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ class AddressSpace:
     exact: bool  # the layout is the allocator's own: every address of the trace reproduced
     note: str  # where the layout comes from, in words
     given_back: tuple[tuple[int, int], ...] = ()  # (region, event) of each region garbage collection gave back
+    # (step, start) of each step a profile marks, on the same clock as time_ns
+    step_starts_ns: tuple[tuple[int, int], ...] = ()
 
     @property
     def pool_bytes(self) -> int:
@@ -80,9 +83,9 @@ def lay_out(requests: bfc.Requests, options: bfc.BFCOptions, allocator: str = ""
         boxes.append(Box(int(sim.region[row]), int(sim.offset[row]), int(sim.chunk_bytes[row]),
                          int(requests.requested_bytes[row]), row, end if end >= 0 else None,
                          names[code] if 0 <= code < len(names) else ""))
-    # Regions in address order: creation order, or its reverse where they lie descending; those garbage
-    # collection gave back too (their chunks are drawn until then).
-    regions = tuple(sorted(sim.made_regions, key=lambda r: -r[0] if options.regions_descending else r[0]))
+    # Regions in address order, as the model places them (the trace's own order, where the self-check learned it);
+    # those garbage collection gave back too (their chunks are drawn until then).
+    regions = tuple(sorted(sim.made_regions, key=lambda r: options.address_slot(r[0])))
     in_use = sim.bytes_in_use
     peak = int(np.argmax(in_use)) if done and int(in_use.max()) > 0 else None
     failed = sim.failed_at
@@ -130,7 +133,7 @@ def address_space(trace: TraceData, allocator: str, limit: int | None = None, al
     exact = False
     if found.from_birth and found.addresses is not None:
         check = reproduce(found, options)
-        options = replace(options, regions_descending=check.regions_descending)
+        options = replace(options, regions_descending=check.regions_descending, region_order=check.region_order)
         exact = check.addresses_equal == check.chunks_equal == check.allocations  # (fragmentation depends on the limit)
     if exact:
         note = f"the allocator's own layout: the model reproduces every address of the trace ({how})"
@@ -139,7 +142,10 @@ def address_space(trace: TraceData, allocator: str, limit: int | None = None, al
     else:
         note = (f"the BFC model's layout of the trace's requests from an empty allocator ({how}): the trace starts "
                 "after the allocator's birth")
-    return lay_out(found.requests, options, allocator, exact, note)
+    space = lay_out(found.requests, options, allocator, exact, note)
+    origin = trace.step_start_ns + (int(found.requests.time_ns[0]) if len(found.requests) else 0)
+    return replace(space, step_starts_ns=tuple((s.number, s.start_ns - origin) for s in trace.steps
+                                               if trace.step is None or s.number == trace.step))
 
 
 

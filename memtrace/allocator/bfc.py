@@ -156,6 +156,15 @@ class BFCOptions:
             raise ValueError("spatial partitioning needs allow_growth off: XLA's allocator refuses both "
                              "('Spatial partitioning requires a single fixed address range')")
 
+    def address_slot(self, region: int) -> int:
+        """Where region ``region`` (in creation order) lies among the regions' addresses, lower first: the known
+        order first, then the direction; what orders ties between equal free chunks, and the pictures' regions."""
+        order, descending = self.region_order, self.regions_descending
+        known = len(order)
+        if region < known:  # ascending: slots 0..known-1; descending: just above every later region
+            return order[region] + (_REGION_SLOTS - known + 1 if descending else 0)
+        return _REGION_SLOTS - region if descending else region
+
     @property
     def max_internal_fragmentation_bytes(self) -> int:
         """Split a chunk whose remainder reaches this, twice the request or not (TF truncates to int64)."""
@@ -653,11 +662,7 @@ class _Run:
 
     def _slot(self, region: int) -> int:
         """Where region ``region`` lies among the virtual slots: the known order first, then the direction."""
-        order, descending = self.options.region_order, self.options.regions_descending
-        known = len(order)
-        if region < known:  # ascending: slots 0..known-1; descending: just above every later region
-            return order[region] + (_REGION_SLOTS - known + 1 if descending else 0)
-        return _REGION_SLOTS - region if descending else region
+        return self.options.address_slot(region)
 
     def _vbase(self, region: int) -> int:
         return self._slot(region) << _REGION_SHIFT

@@ -137,6 +137,9 @@ class OomDump:
     growth_disabled: bool | None = None  # "growth disabled; fixed-size pool"
     runtime: str | None = None  # "XLA" where the log shows XLA's runtime (JAX) wrote it, else "TensorFlow"
     compile_budget: CompileBudget | None = None  # the rematerialization warning before the failure, where logged
+    time_s: float | None = None  # when the log wrote it (its line's stamp, in seconds), where the line says
+    # Whether the log's last uncaught error reports this failure (read/bfc_log.py); None where the log shows none
+    ended_run: bool | None = None
 
     @property
     def chunks(self) -> tuple[Chunk, ...]:

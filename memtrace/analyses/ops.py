@@ -39,6 +39,7 @@ from ..trace.buffers import owned_outputs
 from ..trace.data import IntArray, TraceData
 from ..trace.layers import LayerNames, layer_of, scope_of, shows_keras
 from ..trace.replay import Uncounted, split_counted
+from ..units import format_bytes
 from .peak import compile_name_filter, peak, peaks_and_unknown, split_freed_before_step
 
 BYTE_COLUMNS = (
@@ -85,6 +86,10 @@ class OpsReport:
     # Bytes of chunks allocated before the step and freed before a covered peak: no op's holding,
     # so at_peak_bytes leaves them out (its total exceeds the peaks' peak_delta_bytes by this much).
     freed_before_step_bytes: int = 0
+    # The nodes the name and size filters looked at, and the filters in words (``--name 'x'``), where
+    # any was given: an empty report then says nothing matched them, not that the trace has no op.
+    filtered_from: int = 0
+    filters: tuple[str, ...] = ()
 
 
 SORT_NAMES = ("peak", "requested", "residual", "output", "temp", "persistent", "at_peak", "waste", "occurrences",
@@ -219,6 +224,9 @@ def ops(
             devices = sorted({r.device for r in rows if r.device is not None})
             raise UsageError(f"--device {device!r} matches no device with ops; these have ops: {', '.join(devices)}")
         rows = kept
+    looked_at = len(rows)
+    filters = ((f"--name {name!r}",) if pattern is not None else ()) + (
+        (f"--min-bytes {format_bytes(min_bytes)}",) if min_bytes is not None else ())
     if pattern is not None:
         rows = [r for r in rows if pattern.search(r.name)]
     if min_bytes is not None:
@@ -232,7 +240,7 @@ def ops(
     total = sum(rows, empty) if rows else empty
     freed = sum(-a.bytes for allocator in chosen for a in split_freed_before_step(peak(trace, allocator).live_at_peak)[1])
     return OpsReport(by=by, sort=sort, allocators=chosen, rows=tuple(rows), total=replace(total, name="total"),
-                     unknown=tuple(unknown), freed_before_step_bytes=freed)
+                     unknown=tuple(unknown), freed_before_step_bytes=freed, filtered_from=looked_at, filters=filters)
 
 
 def group_rows(rows: Iterable[OpRow], by: str, depth: int | None = None, layer_names: LayerNames | None = None,

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..trace.data import IntArray, TraceData
-from ..trace.layers import LayerNames, LayerPhase, layer_of, scope_of, shows_keras
+from ..trace.layers import LayerNames, LayerPhase, batch_size, input_data_of, layer_of, scope_of, shows_keras
 from ..trace.replay import Reconciliation, Replay, Uncounted, reconcile, replay, split_counted
 
 
@@ -181,7 +181,9 @@ def group_live_set(
     the step are one group of their own (:data:`FREED_GROUP`, negative bytes). ``live`` groups a selection of
     the live set instead (:func:`select_live`); shares stay shares of ``peak_delta_bytes``.
     ``layer`` groups by Keras layer and phase of the step (:func:`memtrace.trace.layers.layer_of`, with
-    the names of ``layer_names`` where given); each group says its ``layer`` and ``phase``.
+    the names of ``layer_names`` where given; the copies of the input data TensorFlow made outside any op
+    are ``(input data)``, :func:`memtrace.trace.layers.input_data_of`); each group says its ``layer`` and
+    ``phase``.
     """
     if by not in GROUPINGS:
         raise UsageError(f"cannot group by {by!r}: choose one of {', '.join(GROUPINGS)}")
@@ -190,6 +192,7 @@ def group_live_set(
         trace.strings[int(s)] for s in np.unique(trace.nodes.name).tolist())
     totals: dict[str, list[int]] = {}
     layers: dict[str, LayerPhase] = {}
+    batch = batch_size(trace, layer_names) if by == "layer" else None  # for the copies of the input data
     for allocation in found.live_at_peak if live is None else live:
         name = allocation.node.split(":", 1)[0]
         if allocation.kind == FREED_BEFORE_STEP:
@@ -199,7 +202,8 @@ def group_live_set(
         elif by == "type":
             key = op_type.get(allocation.node) or "(unknown)"
         elif by == "layer":
-            where = layer_of(name, layer_names)
+            where = (input_data_of(name, allocation.requested_bytes, allocation.shape, batch)
+                     or layer_of(name, layer_names))
             key = f"{where.layer} ({where.phase})"
             layers[key] = where
         else:  # the wrappers TensorFlow adds (StatefulPartitionedCall/) are no scope of the model's

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..allocator.address_space import AddressSpace
 from ..trace.data import TraceData
-from ..trace.layers import LayerNames
+from ..trace.layers import LayerNames, batch_size
 from ..trace.replay import Uncounted, allocator_index, replay, split_counted
 from .frag import AllocatorFragmentation, Anomaly, fragmentations
 from .ops import OpsReport, ops
@@ -38,6 +38,7 @@ class AllocatorView:
     event_nodes: tuple[str, ...]  # per drawn point: the node whose record (or output) it follows
     snapshots: Snapshots  # downsampled
     snapshot_count: int  # before downsampling
+    snapshot_agreeing: int  # of them (before downsampling), those that agree with the replay
     snapshot_nodes: tuple[str, ...]  # per drawn snapshot: the node that carried it
     fragmentation: AllocatorFragmentation
     focus_us: tuple[int, int] | None = None  # where the chart opens: where the bytes move; None: the whole step
@@ -66,6 +67,7 @@ class ReportData:
     layer_names: LayerNames | None = None  # the names a layers.json gave, for by_layer
     span: str = "step"  # what times are into: "step", or "profile" for a profile of several steps
     step_marks: tuple[tuple[int, int], ...] = ()  # (step number, start in us) of each marked step, with span "profile"
+    input_batch: int | None = None  # by_layer: the batch the model's layers run on, to tell the input data by
 
 
 def gather(trace: TraceData, allocators: Iterable[str] | None = None, points: int = DEFAULT_POINTS,
@@ -96,6 +98,7 @@ def gather(trace: TraceData, allocators: Iterable[str] | None = None, points: in
         span=trace.span_name,
         step_marks=tuple((s.number, (s.start_ns - trace.step_start_ns) // 1000) for s in trace.steps)
         if trace.span_name == "profile" else (),
+        input_batch=batch_size(trace, layer_names) if by_layer else None,
     )
 
 
@@ -107,6 +110,7 @@ def _view(trace: TraceData, name: str, points: int, fragmentation: AllocatorFrag
     event_nodes = tuple(trace.node_name(int(n)) for n in replay(trace, name).event_node[keep])
     snaps = snapshots(trace, name)
     count = len(snaps.time_us)
+    agreeing = int(snaps.agrees.sum())
     if count > points:
         chosen = bucket_maxima(snaps.time_us, np.abs(snaps.bytes_in_use - snaps.replay_bytes), points)
         snaps = Snapshots(
@@ -118,7 +122,7 @@ def _view(trace: TraceData, name: str, points: int, fragmentation: AllocatorFrag
     duration_us = (trace.step_end_ns - trace.step_start_ns) // 1000
     focus = focus_window(full.time_us, full.live_bytes, found.baseline_bytes or 0, found.peak_time_us, duration_us)
     return AllocatorView(
-        found, drawn, len(full.time_us), event_nodes, snaps, count, snapshot_nodes, fragmentation, focus,
+        found, drawn, len(full.time_us), event_nodes, snaps, count, agreeing, snapshot_nodes, fragmentation, focus,
         _address_space(trace, name),
     )
 

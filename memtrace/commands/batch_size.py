@@ -94,17 +94,20 @@ def _write_html(args: argparse.Namespace, small: str, large: str, results: list[
     largest that fits and the first that does not (the one whose failure the text describes)."""
     from ..allocator.address_space import AddressSpace, predicted_address_space
     from ..reporters.address_space import render_html
+    from ..reporters.batch_size import headline
     from ..reporters.common import open_output
     from . import input_paths
 
     spaces: list[AddressSpace] = []
+    leads: list[str] = []
     for r in results:
         batches = [r.batch] if r.batch is not None else [n for n in (r.largest_batch, r.described_batch) if n]
         spaces.extend(predicted_address_space(r, n, small, large) for n in dict.fromkeys(batches))
+        leads.extend(headline(r, n) for n in dict.fromkeys(batches))
     b1, b2 = results[0].batch_sizes
     title = f"memtrace fit: predicted from two recordings, {small} (batch {b1:,}) and {large} (batch {b2:,})"
     with open_output(args.output, input_paths(args)) as out:
-        render_html(spaces, out, title)
+        render_html(spaces, out, title, leads)
 
 
 def _shorten(digits: str) -> str:

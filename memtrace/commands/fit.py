@@ -66,6 +66,8 @@ def register(subparsers: Any) -> None:
     add_output_options(parser)
     parser.add_argument("--html", action="store_true", help="write a self-contained HTML page instead: the allocator's "
                         "address space over time, every chunk a box from its allocation to its free (needs -o FILE)")
+    parser.add_argument("--group-by", choices=("scope", "layer"), default="scope",
+                        help="--html: colour the chunks by name scope (default) or by Keras layer and phase")
     add_batch_options(parser)  # --vs LARGE: the largest batch that fits, from two recordings (commands/batch_size.py)
     parser.set_defaults(run=run)
 
@@ -168,12 +170,18 @@ def _write_html(args: argparse.Namespace, trace: Any, allocators: list[str], lim
 
     if args.output is None or args.json:
         raise UsageError("fit --html needs -o/--output FILE (and no --json)")
+    from ..reporters.fit import headline
+    from ..trace.layers import batch_size, load_layer_names
+
     spaces = [address_space(trace, name, limit=limits[name], allow_growth=args.allow_growth,
                             garbage_collection=args.garbage_collection, fragmentation_fraction=fraction or 0.0,
                             partitioned=args.partitioning, gap_split=args.gap_split)
               for name in allocators]
+    names = load_layer_names(trace.path) if args.group_by == "layer" else None
+    batch = batch_size(trace, names) if args.group_by == "layer" else None
     with open_output(args.output, input_paths(args)) as out:
-        render_html(spaces, out, f"memtrace fit: {trace.path}")
+        render_html(spaces, out, f"memtrace fit: {trace.path}", [headline(r) for r in results], args.group_by, names,
+                    [batch] * len(spaces))
     return 0 if all(r.verdict for r in results) else 1
 
 

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
 
     trace = load_trace(args)
     story = buffer_story(trace, args.buffer)
-    write_report(args, lambda: report.to_json(trace.path, story), lambda out: report.render_text(story, out))
+    write_report(args, lambda: report.to_json(trace.path, story), lambda out: report.render_text(story, out, trace.span_name))
     if trace.message == "XSpace" and not args.json:
         print("note: a profile (XSpace) does not record who reads a buffer: its consumers and aliases are unknown",
               file=sys.stderr)

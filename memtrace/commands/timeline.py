@@ -65,5 +65,5 @@ def run(args: argparse.Namespace) -> int:
         else:
             with fitted(out) as text:
                 write_caution(oddities, text)
-                report.render_text(result, text, oddities=oddities, unknown=unknown)
+                report.render_text(result, text, oddities=oddities, unknown=unknown, span=trace.span_name)
     return 0

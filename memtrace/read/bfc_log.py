@@ -15,6 +15,14 @@ of a partitioned pool the request was for, each chunk's ``tag`` and ``allocation
 largest free chunk that end could use, the central gap, and, around the dump, its own lines (the
 pool it made, exactly; the compiler's memory budget): they are read into the same
 :class:`OomDump`, and where any of them shows XLA wrote the log, the dump says so (``runtime``).
+
+Which event ended the run: where the log's last uncaught error (the exception line Python prints
+last, ``...ResourceExhaustedError: ...``, ``jax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: ...``)
+comes after every dump, it is that of the event whose request it names (the tensor's shape, else
+the size), or of the last event before it; each event of the log says whether it is the one
+(``ended_run``), or None where the log shows no such error. TensorFlow's CPU allocator waits up to
+10 s for memory before it gives up and dumps, and threads still waiting then dump after the first
+failure: the error that ends the run may name the first dump of several.
 """
 
 from __future__ import annotations
@@ -79,6 +87,12 @@ _STAT_ROW = re.compile(r"^\s*(?P<key>Limit|InUse|MaxInUse|NumAllocs|MaxAllocSize
 _OOM_ERROR = re.compile(
     r"OOM when allocating tensor (?:of shape \[(?P<shape0>[^\]]*)\]|with shape\s*\[(?P<shape>[^\]]*)\])"
     r"(?: and type (?P<dtype>\w+))?(?: on (?P<device>\S+))?(?: by allocator (?P<alloc>\S+))?")
+# The exception a program ended with, as Python prints it last: its class, then its message.
+_FINAL_ERROR = re.compile(r"^\s*(?:[\w.]+\.)?(?:ResourceExhaustedError|JaxRuntimeError|XlaRuntimeError)\b:?(?P<rest>.*)$")
+_ALLOCATE = re.compile(r"allocate (?P<human>" + _SIZE + r")")
+# The time a log line was written, in seconds (absl's "W0000 00:00:1795366430.854300", glog's
+# "W1122 16:56:18.831355", the older "2017-11-06 08:55:24.919606: W"): hours, minutes, seconds.
+_STAMP = re.compile(r"^(?:[IWEF]\d{4} |\d{4}-\d\d-\d\d )(?P<h>\d+):(?P<m>\d\d):(?P<s>\d+(?:\.\d+)?)")
 _NODE = re.compile(r"\[\[(?:\{\{node (?P<node>[^}]+)\}\}|Node: (?P<node_old>[^ =]+) =)")
 _USAGE = re.compile(r"Current usage from device: (?P<device>[^,]+), allocator: (?P<alloc>\S+)")
 _USAGE_ROW = re.compile(r"^\s+(?P<size>" + _SIZE + r") from (?P<op>\S.*?)\s*$")
@@ -104,7 +118,8 @@ _XLA_SIGN = re.compile(r"XLA backend (?:allocating|will use)|se_gpu_pjrt_client|
 _WORDS = ("ran out of memory", "bfcallocator dump", "inuse", "free", "chunk", "next region", "bin (", "sum total",
           "in pool", "total_region_allocated_bytes_", "pool size", "stats:", "oom when allocating", "[[",
           "current usage from device", "xla backend", "pjrt", "xla.execute", "out of memory while", "rematerialization",
-          "spatial partitioning", "growth hint")
+          "spatial partitioning", "growth hint",
+          "exhaustederror", "runtimeerror")
 MAX_LINE_CHARS = 1 << 16  # of a line, what is kept (BFC's dump lines are a few hundred characters)
 _BREAKS = frozenset("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")  # where str.splitlines cuts
 
@@ -156,6 +171,18 @@ class _Event:
     central_gap: int | None = None
     growth_disabled: bool | None = None
     compile_budget: CompileBudget | None = None
+    time_s: float | None = None  # when its "ran out of memory" line was written, where the line says
+
+
+@dataclass
+class _FinalError:
+    """The last uncaught error of the log: its line, and the shape or size it names (from its own line or the next
+    out-of-memory message after it)."""
+
+    line: int
+    shape: str | None = None
+    human: str | None = None
+    events_before: int = 0  # how many events had begun before it
 
 
 def line_batches(pieces: Iterable[bytes], encoding: str = "utf-8") -> Iterator[tuple[list[str], bool]]:
@@ -222,6 +249,7 @@ def read_lines(path: str, batches: Iterator[tuple[list[str], bool]]) -> list[Oom
     TraceFormatError when there is none."""
     events: list[_Event] = []
     current: _Event | None = None
+    final: _FinalError | None = None
     in_stats = False
     usage: _Event | None = None  # the event whose live-tensor list is being read
     xla = _XlaLines()
@@ -257,6 +285,9 @@ def read_lines(path: str, batches: Iterator[tuple[list[str], bool]]) -> list[Oom
                 continue
             current = _Event(number, ran_out.group("alloc"), request_human=ran_out.group("human"),
                              compile_budget=xla.budget)
+            stamp = _STAMP.match(line)
+            if stamp:
+                current.time_s = int(stamp.group("h")) * 3600 + int(stamp.group("m")) * 60 + float(stamp.group("s"))
             if ran_out.group("rounded"):
                 current.request_rounded = int(ran_out.group("rounded"))
             end = _FROM_END.search(ran_out.group("rest"))
@@ -267,6 +298,13 @@ def read_lines(path: str, batches: Iterator[tuple[list[str], bool]]) -> list[Oom
                 current.op = by.group("op")
             events.append(current)
             continue
+        raised = _FINAL_ERROR.match(line)
+        if raised:
+            final = _FinalError(number, events_before=len(events))
+            _name_request(final, raised.group("rest"))
+            continue
+        if final is not None and final.shape is None and final.human is None and final.events_before == len(events):
+            _name_request(final, line)  # the message goes on below the exception's line
         dump_for = _DUMP_FOR.search(line)
         if dump_for:
             if current is None or current.bins or current.regions:  # a dump without its "ran out" line
@@ -348,7 +386,34 @@ def read_lines(path: str, batches: Iterator[tuple[list[str], bool]]) -> list[Oom
     if not events:
         raise TraceFormatError(path, "no out-of-memory dump in it (no 'ran out of memory trying to allocate' line "
                                "of the BFC allocator, nor a 'BFCAllocator dump')")
-    return [_freeze(path, e, xla) for e in events]
+    ended = _ended_run(events, final)
+    return [_freeze(path, e, xla, None if ended is None else e is ended) for e in events]
+
+
+def _name_request(final: _FinalError, text: str) -> None:
+    error = _OOM_ERROR.search(text)
+    if error:
+        final.shape = error.group("shape") if error.group("shape") is not None else error.group("shape0")
+        return
+    size = _ALLOCATE.search(text)
+    if size:
+        final.human = size.group("human")
+
+
+def _ended_run(events: list[_Event], final: _FinalError | None) -> _Event | None:
+    """The event whose failure the log's last uncaught error reports; None where no such error follows every
+    event (the program caught it, or the log does not go on to the end)."""
+    if final is None or final.events_before != len(events) or not events:
+        return None
+    if final.shape is not None:
+        named = [e for e in events if e.shape is not None and e.shape.replace(" ", "") == final.shape.replace(" ", "")]
+    elif final.human is not None:
+        named = [e for e in events if e.request_human is not None and
+                 parse_logged_size(e.request_human)[0] == parse_logged_size(final.human)[0]]
+    else:
+        named = []
+    return named[-1] if named else events[-1]
+
 
 
 class _XlaLines:
@@ -418,7 +483,7 @@ def _request(event: _Event) -> tuple[int | None, bool]:
     return None, False
 
 
-def _freeze(path: str, event: _Event, xla: _XlaLines) -> OomDump:
+def _freeze(path: str, event: _Event, xla: _XlaLines, ended_run: bool | None = None) -> OomDump:
     listed = any(size is not None for size, _ in event.regions)
     if listed:
         regions = tuple(Region(size if size is not None else sum(c.size_bytes for c in chunks), tuple(chunks))
@@ -455,6 +520,7 @@ def _freeze(path: str, event: _Event, xla: _XlaLines) -> OomDump:
         usable_exact=event.usable[1] if event.usable else True, central_gap_bytes=event.central_gap,
         growth_disabled=event.growth_disabled, runtime=runtime,
         compile_budget=event.compile_budget if runtime == "XLA" else None,
+        time_s=event.time_s, ended_run=ended_run,
     )
 
 

@@ -59,6 +59,25 @@ def _check_json(c: BatchCheck) -> dict[str, Any]:
 
 # -- text ---------------------------------------------------------------------------------------
 
+def headline(r: BatchFit, batch: int) -> str:
+    """What the text says first, for the picture of batch ``batch``: the largest batch under the limit
+    (and how close that is, where the order of a few events moves it), what this batch needs."""
+    parts = []
+    limit = r.fit.options.limit_bytes
+    if r.largest_batch is not None and limit is not None:
+        parts.append(f"under {fit_report.mib(limit)} the largest batch is {r.largest_batch:,}")
+    row = next((row for row in r.limits if row.batch == batch), None)
+    if row is not None:
+        needs = f"batch {batch:,} needs {fit_report.mib(row.min_limit_bytes)}"
+        if row.spread_bytes:
+            needs += f" ({fit_report.mib(row.other_order_min_limit_bytes)} in the other recording's order)"
+        if limit is not None:
+            needs += ": it fits" if row.min_limit_bytes <= limit else ": it does NOT fit"
+        parts.append(needs)
+    text = f"{r.allocator}: " + "; ".join(parts) + "." if parts else f"{r.allocator}: batch {batch:,}."
+    return text + (f" {r.close}" if r.close else "")
+
+
 def render_text(small_path: str, large_path: str, results: list[BatchFit], out: IO[str],
                 check_path: str | None = None) -> None:
     for number, r in enumerate(results):

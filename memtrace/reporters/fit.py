@@ -132,6 +132,29 @@ def reproduction_line(p: Reproduction) -> str:
     return line
 
 
+def headline(r: FitResult) -> str:
+    """The answer in one sentence, as the text says it first (the pages lead with it): the smallest limit,
+    whether the limit asked for fits, and where not, the request that fails."""
+    line = (f"{r.allocator}: the smallest limit is {mib(r.min_limit_bytes)}" if r.min_limit_bytes is not None
+            else f"{r.allocator}: no limit the model holds (up to 8 TiB) fits these requests")
+    if r.options.limit_bytes is not None:
+        line += f"; under {mib(r.options.limit_bytes)} it {'fits' if r.fits else 'does NOT fit'}"
+    f = r.failure
+    if f is not None:
+        line += (f": {f.op or '(op unknown)'} asks for {format_bytes(f.request_bytes)} at event {f.row:,} and the "
+                 f"largest free chunk is {format_bytes(f.largest_free_bytes)} ({f.verdict})")
+    line += "."
+    b = r.band
+    if b is not None and not b.fixed:  # the orders a run may take: said where they are more than the recorded one
+        n = len(b.orders)
+        line += (f" Every one of {n} sampled orders needs {mib(b.always_fits_bytes)}." if b.narrow else
+                 f" Over {n} sampled orders: every one fits from {mib(b.always_fits_bytes)}, none below "
+                 f"{mib(b.never_fits_below_bytes)}"
+                 + ("" if b.fitting_at_limit is None or r.options.limit_bytes is None else
+                    f"; {b.fitting_at_limit} of {n} fit under {mib(r.options.limit_bytes)}") + ".")
+    return line
+
+
 def render_text(results: list[FitResult], out: IO[str], map_rows: int = 20) -> None:
     for number, r in enumerate(results):
         if number:

@@ -153,7 +153,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def render_text(results: TraceFragmentation, out: IO[str], top: int = 10, span: str = "step") -> None:
-    """Each allocator's waste; times are into the ``span``: the step, or a profile of several steps."""
+    """Each allocator's waste; times are into the ``span``: the step, or a profile (of several steps, or of none marked)."""
     if not results.allocators:
         out.write("no allocator in this trace: it holds no memory information\n")
     for number, f in enumerate(results.allocators):
@@ -195,7 +195,7 @@ def _render_one(f: AllocatorFragmentation, out: IO[str], top: int, span: str = "
         _render_moment("at the peak", f.at_peak, out, span)
     if f.at is not None:
         _render_moment("at the time asked for", f.at, out, span)
-    _render_external(f, out)
+    _render_external(f, out, span)
     if t.waste_bytes > 0:
         _render_histogram(f.histogram, t, out)
         _render_top_ops(f, out, top)
@@ -236,18 +236,18 @@ def _story(f: AllocatorFragmentation) -> str:
 
 def _render_moment(label: str, m: Moment, out: IO[str], span: str = "step") -> None:
     if m.time_us is None:
-        out.write(f"  {label}: the allocator never rises above its level at the step start\n")
+        out.write(f"  {label}: the allocator never rises above its level at the {span} start\n")
         return
     w = m.live
     out.write(
         f"  {label} ({format_us(m.time_us * 1000)} into the {span}): {_count(w.tensors, 'live output buffer')}, requested "
         f"{format_bytes(w.requested_bytes)}, allocated {format_bytes(w.allocated_bytes)}, waste "
         f"{format_bytes(w.waste_bytes)} ({_percent(w.waste_bytes, w.allocated_bytes)}), "
-        f"of {format_bytes(m.replay_live_bytes)} live since the step start\n"
+        f"of {format_bytes(m.replay_live_bytes)} live since the {span} start\n"
     )
 
 
-def _render_external(f: AllocatorFragmentation, out: IO[str]) -> None:
+def _render_external(f: AllocatorFragmentation, out: IO[str], span: str = "step") -> None:
     m = f.at or f.at_peak
     where = "at the time asked for" if f.at is not None else "at the peak"
     e = m.external if m is not None else None
@@ -274,7 +274,7 @@ def _render_external(f: AllocatorFragmentation, out: IO[str]) -> None:
         out.write(f"    {_count(len(e.overlaps), 'overlap')} between live buffers, {format_bytes(e.overlap_bytes)}: see the anomalies\n")
     if e.regions:
         out.write(f"    {REGIONS_FROM_MODEL}\n")
-    out.write(f"    {SEES_ONLY}\n")
+    out.write(f"    {SEES_ONLY.replace('the step', f'the {span}')}\n")
     if not f.bfc:
         out.write("    not a BFC allocator: its memory may come from the system heap, so the span can cross unrelated memory\n")
 

@@ -37,9 +37,9 @@ def scope_path(node: str) -> list[str]:
 
 
 def scope_tree(live: Iterable[LiveAllocation], root_name: str = "live set",
-               path_of: Callable[[str], list[str]] = scope_path) -> ScopeNode:
+               path_of: Callable[[LiveAllocation], list[str]] | None = None) -> ScopeNode:
     """The allocations with positive bytes arranged by the ``/``-separated scopes of their node names
-    (or by the rows ``path_of`` gives a node name: phase, layer, op)."""
+    (or by the rows ``path_of`` gives an allocation: phase, layer, op)."""
     root = ScopeNode(root_name, "")
     for allocation in live:
         if allocation.bytes <= 0:
@@ -47,7 +47,7 @@ def scope_tree(live: Iterable[LiveAllocation], root_name: str = "live set",
         node = root
         node.bytes += allocation.bytes
         node.count += 1
-        parts = path_of(allocation.node)
+        parts = scope_path(allocation.node) if path_of is None else path_of(allocation)
         for depth, part in enumerate(parts):
             path = "/".join(parts[: depth + 1])
             node = node.children.setdefault(part, ScopeNode(part, path))
@@ -56,10 +56,11 @@ def scope_tree(live: Iterable[LiveAllocation], root_name: str = "live set",
     return root
 
 
-def render_html(live: Iterable[LiveAllocation], chart: int, path_of: Callable[[str], list[str]] | None = None) -> str:
+def render_html(live: Iterable[LiveAllocation], chart: int,
+                path_of: Callable[[LiveAllocation], list[str]] | None = None) -> str:
     """The icicle's HTML for one allocator (``chart`` numbers it on the page); by name scope, or by the
-    rows ``path_of`` gives (the phase of the step, then the Keras layer, then the op)."""
-    root = scope_tree(live, path_of=path_of or scope_path)
+    rows ``path_of`` gives (the phase of the step, then the Keras layer, then the op within the layer)."""
+    root = scope_tree(live, path_of=path_of)
     if root.bytes <= 0:
         return ""
     bars: list[str] = []
@@ -69,7 +70,7 @@ def render_html(live: Iterable[LiveAllocation], chart: int, path_of: Callable[[s
         f'aria-label="live set at the peak by {"name scope" if path_of is None else "phase and layer"}">'
         + "".join(bars)
         + "</div>\n"
-        f'<p class="hint">Each bar is {"a name scope" if path_of is None else "a phase of the step (forward, backward, optimizer, other), then a Keras layer, then an op"}, '
+        f'<p class="hint">Each bar is {"a name scope" if path_of is None else "a phase of the step (forward, backward, optimizer, other), then a Keras layer, then an op (its name within the layer)"}, '
         "as wide as the bytes it holds at the peak; click a bar to open it, click the top row to go back.</p>\n"
     )
 

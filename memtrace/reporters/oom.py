@@ -78,6 +78,8 @@ def _event_json(e: OomEvent) -> dict[str, Any]:
         "explanation": list(e.explanation),
         "advice": list(e.advice),
         "missing": list(d.missing),
+        "time_s": d.time_s,
+        "ended_run": d.ended_run,
     }
 
 
@@ -115,7 +117,7 @@ def render_text(events: list[OomEvent], out: IO[str], top: int = 10,
     for number, e in enumerate(events, 1):
         if number > 1:
             out.write("\n")
-        _render_event(number, len(events), e, out, top)
+        _render_event(number, len(events), e, out, top, events)
         if number <= len(after):
             after[number - 1](out)
 
@@ -165,10 +167,38 @@ def facts(e: OomEvent) -> list[tuple[str, str]]:
     return rows
 
 
-def _render_event(number: int, count: int, e: OomEvent, out: IO[str], top: int) -> None:
+def which_ended(events: Sequence[OomEvent], number: int) -> str | None:
+    """For an event of a log with several (``number`` counts from 1 among ``events``): whether it is the
+    failure that ended the run, as the log's last uncaught error says, and when it came after the
+    log's first; None for a log of one event."""
+    e = events[number - 1]
+    siblings = [(n, other) for n, other in enumerate(events, 1) if other.dump.path == e.dump.path]
+    if len(siblings) < 2:
+        return None
+    d = e.dump
+    first = siblings[0][1].dump
+    after = (f"{d.time_s - first.time_s:.1f} s after OOM {siblings[0][0]}; " if d.time_s is not None and
+             first.time_s is not None and first is not d else "")
+    ended = [n for n, other in siblings if other.dump.ended_run]
+    if d.ended_run:
+        return (f"{after}this failure ended the run: the program's last error reports its request (the "
+                f"{len(siblings) - 1} other{'s' if len(siblings) > 2 else ''} in the log did not end it)")
+    if ended:
+        return f"{after}not the failure that ended the run: OOM {ended[0]} of {len(events)} did (the program's last error reports it)"
+    if siblings[0][1] is not e:
+        return after.removesuffix("; ") or None
+    return (f"the first of {len(siblings)} failures in this log; which of them ended the run the log does not say (no "
+            "uncaught error follows its dumps: the program caught them, or the capture stops early)")
+
+
+def _render_event(number: int, count: int, e: OomEvent, out: IO[str], top: int,
+                  events: Sequence[OomEvent] = ()) -> None:
     d = e.dump
     where = f"{clean(d.path)}:{d.line}" if d.line is not None else clean(d.path)
     out.write(f"OOM {number} of {count}  {where}  allocator {clean(d.allocator or '(unnamed)')}\n")
+    ended = which_ended(events, number) if events else None
+    if ended is not None:
+        out.write(f"{clean(ended)}\n")
     verdict = (e.verdict or "unknown").upper()
     if e.lost_exceeds_missing:
         verdict += (f" (yet {format_bytes(e.internal_waste_bytes or 0)} lost inside chunks, more than the "
@@ -225,18 +255,29 @@ def render_html(events: list[OomEvent], out: IO[str], extra: Sequence[str] = ())
     out.write(f"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{esc(title)}</title>\n"
               f"<style>{asset('oom.css')}</style>\n</head>\n<body>\n<h1>Why did it run out of memory?</h1>\n")
     for number, event in enumerate(events, 1):
-        out.write(_section(number, len(events), event, extra[number - 1] if number <= len(extra) else ""))
+        out.write(_section(number, len(events), event, extra[number - 1] if number <= len(extra) else "", events))
     out.write(f"<footer>Made by memtrace {esc(__version__)} from the BFC allocator's own dump.</footer>\n"
               "</body>\n</html>\n")
 
 
-def _section(number: int, count: int, e: OomEvent, extra: str = "") -> str:
+def verdict_sentence(e: OomEvent) -> str:
+    """The sentence of the explanation that gives the verdict its reason (what the text says under ``verdict:``)."""
+    reasons = ("Enough bytes were free", "Not enough bytes were free", "The dump does not say")
+    return next((s for s in e.explanation if s.startswith(reasons)), e.explanation[0] if e.explanation else "")
+
+
+def _section(number: int, count: int, e: OomEvent, extra: str = "", events: Sequence[OomEvent] = ()) -> str:
     d = e.dump
     where = f"{d.path}:{d.line}" if d.line is not None else d.path
     verdict = e.verdict or "unknown"
     heading = (f'<section class="event">\n<h2>OOM {number} of {count}: <span class="verdict {esc(verdict)}">'
-               f"{esc(verdict)}</span></h2>\n<p class=\"where\"><code>{esc(where)}</code> allocator "
-               f"<code>{esc(d.allocator or '(unnamed)')}</code></p>\n")
+               f"{esc(verdict)}</span></h2>\n")
+    # What the text leads with: the verdict, in its sentence, and (a log of several) which failure ended the run.
+    ended = which_ended(events, number) if events else None
+    heading += (f'<p class="answer">{esc(verdict_sentence(e))}</p>\n' if verdict_sentence(e) else "") + (
+        f'<p class="answer">{esc(ended[0].upper() + ended[1:])}.</p>\n' if ended else "")
+    heading += (f"<p class=\"where\"><code>{esc(where)}</code> allocator "
+                f"<code>{esc(d.allocator or '(unnamed)')}</code></p>\n")
     parts = [heading]
     rows = facts(e)
     parts.append("<table class=\"facts\">\n" + "".join(

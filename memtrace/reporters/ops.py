@@ -51,7 +51,11 @@ def render_text(report: OpsReport, out: IO[str], top: int = 20, oddities: Sequen
     star = any(o.kind == "negative-size" for o in oddities)
     rows = report.rows
     if not rows:
-        out.write("no op on a memory-owning device in this trace\n")
+        if report.filters and report.filtered_from:
+            out.write(f"no op matched {' and '.join(clean(f) for f in report.filters)} (of "
+                      f"{plural(report.filtered_from, 'op')} on memory-owning devices)\n")
+        else:
+            out.write("no op on a memory-owning device in this trace\n")
         return
     full = _table(report, top, percentages=True, star=star)
     if max(len(line) for line in full.splitlines()) <= output_width():

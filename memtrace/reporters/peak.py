@@ -117,7 +117,7 @@ def render_text(
 ) -> None:
     """Each peak with its live set; ``oddities`` that bend a peak's bytes or time (the whole trace's and
     the allocator's own) are marked next to them. An ``unknown`` peak (bytes beyond int64) first.
-    Times are ``into the step``, or with ``span`` "profile" into a profile of several steps."""
+    Times are ``into the step``, or with ``span`` "profile" into a profile (of several steps, or of none marked)."""
     if not peaks and not unknown:
         out.write("no allocator in this trace: it holds no memory information\n")
     for u in unknown:
@@ -132,7 +132,7 @@ def _render_one(p: AllocatorPeak, out: IO[str], top: int, listing: Listing, oddi
                 span: str = "step") -> None:
     name = clean(p.allocator)
     if p.peak_node is None:
-        out.write(f"{name}: never rises above its level at the step start (source: {p.source})\n")
+        out.write(f"{name}: never rises above its level at the {span} start (source: {p.source})\n")
         return
     bent_bytes = bent(oddities, "live bytes", *(("sizes",) if p.source == "outputs" else ()), allocator=p.allocator)
     out.write(f"{name}: peak {_exact(p.peak_bytes)}{bent_bytes} at {format_us(p.peak_time_us * 1000)}"
@@ -153,7 +153,7 @@ def _render_one(p: AllocatorPeak, out: IO[str], top: int, listing: Listing, oddi
     elif rec.snapshots:
         out.write(f"  baseline  unknown: none of {rec.snapshots} snapshots implies a plausible one\n")
     else:
-        out.write("  baseline  unknown: the allocator left no snapshots; bytes are relative to the step start\n")
+        out.write(f"  baseline  unknown: the allocator left no snapshots; bytes are relative to the {span} start\n")
     _render_outputs_model(p, out)
     # Frees of chunks allocated before the step are counted apart, under the table, never as rows.
     live, freed = split_freed_before_step(p.live_at_peak)

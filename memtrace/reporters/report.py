@@ -16,9 +16,15 @@ from typing import IO, Any
 
 from ..analyses.frag import AllocatorFragmentation, Anomaly
 from ..analyses.ops import OpRow
-from ..analyses.peak import AllocatorPeak, RepeatedAllocation, repeated_allocations, split_freed_before_step
+from ..analyses.peak import (
+    AllocatorPeak,
+    LiveAllocation,
+    RepeatedAllocation,
+    repeated_allocations,
+    split_freed_before_step,
+)
 from ..analyses.report import AllocatorView, ReportData, UnknownView
-from ..trace.layers import LayerNames, layer_of
+from ..trace.layers import LayerNames, input_data_of, layer_of, op_in_layer
 from ..units import format_bytes, format_us, plural
 from ..version import __version__
 from . import icicle
@@ -49,28 +55,33 @@ def render_html(report: ReportData, out: IO[str], top: int = 20) -> None:
     out.write(_HEAD.format(title=esc(f"memtrace report: {s.path}"), style=style, guard=asset("error_guard.js")))
     out.write('<header>\n<h1>memtrace report</h1>\n')
     out.write(f'<p class="trace"><code>{esc(s.path)}</code></p>\n')
+    out.write(_answer(report))
     out.write(_facts(report))
     out.write(_overview(report.allocators, report.unknown))
     out.write("</header>\n<main>\n")
     for number, unknown in enumerate(report.unknown):
         out.write(_unknown_section(number, unknown))
-    path_of = _layer_path(report.layer_names) if report.by_layer else None
+    path_of = _layer_path(report.layer_names, report.input_batch) if report.by_layer else None
     for number, view in enumerate(report.allocators):
         out.write(_allocator_section(number, view, charts[number], top, path_of, report))
     out.write(_ops_section(report, top))
     out.write(_frag_section(report))
     out.write("</main>\n")
     out.write(
-        f'<footer>Made by memtrace {esc(__version__)}. Times are relative to the step start; bytes are absolute '
-        "where the allocator's snapshots give a baseline, else relative to the step start.</footer>\n"
+        f'<footer>Made by memtrace {esc(__version__)}. Times are relative to the {report.span} start; bytes are '
+        f"absolute where the allocator's snapshots give a baseline, else relative to the {report.span} start.</footer>\n"
     )
     document = {"names": names.table, "charts": charts}
     out.write(f'<script type="application/json" id="memtrace-data">{embed_json(document)}</script>\n')
     script = asset("report.js")
-    script = script if report.span == "step" else script.replace("' into the step ('", f"' into the {report.span} ('")
+    if report.span != "step":
+        script = script.replace("' into the step ('", f"' into the {report.span} ('").replace(
+            "' relative to the step start'", f"' relative to the {report.span} start'")
     out.write(f"<script>{script}</script>\n")
     if report.step_marks:
         out.write(f"<script>{asset('step_marks.js')}</script>\n")
+    if any(v.address_space is not None for v in report.allocators):
+        out.write(f"<script>{asset('address_space.js')}</script>\n")
     out.write("</body>\n</html>\n")
 
 
@@ -171,7 +182,8 @@ def _facts(report: ReportData) -> str:
     canonical = sum(1 for d in s.devices if d.kind == "device")
     facts = [
         ("format", f"{esc(s.message)} ({esc(s.source_format)})"),
-        ("step" if report.span == "step" else f"profile of {len(report.step_marks)} steps",
+        ("step" if report.span == "step" else f"profile of {len(report.step_marks)} steps" if report.step_marks
+         else "profile (no step markers)",
          f"{esc(format_us(s.duration_ns))} ({round(s.duration_ns / 1000):,} us)"),
         ("nodes", f"{s.nodes:,} executions, {s.outputs:,} outputs"),
         ("devices", f"{canonical} holding memory, {len(s.devices) - canonical} stream or memcpy pseudo-devices"),
@@ -181,6 +193,23 @@ def _facts(report: ReportData) -> str:
         facts.append(("oddities", "; ".join(f"{esc(oddity_name(o))}: {o.count}" for o in s.oddities)))
     items = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in facts)
     return f'<dl class="facts">{items}</dl>\n'
+
+
+def _answer(report: ReportData) -> str:
+    """The sentence ``memtrace summary`` leads with, for each allocator (largest peak first): its peak,
+    when, and who reached it."""
+    s = report.summary
+    lines = []
+    for view in report.allocators:
+        p = view.peak
+        if p.peak_node is None:
+            continue
+        lines.append(f"{esc(p.allocator)} peaked at <strong>{_bytes(p.peak_bytes)}</strong>, {_us(p.peak_time_us)} "
+                     f"into the {report.span} ({esc(format_us(s.duration_ns))} long), reached by "
+                     f"<code>{esc(p.peak_node)}</code>.")
+    for u in report.unknown:
+        lines.append(f"{esc(u.unknown.allocator)}: peak unknown (beyond int64).")
+    return "".join(f'<p class="answer">{line}</p>\n' for line in lines)
 
 
 def _overview(views: Sequence[AllocatorView], unknown: Sequence[UnknownView] = ()) -> str:
@@ -222,18 +251,21 @@ def _unknown_section(number: int, view: UnknownView) -> str:
     )
 
 
-def _layer_path(names: LayerNames | None) -> Callable[[str], list[str]]:
-    """The icicle's rows for a node: the phase of the step, the Keras layer, the op (memtrace.trace.layers)."""
+def _layer_path(names: LayerNames | None, batch: int | None = None) -> Callable[[LiveAllocation], list[str]]:
+    """The icicle's rows for an allocation: the phase of the step, the Keras layer (``(input data)``
+    where the sizes say so), the op's name within the layer (memtrace.trace.layers)."""
 
-    def path_of(node: str) -> list[str]:
-        where = layer_of(node, names)
-        return [where.phase, where.layer, node.split(":", 1)[0]]
+    def path_of(allocation: LiveAllocation) -> list[str]:
+        node = allocation.node.split(":", 1)[0]
+        where = input_data_of(node, allocation.requested_bytes, allocation.shape, batch) or layer_of(node, names)
+        return [where.phase, where.layer, op_in_layer(node, names)]
 
     return path_of
 
 
 def _allocator_section(number: int, view: AllocatorView, chart: dict[str, Any], top: int,
-                       path_of: Callable[[str], list[str]] | None = None, report: ReportData | None = None) -> str:
+                       path_of: Callable[[LiveAllocation], list[str]] | None = None,
+                       report: ReportData | None = None) -> str:
     p = view.peak
     span, marks = (report.span, report.step_marks) if report is not None else ("step", ())
     parts = [f'<section class="allocator" id="allocator-{number}">\n<h2>{esc(p.allocator)}</h2>\n']
@@ -245,9 +277,12 @@ def _allocator_section(number: int, view: AllocatorView, chart: dict[str, Any], 
     if view.address_space is not None:
         from .address_space import svg
 
-        parts.append("<h3>Address space over time</h3>\n" + svg(view.address_space))
+        by_layer = report is not None and report.by_layer
+        parts.append("<h3>Address space over time</h3>\n" + svg(
+            view.address_space, number, "layer" if by_layer else "scope",
+            report.layer_names if report is not None else None, report.input_batch if report is not None else None))
     if p.peak_node is not None:
-        parts.append(_live_set(p, top, number, path_of))
+        parts.append(_live_set(p, top, number, path_of, span))
     parts.append("</section>\n")
     return "".join(parts)
 
@@ -262,7 +297,7 @@ def _lead(view: AllocatorView, span: str = "step") -> str:
         else "from output-buffer lifetimes (no allocation records: an upper bound)"
     )
     if p.peak_node is None:
-        text = f"Never rises above its level at the step start ({source})."
+        text = f"Never rises above its level at the {span} start ({source})."
     else:
         text = (
             f"Peak <strong>{_bytes(p.peak_bytes)}</strong> at {_us(p.peak_time_us)} into the {span}, "
@@ -270,13 +305,13 @@ def _lead(view: AllocatorView, span: str = "step") -> str:
         )
     if p.baseline_bytes is not None:
         text += (
-            f" Baseline {_bytes(p.baseline_bytes)} was live before the step: {rec.matched} of {rec.snapshots} "
+            f" Baseline {_bytes(p.baseline_bytes)} was live before the {span}: {rec.matched} of {rec.snapshots} "
             f"snapshots agree with replay + baseline (largest disagreement {_bytes(rec.max_abs_error_bytes)})."
         )
     elif rec.snapshots:
         text += f" Baseline unknown: none of its {rec.snapshots} snapshots implies a plausible one; bytes are relative."
     else:
-        text += " No snapshots: bytes are relative to the step start."
+        text += f" No snapshots: bytes are relative to the {span} start."
     return text
 
 
@@ -296,7 +331,7 @@ def _chart(number: int, view: AllocatorView, c: dict[str, Any], span: str = "ste
     bottom, right = HEIGHT - BOTTOM, WIDTH - RIGHT
     svg = [
         f'<svg class="timeline" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
-        + f'aria-label="{esc(p.allocator)}: bytes over the step">',
+        + f'aria-label="{esc(p.allocator)}: bytes over the {span}">',
         f'<defs><clipPath id="clip-{number}"><rect x="{LEFT}" y="0" width="{right - LEFT}" height="{bottom}"/>'
         + "</clipPath></defs>",
     ]
@@ -348,8 +383,8 @@ def _chart(number: int, view: AllocatorView, c: dict[str, Any], span: str = "ste
 
     level = p.baseline_bytes if p.baseline_bytes is not None else 0
     label = (
-        f"baseline {format_bytes(level)} (live before the step)" if p.baseline_bytes is not None
-        else "level at the step start (baseline unknown)"
+        f"baseline {format_bytes(level)} (live before the {span})" if p.baseline_bytes is not None
+        else f"level at the {span} start (baseline unknown)"
     )
     svg.append(
         f'<line class="baseline" x1="{LEFT}" x2="{right}" y1="{y(level)}" y2="{y(level)}" '
@@ -377,11 +412,11 @@ def _chart(number: int, view: AllocatorView, c: dict[str, Any], span: str = "ste
         f", {len(snaps['t']):,} of {total_snaps:,} snapshots drawn (each time bucket's largest disagreement)"
         if total_snaps > len(snaps["t"]) else ""
     )
-    agreeing = int(view.snapshots.agrees.sum())
+    agreeing = view.snapshot_agreeing  # of all the snapshots, as the total and the header count them
     legend = [
         '<span class="key curve-key"></span>' + ("bytes in use (baseline + replay)" if p.baseline_bytes is not None
-                                                 else "live bytes (relative to the step start)"),
-        '<span class="key baseline-key"></span>' + ("baseline" if p.baseline_bytes is not None else "step-start level"),
+                                                 else f"live bytes (relative to the {span} start)"),
+        '<span class="key baseline-key"></span>' + ("baseline" if p.baseline_bytes is not None else f"{span}-start level"),
     ]
     if p.peak_node is not None:
         legend.append('<span class="key peak-key"></span>peak')
@@ -395,14 +430,14 @@ def _chart(number: int, view: AllocatorView, c: dict[str, Any], span: str = "ste
     if view.focus_us is not None:
         note = (
             f"Opens on {esc(format_us(x0 * 1000))} to {esc(format_us(x1 * 1000))} of the "
-            f"{esc(format_us((c['t1'] - c['t0']) * 1000))} step, where the bytes move (98% of those allocated and "
-            "freed, and the peak); the button or a double click shows the whole step. " + note
+            f"{esc(format_us((c['t1'] - c['t0']) * 1000))} {span}, where the bytes move (98% of those allocated and "
+            f"freed, and the peak); the button or a double click shows the whole {span}. " + note
         )
     items = " ".join(f'<span class="legend-item">{item}</span>' for item in legend)
     return (
         f'<figure class="chart" data-chart="{number}">\n' + "".join(svg) + "\n"
         '<div class="tip" hidden></div><button class="reset" type="button"'
-        + (" hidden" if view.focus_us is None else "") + ">show the whole step</button>\n"
+        + (" hidden" if view.focus_us is None else "") + f">show the whole {span}</button>\n"
         + f"<figcaption>{items}<br><span class=\"hint\">{note}"
         "Hover for time and bytes; click to pin; drag across the chart to zoom into a time range.</span>"
         "</figcaption>\n</figure>\n"
@@ -461,7 +496,8 @@ def _chart_data(view: AllocatorView, duration_us: int, names: _Names) -> dict[st
 # -- live set -----------------------------------------------------------------------------------
 
 
-def _live_set(p: AllocatorPeak, top: int, number: int = 0, path_of: Callable[[str], list[str]] | None = None) -> str:
+def _live_set(p: AllocatorPeak, top: int, number: int = 0, path_of: Callable[[LiveAllocation], list[str]] | None = None,
+              span: str = "step") -> str:
     live = p.live_at_peak
     whole = p.peak_bytes if p.baseline_bytes is not None else p.peak_delta_bytes
     by_kind: dict[str, int] = {}
@@ -483,10 +519,10 @@ def _live_set(p: AllocatorPeak, top: int, number: int = 0, path_of: Callable[[st
     held, freed = split_freed_before_step(live)
     negative = sum(a.bytes for a in freed)
     if negative:
-        keys += f' <span class="legend-item">minus {_bytes(-negative)} freed from before the step</span>'
+        keys += f' <span class="legend-item">minus {_bytes(-negative)} freed from before the {span}</span>'
     # Frees of chunks allocated before the step are said in the legend, never as rows.
     folded = repeated_allocations(held)
-    rows = [_live_row(i + 1, r, sum(a.bytes for a in held)) for i, r in enumerate(folded[:top])]
+    rows = [_live_row(i + 1, r, sum(a.bytes for a in held), span) for i, r in enumerate(folded[:top])]
     rest = folded[top:]
     more = (
         f'<p class="note">and {plural(sum(r.count for r in rest), "more allocation")} holding '
@@ -510,7 +546,7 @@ def _live_set(p: AllocatorPeak, top: int, number: int = 0, path_of: Callable[[st
     )
 
 
-def _live_row(rank: int, r: RepeatedAllocation, live_total: int) -> list[str]:
+def _live_row(rank: int, r: RepeatedAllocation, live_total: int, span: str = "step") -> list[str]:
     a = r.first
     tensor = " ".join(
         part for part in (
@@ -531,7 +567,7 @@ def _live_row(rank: int, r: RepeatedAllocation, live_total: int) -> list[str]:
         _bytes(r.requested_bytes),
         f'<span class="minibar"><span style="width:{share:.2f}%"></span></span>{_percent(r.bytes, live_total)}',
         first + _us(a.alloc_time_us),
-        (first + _us(a.free_time_us)) if a.free_time_us is not None else '<span class="none">not in the step</span>',
+        (first + _us(a.free_time_us)) if a.free_time_us is not None else f'<span class="none">not in the {span}</span>',
         tensor,
     ]
 

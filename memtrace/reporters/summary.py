@@ -31,9 +31,8 @@ def to_json(summary: Summary) -> dict[str, Any]:
 
 def render_text(summary: Summary, out: IO[str]) -> None:
     out.write(f"{clean(summary.path)}: {summary.message} ({summary.source_format})\n")
-    several = summary.step is None and len(summary.steps) > 1
     out.write(
-        f"{f'profile of {len(summary.steps)} steps' if several else 'step'}: {format_us(summary.duration_ns)} "
+        f"{span_label(summary)}: {format_us(summary.duration_ns)} "
         f"({round(summary.duration_ns / 1000):,} us)"
         f"{bent(summary.oddities, 'durations')}, "
         f"{plural(summary.nodes, 'node')}, {plural(summary.outputs, 'output')}\n"
@@ -79,6 +78,16 @@ def render_text(summary: Summary, out: IO[str]) -> None:
         out.write("\nOddities\n")
         for oddity in summary.oddities:
             out.write(f"  {oddity_name(oddity)}: {oddity.count} (e.g. {clean(oddity.example)})\n")
+
+
+def span_label(summary: Summary) -> str:
+    """What the trace spans, as its duration's label: one step, a profile of several marked steps, or a
+    whole profile that marks none (a script under ``memtrace run``: no time in it is one step's)."""
+    if summary.step is None and len(summary.steps) > 1:
+        return f"profile of {len(summary.steps)} steps"
+    if summary.step is None and not summary.steps and summary.message == "XSpace":
+        return "profile (no step markers)"
+    return "step"
 
 
 def _bending(summary: Summary, allocator: AllocatorSummary) -> set[str]:

@@ -39,7 +39,7 @@ def _at(time_us: int | None) -> str:
     return "-" if time_us is None else f"+{format_us(time_us * 1000)}"
 
 
-def render_text(story: BufferStory, out: IO[str]) -> None:
+def render_text(story: BufferStory, out: IO[str], span: str = "step") -> None:
     name = f"{clean(story.allocator)}:{story.allocation_id}" if story.allocator and story.allocation_id else (
         f"{clean(story.producer.node)}:{story.producer.slot}"
     )
@@ -63,21 +63,22 @@ def render_text(story: BufferStory, out: IO[str]) -> None:
             f"{format_bytes(story.allocated_bytes)} allocated ({story.allocated_bytes:,} bytes)")
     lines.append(("size", size))
     lines.append(("allocator", f"{clean(story.allocator) if story.allocator else 'none named'}, ptr {story.ptr:#x}"))
-    lines.append(("lifetime", _lifetime(story)))
+    lines.append(("lifetime", _lifetime(story, span)))
     lines.append(("at peak", _at_peak(story)))
     width = max(len(label) for label, _ in lines)
     for label, text in lines:
         out.write(f"  {label:<{width}}  {text}\n")
 
 
-def _lifetime(story: BufferStory) -> str:
+def _lifetime(story: BufferStory, span: str = "step") -> str:
     if story.source == "unrecorded":
-        return "no allocation of this step holds it (made before the step, e.g. a variable: part of the baseline)"
-    freed = "not freed in the step" if story.free_time_us is None else f"freed {_at(story.free_time_us)}"
-    span = f", lived {format_us(story.lifetime_us * 1000)}" if story.lifetime_us is not None else ""
+        return (f"no allocation of this {span} holds it (made before the {span}, e.g. a variable: part of the "
+                "baseline)")
+    freed = f"not freed in the {span}" if story.free_time_us is None else f"freed {_at(story.free_time_us)}"
+    lived = f", lived {format_us(story.lifetime_us * 1000)}" if story.lifetime_us is not None else ""
     origin = {"records": "allocation records", "outputs": "output lifetimes (the allocator left no records)",
               "dataflow": "the dataflow (the output names no allocator)"}[story.source]
-    return f"allocated {_at(story.alloc_time_us)}, {freed}{span} (from {origin}; times from the step start)"
+    return f"allocated {_at(story.alloc_time_us)}, {freed}{lived} (from {origin}; times from the {span} start)"
 
 
 def _at_peak(story: BufferStory) -> str:

@@ -66,17 +66,18 @@ def _levels(t: Timeline, width: int) -> list[int]:
 
 
 def render_text(timelines: list[Timeline], out: IO[str], width: int | None = None, oddities: Sequence[Oddity] = (),
-                unknown: Sequence[Uncounted] = ()) -> None:
+                unknown: Sequence[Uncounted] = (), span: str = "step") -> None:
     """One sparkline per allocator: each character is the maximum of its time bucket; a blank
     cell is zero bytes, any bytes at all draw at least the lowest bar (a baseline is not blank).
     ``oddities`` that bend an allocator's bytes or times (the whole trace's and its own) are marked
     after its maximum and after its time axis. An allocator whose live bytes are ``unknown`` (bytes
-    beyond int64) first, in one line."""
+    beyond int64) first, in one line. Relative bytes are relative to the ``span``'s start (the step's, or
+    a profile's)."""
     width = width or max(min(64, output_width() - 2), 8)
     for u in unknown:
         out.write(f"{clean(u.allocator)}: live bytes unknown (beyond int64): {u.detail}\n")
     for t in timelines:
-        label = "absolute" if t.baseline_bytes is not None else "relative to the step start"
+        label = "absolute" if t.baseline_bytes is not None else f"relative to the {span} start"
         if not len(t.time_us):
             out.write(f"{clean(t.allocator)}: no allocations\n")
             continue

@@ -259,9 +259,12 @@ class TraceData:
 
     @property
     def span_name(self) -> str:
-        """What a time is measured into: ``"profile"`` where the trace holds several marked steps,
-        else ``"step"`` (a StepStats, a profile of one step, or one step of a profile)."""
-        return "profile" if len(self._held_steps()) > 1 else "step"
+        """What a time is measured into: ``"profile"`` where the trace holds several marked steps, or
+        is a whole profile that marks none (a script under ``memtrace run``: start-up, ``model.fit``'s
+        batches, everything, no one step), else ``"step"`` (a StepStats, a profile of one step, or
+        one step of a profile)."""
+        held = len(self._held_steps())
+        return "profile" if held > 1 or (held == 0 and self.message == "XSpace") else "step"
 
     def __repr__(self) -> str:
         """A line a person can read (the columns are numpy arrays of thousands of rows)."""

@@ -15,11 +15,22 @@ phase of the step it belongs to:
   first scope of the name, or ``(no layer)``.
 
 Wrappers go first: ``StatefulPartitionedCall``/``PartitionedCall`` scopes (with their ``_N``)
-anywhere in the name; a ``while`` loop's body, which repeats the path to the loop
+anywhere in the name, and the scopes TensorFlow's graph optimizer (Grappler) puts before the names
+of the nodes it makes (``ConstantFolding/gradient_tape/...`` is a node of the backward pass that
+constant folding rewrote); a ``while`` loop's body, which repeats the path to the loop
 (``lstm_1/while/body/_1/sequential_1/lstm_1/...``), belongs to the outer layer. Without a
 layer-names file one ``_N`` suffix is taken off the model's and the layer's scope (what Keras's
 scopes add under ``tf.function``); with one (:func:`load_layer_names`) a scope is the known name
 it spells, with or without that suffix.
+
+The layer ``(input data)``, where the names show a Keras model: the batch its layers run on is the
+most common leading dimension of their outputs' shapes (:func:`batch_size`), and the data handed to
+them is what the sizes say is a batch of samples (:func:`input_data_of`): a chunk no op asked for
+(``(no op)``: TensorFlow copied a value from Python, such as the numpy array ``model.fit`` or
+``train_on_batch`` was given) whose requested bytes are a whole number of bytes per sample, at least
+four (the inputs, the labels, the whole data set ``model.fit`` copies; scalars of 4 to 16 bytes are
+not), or the output of an op in no scope at all (the input pipeline's, ``tf.data``'s ``GatherV2``)
+of rank 2 or more whose leading dimension is the batch.
 
 The layer-names file is ``layers.json`` in the profile's directory (or ``NAME.layers.json``
 beside ``NAME.xplane.pb``): ``{"model": "sequential", "layers": ["dense", "dense_1"],
@@ -34,13 +45,18 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import UsageError
+from .data import NO_OP, TraceData
 
 PHASES = ("forward", "backward", "optimizer", "other")
 NO_LAYER = "(no layer)"
+INPUT_DATA = "(input data)"
 LAYER_NAMES_FILE = "layers.json"
 
-_WRAPPER = re.compile(r"^(Stateful)?PartitionedCall(_\d+)?$|^__inference_.*$|^__forward_.*$|^__backward_.*$")
+_WRAPPER = re.compile(r"^(Stateful)?PartitionedCall(_\d+)?$|^__inference_.*$|^__forward_.*$|^__backward_.*$"
+                      r"|^(ConstantFolding|ArithmeticOptimizer|DependencyOptimizer)$")
 _SUFFIX = re.compile(r"_\d+$")
 _OPTIMIZERS = re.compile(
     r"^(adam|adamw|adamax|nadam|sgd|rmsprop|adagrad|adadelta|adafactor|ftrl|lion|lamb|loss_scale_optimizer)(_\d+)?$",
@@ -134,6 +150,62 @@ def layer_of(name: str, names: LayerNames | None = None) -> LayerPhase:
     if phase == "backward":
         return LayerPhase(_user_name(first, names.layers if names else ()), phase)
     return LayerPhase(first, "other")
+
+
+def input_data_of(node: str, requested_bytes: int | None, shape: list[int] | None,
+                  batch: int | None) -> LayerPhase | None:
+    """``(input data)`` in phase other where the sizes say an allocation holds samples of ``batch`` (see the
+    module's docstring): no op's, a whole number of bytes per sample (at least four); or a scopeless op's,
+    of rank 2 or more and ``batch`` long. None otherwise, and where ``batch`` is None."""
+    name = node.split(":", 1)[0]
+    if not batch:
+        return None
+    if name == NO_OP:
+        known = requested_bytes is not None and requested_bytes >= 4 * batch and requested_bytes % batch == 0
+        return LayerPhase(INPUT_DATA, "other") if known else None
+    if "/" not in name and shape is not None and len(shape) >= 2 and shape[0] == batch:
+        return LayerPhase(INPUT_DATA, "other")
+    return None
+
+
+def batch_size(trace: TraceData, names: LayerNames | None = None) -> int | None:
+    """The batch a Keras model's layers run on: the most common leading dimension of the shapes (rank 2
+    or more) of the outputs of the forward and backward passes' layers; None where no such output has a
+    known shape, or where the names show no Keras model (:func:`shows_keras`). Ties go to the larger."""
+    if not shows_keras(trace.strings[int(code)] for code in np.unique(trace.nodes.name).tolist()):
+        return None
+    outputs = trace.outputs
+    shaped = np.flatnonzero(outputs.rank >= 2)
+    leading = outputs.shape_dims[outputs.shape_offsets[shaped]]
+    names_of = trace.nodes.name[outputs.node[shaped]]  # string codes: one layer_of per distinct name
+    codes, where = np.unique(names_of, return_inverse=True)
+    in_a_layer = np.array([_in_a_layer(trace.strings[int(code)], names) for code in codes.tolist()], dtype=bool)
+    kept = leading[in_a_layer[where] & (leading >= 1)] if len(shaped) else leading
+    if not len(kept):
+        return None
+    dims, counts = np.unique(kept, return_counts=True)
+    best = max(zip(counts.tolist(), dims.tolist()))  # the most common; a tie to the larger
+    return int(best[1])
+
+
+def _in_a_layer(node: str, names: LayerNames | None) -> bool:
+    where = layer_of(node, names)
+    return where.phase in ("forward", "backward") and where.layer != NO_LAYER
+
+
+def op_in_layer(name: str, names: LayerNames | None = None) -> str:
+    """A node's name within its layer, what tells its ops apart there: ``moments/sub`` of
+    ``StatefulPartitionedCall/gradient_tape/smallcnn_1/bn1_1/moments/sub`` (backward, layer ``bn1``);
+    the wrappers, the gradient scope, the model's and the layer's (or optimizer's) scopes left out."""
+    parts = strip_wrappers(name)
+    scopes, op = parts[:-1], parts[-1]
+    if scopes and scopes[0] in _GRADIENTS:
+        scopes = scopes[1:]
+    where = layer_of(name, names)
+    if scopes and where.layer != NO_LAYER:
+        drop = 2 if len(scopes) >= 2 and _is_model(scopes[0], names) and where.phase != "optimizer" else 1
+        scopes = scopes[drop:] if where.phase in ("forward", "backward") else scopes[1:]
+    return "/".join([*scopes, op])
 
 
 def _is_optimizer(scope: str, names: LayerNames | None) -> bool:
