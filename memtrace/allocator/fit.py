@@ -89,6 +89,12 @@ class Failure:
     chunks: tuple[FailureChunk, ...]
     end: str = ""  # a partitioned pool's: the end the request came from ("lower", "upper")
     usable_largest_free_bytes: int | None = None  # ... and the largest free chunk that end could use (holes, gap)
+    # (region, number): the number a person reads, 1, 2, ... in address order, the lowest first, as the pictures and
+    # memtrace oom number the regions (region is the model's id, in the order the regions were made)
+    numbers: tuple[tuple[int, int], ...] = ()
+
+    def number_of(self, region: int) -> int:
+        return dict(self.numbers).get(region, region + 1)
 
 
 @dataclass(frozen=True)
@@ -445,6 +451,8 @@ def _failure(requests: Requests, sim: Simulation) -> Failure:
         chunks=tuple(FailureChunk(c.region, c.offset, c.size_bytes, c.in_use, c.requested_bytes, c.op, c.tag)
                      for c in sim.chunks),
         end=end, usable_largest_free_bytes=event.usable_largest_free_bytes,
+        numbers=tuple((region, number) for number, (region, _) in enumerate(
+            sorted(sim.made_regions or sim.regions, key=lambda r: sim.options.address_slot(r[0])), 1)),
     )
 
 

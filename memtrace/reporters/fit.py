@@ -75,7 +75,7 @@ def _failure_json(f: Failure, chunks: bool) -> dict[str, Any]:
         "time_ns": f.time_ns, "in_use_bytes": f.in_use_bytes, "pool_bytes": f.pool_bytes, "free_bytes": f.free_bytes,
         "largest_free_bytes": f.largest_free_bytes, "verdict": f.verdict, "missing_bytes": f.missing_bytes,
         "end": f.end or None, "usable_largest_free_bytes": f.usable_largest_free_bytes,
-        "regions": [{"region": r, "size_bytes": s} for r, s in f.regions],
+        "regions": [{"region": r, "number": f.number_of(r), "size_bytes": s} for r, s in f.regions],
         "chunks": [{"region": c.region, "offset": c.offset, "size_bytes": c.size_bytes, "in_use": c.in_use,
                     "requested_bytes": c.requested_bytes if c.in_use else None, "op": c.op or None,
                     "tag": c.tag or None}
@@ -263,8 +263,8 @@ def _render_failure(f: Failure, out: IO[str], map_rows: int) -> None:
     out.write(f"  the memory map then ({plural(len(f.chunks), 'chunk')}"
               + (f", the {map_rows} largest shown" if len(f.chunks) > map_rows else "") + "):\n")
     shown = sorted(f.chunks, key=lambda c: -c.size_bytes)[:map_rows]
-    shown.sort(key=lambda c: (c.region, c.offset))
-    body = [[c.region, f"{c.offset:,}", format_bytes(c.size_bytes), "in use" if c.in_use else "free",
+    shown.sort(key=lambda c: (f.number_of(c.region), c.offset))
+    body = [[f.number_of(c.region), f"{c.offset:,}", format_bytes(c.size_bytes), "in use" if c.in_use else "free",
              format_bytes(c.requested_bytes) if c.in_use else "", clean(c.op)] for c in shown]
     headers = ["region", "offset", "size", "state", "requested", "op"]
     aligns = ["right", "right", "right", "left", "right", "left"]
