@@ -14,6 +14,7 @@ and reads its trace through :func:`load`, so that both read every input the same
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
@@ -116,19 +117,25 @@ class Trace(TraceData):
     def fit(self, allocator: str, limit: int | str | None = None, *, allow_growth: bool | None = None,
             garbage_collection: bool | None = None, fragmentation_fraction: float | None = None,
             recorded_limit: int | str | None = None, alternatives: bool = True, partitioned: bool | None = None,
-            gap_split: str | None = None) -> FitResult:
+            gap_split: str | None = None, orders: int | None = None, others: Sequence[Trace] = ()) -> FitResult:
         """Replay the allocator's requests through TF's BFC allocator (see ``memtrace.allocator.fit``): the smallest
         limit, whether ``limit`` (bytes or ``"15GiB"``) fits, the first failure, what helps. A device
         (``GPU:0``) names the allocator its memory went through; options left None take the defaults of the
         runtime that recorded the trace (TF's, or XLA's for a JAX profile, whose GPU pool is spatially
-        partitioned: ``partitioned``, and ``gap_split`` "heuristic" or "exact" for a carve from its central gap)."""
-        from .allocator.fit import fit
+        partitioned: ``partitioned``, and ``gap_split`` "heuristic" or "exact" for a carve from its central gap).
+        ``band``: over ``orders`` sampled orders (default 32; 0: none) of this recording and of ``others``,
+        recordings of the same step (``memtrace.allocator.orders``); ``verdict``: whether every sampled order
+        fits ``limit``."""
+        from .allocator.fit import fit_recordings
+        from .allocator.orders import DEFAULT_ORDERS
         from .trace.devices import resolve_allocator
 
-        return fit(self, resolve_allocator(self, allocator), limit=_bytes(limit, "limit"), allow_growth=allow_growth,
-                   garbage_collection=garbage_collection, fragmentation_fraction=fragmentation_fraction,
-                   recorded_limit=_bytes(recorded_limit, "recorded_limit"), alternatives=alternatives,
-                   partitioned=partitioned, gap_split=gap_split)
+        return fit_recordings([self, *others], resolve_allocator(self, allocator), limit=_bytes(limit, "limit"),
+                              allow_growth=allow_growth, garbage_collection=garbage_collection,
+                              fragmentation_fraction=fragmentation_fraction,
+                              recorded_limit=_bytes(recorded_limit, "recorded_limit"), alternatives=alternatives,
+                              partitioned=partitioned, gap_split=gap_split,
+                              orders=DEFAULT_ORDERS if orders is None else orders)
 
     def buffer(self, name: str) -> BufferStory:
         """The story of one buffer, named ``ALLOCATOR:ALLOCATION_ID`` or ``NODE:SLOT`` (see ``memtrace.analyses.tensor``)."""

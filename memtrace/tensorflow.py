@@ -500,12 +500,18 @@ def _too_late_for_bfc() -> str:
             "memtrace.tensorflow.use_cpu_bfc() before the program's first TensorFlow op, and run again")
 
 
+STEADY = "MEMTRACE_RUN_STEADY"  # memtrace run --steady: one inter-op and one intra-op thread, for its child
+
+
 def run_script(logdir: str, script: str, args: list[str]) -> None:
     """Run ``script`` as ``python script ARGS`` would, inside :func:`recording` (``memtrace run``'s child).
 
     ``sys.argv`` is the script's and ``sys.path[0]`` its directory; SystemExit and exceptions pass
     through after the profile is written, so the script's exit code is the process's. SIGTERM ends
-    the script as an exception does, so its profile is written too.
+    the script as an exception does, so its profile is written too. ``MEMTRACE_RUN_STEADY`` in the
+    environment (``memtrace run --steady``, which also turns oneDNN's kernels off before TensorFlow is
+    imported): one inter-op and one intra-op thread. When the script ends, a line on stderr says how
+    the run was recorded (:func:`how_recorded`).
     """
     import runpy
     import signal
@@ -519,5 +525,37 @@ def run_script(logdir: str, script: str, args: list[str]) -> None:
     limit = os.environ.pop(GPU_MEMORY_LIMIT, None)
     if limit is not None:
         limit_gpus(int(limit))
+    if os.environ.pop(STEADY, None):
+        _tf().config.threading.set_inter_op_parallelism_threads(1)
+        _tf().config.threading.set_intra_op_parallelism_threads(1)
     with recording(logdir):
-        runpy.run_path(script, run_name="__main__")
+        try:
+            runpy.run_path(script, run_name="__main__")
+        finally:  # said before the profile's own line (the last: it ends with the command that reads it)
+            try:
+                said = how_recorded()
+            except Exception:  # noqa: BLE001 - TensorFlow may be what failed; the script's error is the one to see
+                said = ""
+            if said:
+                print(f"memtrace: {said}", file=sys.stderr, flush=True)
+
+
+def how_recorded() -> str:
+    """How this process runs TensorFlow's ops (threads, oneDNN) and what that means for the order of allocations."""
+    threading = _tf().config.threading
+    inter, intra = threading.get_inter_op_parallelism_threads(), threading.get_intra_op_parallelism_threads()
+    onednn = onednn_enabled()
+
+    def threads(n: int, kind: str) -> str:
+        return f"{n} {kind} thread{'s' if n != 1 else ''}" if n else f"TensorFlow's default {kind} threads (one a core)"
+
+    kernels = {True: "oneDNN's kernels on", False: "oneDNN's kernels off", None: "oneDNN unknown"}[onednn]
+    steady = (inter, intra) == (1, 1) and onednn is not True
+    said = f"recorded with {threads(inter, 'inter-op')}, {threads(intra, 'intra-op')}, {kernels}: "
+    if steady:
+        return said + ("ops ran one at a time, so the order of allocations repeats from run to run (memtrace fit's "
+                       "band says so)")
+    return said + ("ops ran on several threads" if (inter, intra) != (1, 1) else "oneDNN chose its kernels") + (
+        ", so the order of allocations (and with oneDNN the requests) will vary from run to run: memtrace fit "
+        "samples the orders a run may take for a band; for steady answers record with memtrace run --steady (one "
+        "thread, oneDNN off), or record several runs with --runs N and fit them together")

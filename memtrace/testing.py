@@ -76,12 +76,13 @@ def refuse_unstable(trace: TraceData) -> None:
                          f"(or keep oneDNN's kernels on purpose: use_cpu_bfc(onednn=True) or TF_ENABLE_ONEDNN_OPTS=1)")
 
 
-def assert_budgets(trace: TraceData, budgets: list[Budget]) -> CheckResult:
+def assert_budgets(trace: TraceData, budgets: list[Budget], *, orders: int | None = None) -> CheckResult:
     """Every budget holds on ``trace``; the failure message names each one broken and who holds the bytes.
-    A recording made where its peak varies from run to run is refused (:func:`refuse_unstable`)."""
+    A recording made where its peak varies from run to run is refused (:func:`refuse_unstable`).
+    ``orders``: the orders sampled for ``fits`` budgets (None: the default; 0: the recorded order alone)."""
     __tracebackhide__ = True  # pytest shows the assertion in the caller
     refuse_unstable(trace)
-    result = check(trace, budgets)
+    result = check(trace, budgets, orders=orders)
     if not result.passed:
         raise AssertionError("\n".join(explain(o, result.span) for o in result.failed) + f"\n  trace: {_where(trace)}")
     return result
@@ -102,10 +103,14 @@ def assert_waste_below(trace: TraceLike, allocator: str, limit: str | int) -> Ch
 
 
 def assert_fits(trace: TraceLike, allocator: str, limit: str | int, *, batch: int | None = None,
-                vs: TraceLike | None = None, batch_sizes: tuple[int, int] | None = None) -> Any:
+                vs: TraceLike | None = None, batch_sizes: tuple[int, int] | None = None,
+                orders: int | None = None) -> Any:
     """The step's requests fit under ``limit`` when replayed through TF's BFC allocator with TF's
-    options for the allocator (``memtrace fit``), fragmentation included. On failure the message
-    names the first request that fails, the verdict and the ops holding the most bytes then.
+    options for the allocator (``memtrace fit``), fragmentation included. A run does not repeat its
+    order: the limit passes only when every sampled order of the recording fits (``orders`` of them,
+    default 16; 0: only the recorded order is held to it), and the message says the share that does.
+    On failure the message names the first request that fails, the verdict and the ops holding the
+    most bytes then.
 
     With ``batch=N``, ``trace`` and ``vs`` are two recordings of the step at ``batch_sizes``
     (B1 < B2; None: read from the inputs' leading dimension) and batch N's predicted requests must
@@ -115,7 +120,7 @@ def assert_fits(trace: TraceLike, allocator: str, limit: str | int, *, batch: in
     if batch is not None or vs is not None:
         return _assert_batch_fits(trace, allocator, limit, batch, vs, batch_sizes)
     value, unit = parse_limit("fits", limit, "assert_fits")
-    return assert_budgets(as_trace(trace), [Budget(allocator, "fits", value, unit, "assert_fits")])
+    return assert_budgets(as_trace(trace), [Budget(allocator, "fits", value, unit, "assert_fits")], orders=orders)
 
 
 def assert_within_budget(

@@ -482,3 +482,24 @@ def test_the_oom_page_of_a_keras_run_leads_with_its_verdict_in_chromium(tmp_path
     # THEN the request (a red outline, 32 MiB) is drawn beside the largest hole (green, 8 MiB): four times as wide
     assert pixels_near((0x16, 0xA3, 0x4A)) > 2_000
     assert longest_run((0xDC, 0x26, 0x26)) == pytest.approx(4 * longest_run((0x16, 0xA3, 0x4A)), rel=0.03)
+
+
+def test_fits_text_map_numbers_the_regions_as_its_page_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN the eager program under 800 MiB (it runs out with four regions made, later ones at lower addresses)
+    # WHEN fit writes its text and its page THEN region N is the same region in both: 1, 2, ... in address order.
+    eager, page = FIXTURES / "fit" / "eager.xplane.pb.gz", tmp_path / "eager.html"
+    assert main(["fit", str(eager), "--limit", "800MiB", "--no-alternatives"]) == 1
+    text = capsys.readouterr().out
+    rows = re.findall(r"^\s+(\d+)\s+[\d,]+\s+([\d.]+ [KMG]?i?B)\s+(?:in use|free)", text, re.MULTILINE)
+    assert main(["fit", str(eager), "--limit", "800MiB", "--no-alternatives", "--html", "-o", str(page)]) == 1
+    drawn = dict(re.findall(r"region (\d): (\d+ [KMG]iB)", page.read_text()))
+    units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    summed: dict[str, float] = {}
+    for number, size in rows:
+        value, unit = size.split()
+        summed[number] = summed.get(number, 0.0) + float(value) * units[unit]
+    assert sorted(drawn) == sorted(summed) == ["1", "2", "3", "4"]
+    for number, size in drawn.items():  # each region's chunks add up to the region the page draws (3 digits shown)
+        value, unit = size.split()
+        assert abs(summed[number] - float(value) * units[unit]) <= 0.01 * float(value) * units[unit]
+    assert drawn["1"] == "2 MiB"  # the first region (growth's 2 MiB) lies lowest: number 1 on both

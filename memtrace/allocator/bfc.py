@@ -38,8 +38,11 @@ from the region's start, an upper end growing down from its top, and one central
 ``BFCOptions(partitioned=True)`` replays those rules (:class:`_PartitionedRun`, kept apart from the
 classic loop; the rules are listed there).
 
-Not modelled: timestamped chunks (``GPUOptions.experimental.timestamped_allocator``, off by
-default), the sub-allocator refusing memory, and CPU's retry for frees from other threads.
+Not modelled here: timestamped chunks (``GPUOptions.experimental.timestamped_allocator``, off by
+default) and the sub-allocator refusing memory. A request that fails is retried when memory comes
+back (``AllocatorRetry``: the thread waits up to 10 s for frees from other threads) only where the
+caller gives a :class:`Schedule`, which knows what else could run meanwhile (``allocator/orders.py``);
+the allocator's own rules are the same either way.
 
 Speed: free chunks are one sorted Python list of integer keys ``size << 80 | address`` (the
 bins' order is exactly this order), searched with ``bisect``; chunks are found by address in
@@ -63,9 +66,9 @@ from __future__ import annotations
 import math
 import weakref
 from bisect import bisect_left, insort
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -326,6 +329,25 @@ class _Failure(Exception):
     pass
 
 
+class Schedule(Protocol):
+    """The rows a replay serves, in the order it serves them, and what happens when one fails.
+
+    Without one, a replay serves the rows in order and stops at the first that fails. A schedule
+    may serve them otherwise: when ``blocked(row)`` returns True the request waits (the allocator's
+    state is as before it) and the schedule hands out other rows, ``row`` again later; False ends
+    the replay there, out of memory. How long a request may wait, and what may run meanwhile, is
+    the runtime's (TF's ``AllocatorRetry``), not the allocator's: see ``allocator/orders.py``.
+    """
+
+    def __iter__(self) -> Iterator[int]: ...
+
+    def blocked(self, row: int) -> bool: ...
+
+
+# A schedule for a replay that starts at the given row (0, or where it resumes from a saved state).
+ScheduleFactory = Callable[[int], Schedule]
+
+
 def simulate(requests: Requests, options: BFCOptions) -> Simulation:
     """Replay ``requests`` through a BFC allocator with ``options``; stops at the first request that fails."""
     if options.partitioned:
@@ -334,17 +356,41 @@ def simulate(requests: Requests, options: BFCOptions) -> Simulation:
     return _Run(requests, options, record=True).simulation()
 
 
-def fits(requests: Requests, options: BFCOptions) -> bool:
-    """Whether every request is served (a replay that records nothing, for searching limits).
+def fits(requests: Requests, options: BFCOptions, schedule: ScheduleFactory | None = None,
+         shared: SharedStart | None = None) -> bool:
+    """Whether every request is served (a replay that records nothing, for searching limits), in order or as
+    ``schedule`` serves them; ``shared``: from the state where the sequence first differs from the one it
+    began as (:class:`SharedStart`; a classic allocator's only).
 
-    A replay also proves its answer for the limits around ``options.limit_bytes`` under which the
-    allocator would make every decision the same (see :func:`proven_limits`); a later question
-    about one of them, for the same sequence and options, is answered from that proof.
+    Served in order, a replay also proves its answer for the limits around ``options.limit_bytes``
+    under which the allocator would make every decision the same (see :func:`proven_limits`); a
+    later question about one of them, for the same sequence and options, is answered from that proof.
     """
+    if schedule is not None or shared is not None:
+        start = None
+        if shared is not None and shared.rows <= len(requests) and not options.partitioned:
+            start = shared.at(options.limit_bytes)
+            if start is None and schedule is None:  # the shared rows run out of memory already
+                return False
+        return _served(requests, options, start, schedule)
     if options.partitioned:
         return _PartitionedRun(requests, options, record=False).failed_at is None
     _classic_only(requests)
     return _limits(requests, options).fits(options.limit_bytes)
+
+
+def _served(requests: Requests, options: BFCOptions, start: _Checkpoint | None,
+            schedule: ScheduleFactory | None) -> bool:
+    """Whether a replay from ``start`` (None: the first request) serves every request; with ``schedule``, in
+    order until a request fails, then as the schedule serves them from there (the same as a replay served by
+    the schedule from the start, which serves the rows in order until a request fails)."""
+    if options.partitioned:
+        return _PartitionedRun(requests, options, record=False, schedule=schedule).failed_at is None
+    _classic_only(requests)
+    run = _Run(requests, options, record=False, start=start)
+    if run.failed_at is None or schedule is None:
+        return run.failed_at is None
+    return _Run(requests, options, record=False, start=run.state(run.failed_at), schedule=schedule).failed_at is None
 
 
 @dataclass(frozen=True)
@@ -420,7 +466,9 @@ class LimitSearch:
 
 
 def search_min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 20,
-                     extra_probes: int = 2, budget_events: int = 5_000_000) -> LimitSearch:
+                     extra_probes: int = 2, budget_events: int = 5_000_000,
+                     schedule: ScheduleFactory | None = None, hint: int | Sequence[int] | None = None,
+                     shared: SharedStart | None = None) -> LimitSearch:
     """The smallest multiple of ``granularity`` under which every request is served.
 
     The lower bound is the most rounded bytes ever alive at once (no allocator fits below it).
@@ -443,9 +491,22 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     replays stop at their failure, so most cost less than a whole one). Past that, the limits
     left are tried evenly spaced (``below_step``). ``extra_probes`` limits above the answer are
     tried as well, and any limit tried that contradicts monotony is reported (``monotone`` False).
+
+    With ``schedule``, every replay under a limit serves the rows as it says (a failing request
+    may wait); the unlimited replay, where nothing fails, is the same either way. ``hint``, a limit
+    the answer is likely near (that of a similar sequence), is tried first, and the limit below it:
+    where they bracket a boundary, bisection is done (the answer is the same, the smallest limit
+    below the boundary that fits, where every limit below it is tried; with a budget of 0 events,
+    none below the boundary is, and the hint's boundary stands without the unlimited replay).
+    ``shared``: the sequence begins as another does, whose states there every replay starts from
+    (:class:`SharedStart`; the answer is the same). With any of them, each replay proves only its
+    own limit (the lower bound, with a schedule that serves the requests in another order, is not
+    searched below).
     """
     if granularity <= 0:
         raise ValueError("the granularity must be positive")
+    if schedule is not None or hint is not None or shared is not None or budget_events == 0:
+        return _search_served(requests, options, granularity, extra_probes, budget_events, schedule, hint, shared)
     limits = _limits(requests, options)
     replays, events_before = limits.replays, limits.replayed_events
     tried: list[tuple[int, bool]] = []
@@ -508,6 +569,173 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     limits.drop_snapshots()
     return LimitSearch(answer, monotone, tuple(tried), step, limits.replays - replays,
                        limits.replayed_events - events_before)
+
+
+def _search_served(requests: Requests, options: BFCOptions, granularity: int, extra_probes: int, budget_events: int,
+                   schedule: ScheduleFactory | None, hint: int | Sequence[int] | None,
+                   shared: SharedStart | None) -> LimitSearch:
+    """:func:`search_min_limit` with a schedule, a hint or shared rows (``allocator/orders.py``): replays from the
+    first request (or the shared state), each proving only its own limit."""
+    if granularity <= 0:
+        raise ValueError("the granularity must be positive")
+    tried: list[tuple[int, bool]] = []
+    top_units = MAX_LIMIT_BYTES // granularity
+    n = max(1, len(requests))
+
+    # With growth and the 128 MiB rule, a replay under any limit is the unlimited one up to the first
+    # region the limit cuts: it resumes from the unlimited replay's state there (reuse what does not change).
+    reuse = options.allow_growth and options.fragmentation_fraction == 0.0
+    checkpoints: list[_Checkpoint] = []
+
+    if shared is not None and (shared.unlimited is None or shared.rows > n):
+        shared = None
+    complete = False  # the checkpoints hold every region the unlimited replay made (not only the shared ones)
+    memo: dict[int, bool] = {}
+
+    def check(units: int) -> bool:
+        if units in memo:
+            return memo[units]
+        limit = units * granularity
+        start = None
+        if reuse and complete:
+            start = next((c for c in checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None)
+        ok: bool | None = True if reuse and complete and start is None else None
+        if ok is None and shared is not None and (start is None or start.row < shared.rows):
+            common = shared.at(limit)  # the state where this sequence first differs from the one it began as
+            if common is not None:
+                start = common
+            elif schedule is None:  # the shared rows run out of memory already
+                ok = False
+        if ok is None:
+            ok = _served(requests, _with_limit(options, limit), start, schedule)
+        tried.append((limit, ok))
+        memo[units] = ok
+        return ok
+
+    floor = max(0, -(-requests.peak_rounded_live_bytes() // granularity) - 1)  # known not to fit
+    lo = floor
+    bracketed = False
+    fitting_hint: int | None = None
+    hints = [] if hint is None else [hint] if isinstance(hint, int) else list(hint)
+    h = hints[0] // granularity if hints else 0
+    for each in hints if budget_events == 0 else ():
+        # A sequence like others (an order drawn from a recording), whose answer is most likely one of theirs, and
+        # no limit below its boundary to look at: where a hint fits and the limit below it does not (or is known
+        # not to: the floor), that stands; else what the replays said bounds the search.
+        h = each // granularity
+        if h <= lo or (fitting_hint is not None and h > fitting_hint):
+            continue
+        if check(h):
+            below_fits = h - 1 > lo and check(h - 1)
+            fitting_hint = h - 1 if below_fits else h
+            if not below_fits:
+                bracketed, lo = True, h - 1
+                break
+        else:
+            lo = h
+    if bracketed:
+        hi = h
+    elif fitting_hint is not None and not reuse:
+        hi = fitting_hint
+    elif reuse:
+        if shared is not None:
+            checkpoints.extend(shared.checkpoints())
+        unlimited = _Run(requests, _with_limit(options, MAX_LIMIT_BYTES), record=False, checkpoints=checkpoints,
+                         start=None if shared is None else shared.unlimited)
+        complete = True
+        if unlimited.failed_at is not None:
+            raise ValueError("no limit the model holds fits these requests")
+        hi = max(lo + 1, -(-unlimited.max_pool // granularity))
+        tried.append((hi * granularity, True))
+        memo[hi] = True
+    else:
+        gap = max(1, lo // 16)
+        hi = lo + gap
+        while not check(hi):
+            lo = hi
+            gap *= 2
+            if hi >= top_units:
+                raise ValueError("no limit the model holds fits these requests")
+            hi = min(top_units, hi + gap)
+    first_hint = hints[0] // granularity if hints else 0
+    if not bracketed and hints and lo < first_hint < hi:
+        if check(first_hint):
+            hi = first_hint
+            if hi - 1 > lo and not check(hi - 1):
+                lo = hi - 1
+        else:
+            lo = first_hint
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if check(mid):
+            hi = mid
+        else:
+            lo = mid
+    # Below the boundary: every limit (or every step-th) from the lower bound up; the first that fits wins
+    # (none with a budget of 0 events: the boundary stands).
+    below = hi - floor - 1 if budget_events > 0 else 0
+    step = max(1, -(-below * n // budget_events)) if below > 0 else 1
+    known = {limit // granularity: ok for limit, ok in tried}
+    for units in range(floor + 1, hi if below > 0 else floor + 1, step):
+        if known.get(units, None) is False:
+            continue
+        if known.get(units) or check(units):
+            # the first fitting limit found: the ones just below it (within the step) decide the answer
+            for smaller in range(max(floor + 1, units - step + 1), units):
+                if check(smaller):
+                    units = smaller
+                    break
+            hi = units
+            break
+    fitting = sorted(limit // granularity for limit, ok in tried if ok)
+    top = fitting[-1] if fitting else hi
+    if extra_probes and top > hi + 1:
+        gap = max(1, (top - hi) // (extra_probes + 1))
+        for units in range(hi + gap, top, gap)[:extra_probes]:
+            check(units)
+    answer = hi * granularity
+    monotone = all(ok == (limit >= answer) for limit, ok in tried if limit > 0)
+    return LimitSearch(answer, monotone, tuple(tried), step)
+
+
+class SharedStart:
+    """Replays of sequences that all begin as ``source`` does (its first ``rows`` rows), sharing the allocator's
+    states there instead of replaying those rows again for each (``search_min_limit(shared=...)``).
+
+    Orders drawn from one recording keep its order up to where they first differ (``allocator/orders.py``):
+    under one limit, every one of them is in the same state there, the source's, unless the source runs
+    out of memory before it. The states are made on first use, one per limit, and kept.
+    """
+
+    def __init__(self, source: Requests, options: BFCOptions, rows: int) -> None:
+        self.source = source
+        self.options = options
+        self.rows = rows
+        head = Requests(source.is_alloc[:rows], source.requested_bytes[:rows], source.frees[:rows], source.op[:rows],
+                        source.time_ns[:rows], source.op_names)
+        self._head = head
+        self._checkpoints: list[_Checkpoint] = []
+        unlimited = _Run(head, _with_limit(options, MAX_LIMIT_BYTES), record=False, checkpoints=self._checkpoints)
+        self.unlimited = None if unlimited.failed_at is not None else unlimited.state(rows)
+        self._states: dict[int, _Checkpoint | None] = {}
+
+    def checkpoints(self) -> list[_Checkpoint]:
+        """The source's states where a region was made before ``rows`` (each replay's list starts with them)."""
+        return list(self._checkpoints)
+
+    def at(self, limit: int) -> _Checkpoint | None:
+        """The state before row ``rows`` under ``limit``; None where the source runs out of memory before it."""
+        if limit not in self._states:
+            options = _with_limit(self.options, limit)
+            reuse = options.allow_growth and options.fragmentation_fraction == 0.0
+            start = next((c for c in self._checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None) if reuse \
+                else None
+            if reuse and start is None:  # no region cut before it: the unlimited replay's state
+                self._states[limit] = self.unlimited
+            else:
+                run = _Run(self._head, options, record=False, start=start)
+                self._states[limit] = None if run.failed_at is not None else run.state(self.rows)
+        return self._states[limit]
 
 
 def min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 20,
@@ -857,7 +1085,11 @@ class _Run:
 
     def __init__(self, requests: Requests, options: BFCOptions, record: bool, start: _Checkpoint | None = None,
                  checkpoints: list[_Checkpoint] | None = None, keep_from: int = 0, track: bool = False,
-                 resume: _Snapshot | None = None, snapshots: list[_Snapshot] | None = None) -> None:
+                 resume: _Snapshot | None = None, snapshots: list[_Snapshot] | None = None,
+                 schedule: ScheduleFactory | None = None) -> None:
+        if schedule is not None and record:
+            raise ValueError("a replay served by a schedule records nothing (its events are not in row order)")
+        self._schedule = schedule
         self.requests = requests
         self.options = options
         self.record = record
@@ -912,7 +1144,7 @@ class _Run:
         # growth size (by pool_slope, growth_slope per byte of limit) and the region the limit cuts (region_slope),
         # whose last chunk (from tail_start to tail_end, tail_size bytes under this limit) moves with it: free when
         # tfree (its start) >= 0, else in use.
-        track = self._track and limit % MIN_ALLOCATION_BYTES == 0
+        track = self._track and limit % MIN_ALLOCATION_BYTES == 0 and self._schedule is None
         dlo, dhi = -limit, MAX_LIMIT_BYTES - limit
         pool_slope = growth_slope = 0
         region_slope: dict[int, int] = {}
@@ -976,8 +1208,15 @@ class _Run:
         vbase = self._vbase
         key_pop, free_pop, start_pop, used_pop, addr_pop = keys.pop, free_size.pop, free_start.pop, used.pop, addr_of.pop
 
+        schedule = None if self._schedule is None else self._schedule(first_row)
+        blocks: Iterator[tuple[int, Iterator[tuple[int, int]]]]
+        if schedule is None:  # the rows in order, a block at a time
+            blocks = ((begin, enumerate(events[begin:begin + every].tolist(), begin)) for begin in range(first_row, n, every))
+        else:  # the rows as the schedule serves them
+            listed = events.tolist()
+            blocks = iter([(first_row, ((row, listed[row]) for row in schedule))])
         last_snapshot = first_row
-        for begin in range(first_row, n, every):
+        for begin, block in blocks:
             # A snapshot copies the state: taken where that costs little beside the events replayed since the last.
             if (snapshots is not None and begin > first_row and track
                     and len(keys) + len(used) <= 4 * (begin - last_snapshot)):
@@ -989,7 +1228,7 @@ class _Run:
                                            (peak, peak_moving, max_pool, pool_moving)))
                 if sum(z.size_bytes for z in snapshots) > _SNAPSHOT_BYTES:
                     del snapshots[::2]  # thin them out, evenly
-            for row, x in enumerate(events[begin:begin + every].tolist(), begin):
+            for row, x in block:
                 if x > 0:  # an allocation of x bytes (rounded)
                     i = bisect_left(keys, x << shift)
                     if i == len(keys):
@@ -1076,6 +1315,8 @@ class _Run:
                                     pool_slope -= region_slope.pop(r)
                                     tfree = tend = -1
                         if not made:
+                            if schedule is not None and schedule.blocked(row):
+                                continue  # the request waits for memory to come back; the schedule serves it again
                             self.failed_at = row
                             break
                         i = bisect_left(keys, x << shift)
@@ -1207,8 +1448,16 @@ class _Run:
         self.free_size = free_size
         self.addr_of = addr_of
         self.tables = tables
+        self._end = (keys, pool, in_use, growth_size)
         if track:
             self.proven_low, self.proven_high = limit + dlo, limit + dhi
+
+    def state(self, row: int) -> _Checkpoint:
+        """The allocator's state where this replay ended, as a state another replay may resume from at ``row`` (a
+        replay that tracks nothing: this state's regions are those of this replay's limit)."""
+        keys, pool, in_use, growth = self._end
+        return self._checkpoint(row, pool, 0, keys, self.used, self.addr_of, self.regions, list(self.region_rows),
+                                in_use, self.peak, self.max_pool, growth)
 
     def _tail_split_bound(self, x: int, tsize: int, dlo: int, dhi: int) -> tuple[int, int]:
         """With ``fragmentation_fraction``, where the chunk that moves with the limit is split as it is here: both its
@@ -1342,10 +1591,14 @@ class _PartitionedRun:
     for. Garbage collection has nothing to give back in a single fixed region, so it changes nothing.
     """
 
-    def __init__(self, requests: Requests, options: BFCOptions, record: bool) -> None:
+    def __init__(self, requests: Requests, options: BFCOptions, record: bool,
+                 schedule: ScheduleFactory | None = None) -> None:
+        if schedule is not None and record:
+            raise ValueError("a replay served by a schedule records nothing (its events are not in row order)")
         self.requests = requests
         self.options = options
         self.record = record
+        self._schedule = schedule
         self.max_fragmentation = options.max_internal_fragmentation_bytes
         self.policies = (options.lower_end, options.lower_end, options.upper_end)  # by tag: the end that owns it
         self.failed_at: int | None = None
@@ -1515,7 +1768,10 @@ class _PartitionedRun:
         ends = upper_col.tolist() if upper_col is not None else [False] * n
         alignments = align_col.tolist() if align_col is not None else [MIN_ALLOCATION_BYTES] * n
         addr_of: dict[int, int] = {}
-        for row, (alloc, req, freed) in enumerate(zip(is_alloc, requested, frees)):
+        schedule = None if self._schedule is None else self._schedule(0)
+        rows: Iterator[tuple[int, tuple[bool, int, int]]] = enumerate(zip(is_alloc, requested, frees)) \
+            if schedule is None else ((row, (is_alloc[row], requested[row], frees[row])) for row in schedule)
+        for row, (alloc, req, freed) in rows:
             if alloc:
                 if req <= 0:  # XLA returns null for 0 bytes, and writes no event
                     self._note(-1, 0)
@@ -1529,6 +1785,8 @@ class _PartitionedRun:
                 if start < 0 and self._extend(rounded, row):
                     start = self._find(rounded, alignment, upper)
                 if start < 0:
+                    if schedule is not None and schedule.blocked(row):
+                        continue  # the request waits for memory to come back; the schedule serves it again
                     self.failed_at = row
                     break
                 self._remove_free(start)

@@ -7,10 +7,14 @@ the peak in use there, whether it fits a given limit and if not the first reques
 the same verdict ``memtrace oom`` gives a dump, :mod:`.oom`), what changing an option would need,
 and how well the model reproduces the allocator's own decisions where the trace records them
 (:mod:`.reproduce`, run under the limit a profile's events show: ``bytes_available`` + ``bytes_allocated``).
+Then, since a run does not repeat its order, the band over the orders the runtime may take
+(:mod:`.orders`): from which limit every sampled order runs, below which none does; over several
+recordings of one step with :func:`fit_recordings`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -23,6 +27,7 @@ from .bfc import BFCOptions, EndPolicy, Requests, Simulation
 from .defaults import Settings, settings_for, trace_defaults
 from .dump import Chunk, OomDump, Region
 from .oom import analyse
+from .orders import DEFAULT_ORDERS, DEFAULT_SEED, DEFAULT_WINDOW_NS, OrderBand, Recording, order_band, order_graph
 from .reproduce import Reproduction, reproduce
 from .requests import TraceRequests, requests_for
 
@@ -84,6 +89,12 @@ class Failure:
     chunks: tuple[FailureChunk, ...]
     end: str = ""  # a partitioned pool's: the end the request came from ("lower", "upper")
     usable_largest_free_bytes: int | None = None  # ... and the largest free chunk that end could use (holes, gap)
+    # (region, number): the number a person reads, 1, 2, ... in address order, the lowest first, as the pictures and
+    # memtrace oom number the regions (region is the model's id, in the order the regions were made)
+    numbers: tuple[tuple[int, int], ...] = ()
+
+    def number_of(self, region: int) -> int:
+        return dict(self.numbers).get(region, region + 1)
 
 
 @dataclass(frozen=True)
@@ -122,13 +133,30 @@ class FitResult:
     runtime: str = "TensorFlow"  # whose defaults: "TensorFlow" or "XLA" (the runtime that recorded the trace)
     settings: str = ""  # whose settings the alternatives name, e.g. "TF CPU", "XLA (JAX) GPU"
     effects: tuple[Effect, ...] = ()  # for an XLA profile: which of XLA's three effects apply to this answer
+    band: OrderBand | None = None  # over the orders a run may take (None: only the recorded order was replayed)
+    recordings: tuple[FitResult, ...] = field(default=())  # fit_recordings: each recording's own answer, this one first
+    paths: tuple[str, ...] = field(default=())  # and where each was read from
+
+    @property
+    def verdict(self) -> bool:
+        """Whether the limit asked about holds: every sampled order runs under it where a band was made (else
+        the recorded order does). Without a limit: True."""
+        if self.options.limit_bytes is None:
+            return True
+        if self.band is not None and self.band.all_fit is not None:
+            return self.band.all_fit and self.fits
+        return self.fits
 
 
 def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_growth: bool | None = None,
         garbage_collection: bool | None = None, fragmentation_fraction: float | None = None,
         recorded_limit: int | None = None, alternatives: bool = True, partitioned: bool | None = None,
-        gap_split: str | None = None) -> FitResult:
+        gap_split: str | None = None, orders: int = DEFAULT_ORDERS, window_ns: int = DEFAULT_WINDOW_NS,
+        seed: int = DEFAULT_SEED) -> FitResult:
     """Fit ``allocator``'s requests in ``trace`` (see the module's docstring).
+
+    ``orders`` orders of the recording are sampled for the band (:mod:`.orders`, within the
+    scheduling window ``window_ns``); 0: only the recorded order is replayed (``band`` None).
 
     Options left None take the defaults of the runtime that recorded the trace, TF's or XLA's
     (:func:`trace_defaults`; XLA's GPU allocator is partitioned unless it grows). ``recorded_limit`` is the limit the trace was recorded under, for the
@@ -137,6 +165,57 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
     TF_CPU_BFC_MEM_LIMIT_IN_MB); else the runtime's default for the allocator; else, for a GPU, no
     self-check).
     """
+    return fit_recordings([trace], allocator, limit=limit, allow_growth=allow_growth,
+                          garbage_collection=garbage_collection, fragmentation_fraction=fragmentation_fraction,
+                          recorded_limit=recorded_limit, alternatives=alternatives, partitioned=partitioned,
+                          gap_split=gap_split, orders=orders, window_ns=window_ns, seed=seed)
+
+
+def fit_recordings(traces: list[TraceData], allocator: str, *, limit: int | None = None,
+                   allow_growth: bool | None = None, garbage_collection: bool | None = None,
+                   fragmentation_fraction: float | None = None, recorded_limit: int | None = None,
+                   alternatives: bool = True, partitioned: bool | None = None, gap_split: str | None = None,
+                   orders: int = DEFAULT_ORDERS, window_ns: int = DEFAULT_WINDOW_NS, seed: int = DEFAULT_SEED,
+                   at_limits: Sequence[int] = ()) -> FitResult:
+    """Several recordings of one step: the first one's answer (:func:`fit`), each one's own smallest limit
+    (``recordings``), and the band over ``orders`` sampled orders of each (their orders and their requests);
+    every sampled order is replayed under each of ``at_limits`` too (``band.fitting_at``)."""
+    if not traces:
+        raise UsageError("no recording to fit")
+    fitted = [_fit_one(trace, allocator, limit, allow_growth, garbage_collection, fragmentation_fraction,
+                       recorded_limit, alternatives and number == 0, partitioned, gap_split)
+              for number, trace in enumerate(traces)]
+    first = fitted[0][0]
+    for trace, (other, _, _) in zip(traces[1:], fitted[1:]):
+        if (other.options, other.runtime) != (first.options, first.runtime):
+            raise UsageError(f"{trace.path}: {allocator!r} was recorded by another runtime or with other options than "
+                             f"in {traces[0].path}: not recordings of one step")
+    # Where no limit the model holds fits a recording, there are no limits to put in a band: the answer is that.
+    banded = orders and all(result.min_limit_bytes is not None for result, _, _ in fitted)
+    band = _band(fitted, [trace.path for trace in traces], orders, window_ns, seed, at_limits) if banded else None
+    return replace(first, band=band, recordings=tuple(result for result, _, _ in fitted),
+                   paths=tuple(trace.path for trace in traces))
+
+
+def _band(fitted: list[tuple[FitResult, TraceRequests, BFCOptions]], paths: list[str], orders: int, window_ns: int,
+          seed: int, at_limits: Sequence[int] = ()) -> OrderBand:
+    """The band over the recordings' sampled orders, each replayed with its recording's own options (the region
+    order its self-check found; the limit searched), and under the limit asked, if one was."""
+    first = fitted[0][0]
+    recordings = [Recording(path, order_graph(found.requests, found.threads, window_ns=window_ns), options,
+                            result.min_limit_bytes) for path, (result, found, options) in zip(paths, fitted)]
+    try:
+        return order_band(recordings, fitted[0][2], orders=orders, seed=seed, limit=first.options.limit_bytes,
+                          at_limits=at_limits)
+    except ValueError as exc:  # an order beyond any limit the model holds (8 TiB)
+        raise UsageError(f"{first.allocator}: {exc}") from None
+
+
+def _fit_one(trace: TraceData, allocator: str, limit: int | None, allow_growth: bool | None,
+             garbage_collection: bool | None, fragmentation_fraction: float | None, recorded_limit: int | None,
+             alternatives: bool, partitioned: bool | None,
+             gap_split: str | None) -> tuple[FitResult, TraceRequests, BFCOptions]:
+    """One recording's answer (:func:`fit`'s, without the band), its requests, and the options its replays take."""
     found = requests_for(trace, allocator)
     defaults = trace_defaults(trace, allocator)
     if partitioned and allow_growth is None and defaults.allow_growth:
@@ -187,7 +266,8 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
                           alternatives=alternatives, defaults=defaults.source, runtime=defaults.runtime, path=trace.path)
     effects = xla_effects(result, defaults.device, shown if recorded_limit is None else recorded_limit) \
         if defaults.runtime == "XLA" else ()
-    return replace(result, reproduced=reproduced, assumptions=tuple(notes), effects=effects)
+    return (replace(result, reproduced=reproduced, assumptions=tuple(notes), effects=effects), found,
+            replace(options, limit_bytes=0))
 
 
 def _partitioning_check(found: TraceRequests, options: BFCOptions, reproduced: Reproduction,
@@ -238,8 +318,9 @@ def xla_effects(result: FitResult, device: str, recorded_limit: int | None) -> t
     else:
         compiled = "XLA does not compile for this allocator's limit (pinned host memory)"
     order = ("XLA frees a buffer when the GPU stream is done with it, so the order of frees, and with it the smallest "
-             "limit, varies from run to run: this answer is for this recording's order (one H200 MLP needed 897, 929 "
-             "or 961 MiB by its order); record the program several times for the spread")
+             "limit, varies from run to run: the smallest limit is for this recording's order (one H200 MLP needed "
+             "897, 929 or 961 MiB by its order), the band for the orders sampled from it; record the program several "
+             "times for a band over all of their orders")
     return (Effect("partitioned_allocator", o.partitioned, part), Effect("compiled_for_limit", gpu, compiled),
             Effect("order_of_frees", True, order))
 
@@ -371,6 +452,8 @@ def _failure(requests: Requests, sim: Simulation) -> Failure:
         chunks=tuple(FailureChunk(c.region, c.offset, c.size_bytes, c.in_use, c.requested_bytes, c.op, c.tag)
                      for c in sim.chunks),
         end=end, usable_largest_free_bytes=event.usable_largest_free_bytes,
+        numbers=tuple((region, number) for number, (region, _) in enumerate(
+            sorted(sim.made_regions or sim.regions, key=lambda r: sim.options.address_slot(r[0])), 1)),
     )
 
 

@@ -49,6 +49,9 @@ class TraceRequests:
     chunk_bytes: IntArray | None = None
     bytes_in_use: IntArray | None = None
     fragmentation: np.ndarray | None = None
+    # per row, the thread the event happened on (a profile's line, a StepStats node's thread_id): which events
+    # ran one after another on one thread and which on others (``allocator/orders.py``); None where unknown
+    threads: IntArray | None = None
 
 
 def requests_for(trace: TraceData, allocator: str) -> TraceRequests:
@@ -119,6 +122,7 @@ def _from_profile(trace: TraceData, allocator: str, index: int) -> TraceRequests
         source="profile", from_birth=from_birth, bytes_before=bytes_before, dropped_frees=dropped,
         assumptions=tuple(assumptions), addresses=addresses, chunk_bytes=size, bytes_in_use=in_use,
         fragmentation=memory.fragmentation[rows].astype(np.float64),
+        threads=trace.nodes.thread_id[nodes].astype(np.int64),
     )
 
 
@@ -161,4 +165,5 @@ def _from_records(trace: TraceData, allocator: str) -> TraceRequests:
     return TraceRequests(allocator=allocator, requests=Requests(is_alloc, requested, frees, ops[0],
                          allocations.time_ns.astype(np.int64) - trace.step_start_ns, ops[1]),
                          source="records", from_birth=False, bytes_before=0, dropped_frees=dropped,
-                         assumptions=tuple(notes))
+                         assumptions=tuple(notes),
+                         threads=trace.nodes.thread_id[allocations.event_node].astype(np.int64))

@@ -11,6 +11,9 @@ A budget is one limit on one allocator. The metrics are the numbers memtrace alr
   requested bytes.
 - ``fits``: the step's requests fit under this limit when replayed through TF's BFC allocator
   (``memtrace.allocator.fit``, with TF's options for the allocator); the value shown is the smallest limit.
+  A run does not repeat its order: by default the limit passes only when every sampled order of the
+  recording fits under it (``memtrace.allocator.orders``), and the outcome says the share that does;
+  ``orders=0`` holds only the recorded order to it.
 
 Limits are inclusive: a value equal to its limit passes. Sizes read as people write them (``1234``,
 ``300MB`` = 3*10^8, ``1.5GiB`` = 1.5*2^30) and percentages as ``5%``. A budget file has one table
@@ -96,6 +99,7 @@ class Outcome:
     contributors: tuple[Contributor, ...]  # the largest, at most TOP_CONTRIBUTORS
     peak: AllocatorPeak | None  # for peak budgets: the peak measured
     fits: bool | None = None  # for ``fits``: the replay's verdict under the limit (measured is the smallest limit)
+    measured_as: str = "the smallest limit"  # for ``fits``: what ``measured`` is, in words
 
     @property
     def passed(self) -> bool:
@@ -211,11 +215,12 @@ def load_budget_file(path: str | os.PathLike[str]) -> list[Budget]:
 # -- checking -------------------------------------------------------------------------------------
 
 
-def check(trace: TraceData, budgets: Iterable[Budget]) -> CheckResult:
+def check(trace: TraceData, budgets: Iterable[Budget], *, orders: int | None = None) -> CheckResult:
     """Measure every budget on the trace, in the order given.
 
     Every budget names an allocator the trace has (else a UsageError listing the ones it has), and
-    no (allocator, metric) is stated twice.
+    no (allocator, metric) is stated twice. ``orders``: the orders sampled for ``fits`` budgets
+    (None: the default, ``memtrace.allocator.orders.DEFAULT_ORDERS``; 0: the recorded order alone).
     """
     budgets = list(budgets)
     if not budgets:
@@ -239,7 +244,7 @@ def check(trace: TraceData, budgets: Iterable[Budget]) -> CheckResult:
                 peaks[b.allocator] = peak(trace, b.allocator)
             outcomes.append(_peak_outcome(b, peaks[b.allocator], trace.span_name))
         elif b.metric == "fits":
-            outcomes.append(_fits_outcome(trace, b))
+            outcomes.append(_fits_outcome(trace, b, orders))
         else:
             if b.allocator not in wastes:
                 wastes[b.allocator] = internal_waste(trace, b.allocator)
@@ -285,18 +290,27 @@ def _peak_outcome(b: Budget, p: AllocatorPeak, span: str = "step") -> Outcome:
                    p)
 
 
-def _fits_outcome(trace: TraceData, b: Budget) -> Outcome:
+def _fits_outcome(trace: TraceData, b: Budget, orders: int | None) -> Outcome:
     from ..allocator.bfc import MAX_LIMIT_BYTES
     from ..allocator.fit import fit
+    from ..allocator.orders import DEFAULT_ORDERS
 
     where = f"{b.source}: [{b.stated_as or b.allocator}] fits"
     if b.limit > MAX_LIMIT_BYTES:
         raise UsageError(f"{where} {format_bytes(int(b.limit))} ({int(b.limit):,} bytes) is above what the model holds "
                          f"(at most {MAX_LIMIT_BYTES:,} bytes, 8 TiB)")
-    result = fit(trace, b.allocator, limit=int(b.limit), alternatives=False)
+    result = fit(trace, b.allocator, limit=int(b.limit), alternatives=False,
+                 orders=DEFAULT_ORDERS if orders is None else orders)
     smallest = ("no limit the model holds (8 TiB) fits" if result.min_limit_bytes is None
                 else f"the smallest limit is {result.min_limit_bytes // (1 << 20):,} MiB")
     note = f"replayed through TF's BFC allocator: {'fits' if result.fits else 'does not fit'}; {smallest}"
+    band = result.band
+    if band is not None and band.fitting_at_limit is not None:
+        n = len(band.orders)
+        note = (f"replayed through TF's BFC allocator: the recorded order {'fits' if result.fits else 'does not fit'}; "
+                f"{band.fitting_at_limit} of {n} sampled orders fit ({100 * band.fitting_at_limit / n:.0f}%), and the "
+                f"limit passes only when every one does; {smallest.replace('the smallest limit', 'the smallest limit under the recorded order')}, "
+                f"every sampled order fits from {band.always_fits_bytes // (1 << 20):,} MiB")
     contributors: tuple[Contributor, ...] = ()
     if result.failure is not None:
         f = result.failure
@@ -308,7 +322,12 @@ def _fits_outcome(trace: TraceData, b: Budget) -> Outcome:
                 held[c.op or "(unknown op)"] += c.size_bytes
         ranked = sorted(held, key=lambda op: (-held[op], op))[:TOP_CONTRIBUTORS]
         contributors = tuple(Contributor(op, ("in use",), held[op]) for op in ranked)
-    return Outcome(b, result.min_limit_bytes, note, contributors, None, fits=result.fits)
+    if band is not None and band.fitting_at_limit is not None:
+        measured = band.always_fits_bytes if result.min_limit_bytes is None else max(band.always_fits_bytes,
+                                                                                       result.min_limit_bytes)
+        return Outcome(b, measured, note, contributors, None,
+                       fits=result.verdict, measured_as="every sampled order fits from")
+    return Outcome(b, result.min_limit_bytes, note, contributors, None, fits=result.verdict)
 
 
 def _waste_outcome(trace: TraceData, b: Budget, total: Waste, ops: tuple[OpWaste, ...]) -> Outcome:

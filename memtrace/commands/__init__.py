@@ -103,6 +103,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def order_count(text: str) -> int:
+    """An argparse type: how many orders to sample (``--orders``), a whole number from 0 to 1,000,000."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1,000,000: {text!r}")
+    return value
+
+
 def input_paths(args: argparse.Namespace) -> list[str | None]:
     """Every file a command reads (trace, graph, budget file, both traces of a diff, oom's logs, a trace's
     layer-names file): never an output. A directory (a profile's logdir or run directory) stands for every

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import IO, Any
 
-from . import add_output_options, add_trace_options, load_trace, write_report
+from . import add_output_options, add_trace_options, load_trace, order_count, write_report
 
 
 def _limit(metric: str) -> Callable[[str], tuple[str, str]]:
@@ -68,6 +68,9 @@ def register(subparsers: Any) -> None:
                         help="the step's requests, replayed through TF's BFC allocator with TF's options for the "
                         "allocator (see 'memtrace fit'), must fit under SIZE, fragmentation included")
     parser.add_argument("--budget", metavar="FILE", help="a TOML budget file, one table per allocator")
+    parser.add_argument("--orders", type=order_count, default=None, metavar="N",
+                        help="for fits: the orders sampled from the recording (default 16); the limit passes only when "
+                        "every one fits; 0: only the recorded order is held to it")
     add_output_options(parser)
     parser.set_defaults(run=run)
 
@@ -84,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
         raise UsageError("no budget to check: give --max-peak, --max-peak-delta, --max-waste, --fits or --budget FILE")
     trace = load_trace(args)
-    result = check(trace, budgets)
+    result = check(trace, budgets, orders=args.orders)
     oddities = concerning(trace.oddities, [o.budget.allocator for o in result.outcomes])
 
     def render_text(out: IO[str]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import IO, Any
 
-from . import add_output_options, add_trace_options, load_trace, resolve_allocators, write_report
+from . import add_output_options, add_trace_options, load_trace, order_count, resolve_allocators, write_report
 from .batch_size import add_batch_options, check_options, run_batches
 
 
@@ -18,9 +18,14 @@ def register(subparsers: Any) -> None:
         "the step runs, whether it fits a given limit, the first request that fails and the allocator's map then, "
         "and the limit each other option needs. Where a TF2 profile starts at the allocator's birth, the model is "
         "checked against every address, chunk, bytes-in-use and fragmentation value the allocator recorded. "
-        "Exit 0: it fits; 1: it does not fit the limit; 2: bad input.",
+        "A run does not repeat its order (threads, streams), so orders the runtime may take are sampled from the "
+        "recording and replayed too: the band says from which limit every sampled order fits and below which none "
+        "does; with several recordings of one step (TRACE MORE...), over all of them. "
+        "Exit 0: it fits (every sampled order); 1: it does not fit the limit; 2: bad input.",
     )
     add_trace_options(parser)
+    parser.add_argument("files", nargs="*", metavar="MORE",
+                        help="more recordings of the same step (run again, same program): the band is over all of them")
     parser.add_argument("--allocator", metavar="NAME|DEVICE",
                         help="the allocator, or a device (CPU:0, GPU:0) naming it; default: every BFC allocator")
     limit = parser.add_mutually_exclusive_group()
@@ -50,6 +55,14 @@ def register(subparsers: Any) -> None:
                         "MiB for CPU BFC; where a profile's events show the limit, that one)")
     parser.add_argument("--no-alternatives", dest="alternatives", action="store_false",
                         help="do not replay the other options (faster on large traces)")
+    parser.add_argument("--orders", type=order_count, default=None, metavar="N",
+                        help="orders to sample from each recording for the band, its own included (default 16); 0: "
+                        "replay only the recorded order")
+    parser.add_argument("--window", type=_milliseconds, default=None, metavar="MS",
+                        help="the scheduling window in milliseconds: events of other threads further apart than this "
+                        "keep their recorded order (default 10)")
+    parser.add_argument("--seed", type=order_count, default=None, metavar="N",
+                        help="the seed the sampled orders are drawn with (default 0: the same orders every time)")
     add_output_options(parser)
     parser.add_argument("--html", action="store_true", help="write a self-contained HTML page instead: the allocator's "
                         "address space over time, every chunk a box from its allocation to its free (needs -o FILE)")
@@ -63,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from ..allocator.defaults import limit_on_card, parse_compute_capability, trace_defaults
-    from ..allocator.fit import fit
+    from ..allocator.fit import fit_recordings
+    from ..allocator.orders import DEFAULT_ORDERS, DEFAULT_SEED, DEFAULT_WINDOW_NS
     from ..allocator.requests import bfc_allocators
     from ..errors import UsageError
     from ..reporters import fit as report
@@ -86,9 +100,19 @@ def run(args: argparse.Namespace) -> int:
     check_options(args)
     if args.vs is not None and (args.partitioning is not None or args.gap_split is not None):
         raise UsageError("--partitioning and --gap-split are not taken with --vs (it uses the runtime's default)")
+    more = list(args.files)
     if args.vs is not None:
+        if more or args.orders is not None or args.window is not None or args.seed is not None:
+            raise UsageError("fit --vs reads two recordings at two batch sizes: more recordings, --orders, --window "
+                             "and --seed are for fit without --vs")
         return run_batches(args, limit, card)
+    if more and args.html:
+        raise UsageError("fit --html draws one recording: give one TRACE")
+    orders = DEFAULT_ORDERS if args.orders is None else args.orders
+    if more and not orders:
+        raise UsageError("several recordings make a band: --orders 0 replays only one recorded order")
     trace = load_trace(args)
+    traces = [trace] + [load_trace(args, path) for path in more]
     if args.allocator is not None:
         allocators = resolve_allocators(trace, [args.allocator]) or []
     else:
@@ -96,6 +120,11 @@ def run(args: argparse.Namespace) -> int:
         if not allocators:
             raise UsageError(f"{trace.path}: no allocator here made BFC requests (it has: "
                              f"{', '.join(trace.allocators) or 'none'}); name one with --allocator")
+    for other in traces[1:]:
+        missing = [name for name in allocators if name not in other.allocators]
+        if missing:
+            raise UsageError(f"{other.path}: no allocator {missing[0]!r} here (it has: "
+                             f"{', '.join(other.allocators) or 'none'}): not a recording of the same step")
     limits: dict[str, int | None] = {name: limit for name in allocators}
     card_notes: dict[str, str] = {}
     if card is not None:  # the card limits the GPU's allocators; a pinned host allocator keeps its own (a note says so)
@@ -107,9 +136,12 @@ def run(args: argparse.Namespace) -> int:
             trace_defaults(trace, name).partitioned and not args.allow_growth for name in allocators):
         raise UsageError(f"--gap-split applies to a partitioned pool, and no allocator here is one by default "
                          f"({', '.join(allocators)}): give --partitioning")
-    results = [fit(trace, name, limit=limits[name], allow_growth=args.allow_growth, garbage_collection=args.garbage_collection,
-                   fragmentation_fraction=fraction, recorded_limit=recorded, alternatives=args.alternatives,
-                   partitioned=args.partitioning, gap_split=args.gap_split)
+    window = DEFAULT_WINDOW_NS if args.window is None else args.window
+    results = [fit_recordings(traces, name, limit=limits[name], allow_growth=args.allow_growth,
+                              garbage_collection=args.garbage_collection, fragmentation_fraction=fraction,
+                              recorded_limit=recorded, alternatives=args.alternatives, partitioned=args.partitioning,
+                              gap_split=args.gap_split, orders=orders, window_ns=window,
+                              seed=DEFAULT_SEED if args.seed is None else args.seed)
                for name in allocators]
     results = [replace(r, assumptions=(*r.assumptions, card_notes[r.allocator])) if r.allocator in card_notes else r
                for r in results]
@@ -124,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         report.render_text(results, out)
 
     write_report(args, lambda: with_notes(report.to_json(trace.path, results), trace.oddities), render_text)
-    return 0 if all(r.fits for r in results) else 1
+    return 0 if all(r.verdict for r in results) else 1
 
 
 def _write_html(args: argparse.Namespace, trace: Any, allocators: list[str], limits: dict[str, int | None],
@@ -150,7 +182,18 @@ def _write_html(args: argparse.Namespace, trace: Any, allocators: list[str], lim
     with open_output(args.output, input_paths(args)) as out:
         render_html(spaces, out, f"memtrace fit: {trace.path}", [headline(r) for r in results], args.group_by, names,
                     [batch] * len(spaces))
-    return 0 if all(r.fits for r in results) else 1
+    return 0 if all(r.verdict for r in results) else 1
+
+
+def _milliseconds(text: str) -> int:
+    """An argparse type: milliseconds (a number, at least 0, at most a day) as nanoseconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of milliseconds: {text!r}") from None
+    if not 0.0 <= value <= 86_400_000.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 86400000 ms: {text!r}")
+    return round(value * 1_000_000)
 
 
 def _fraction(text: str | None) -> float | None:

@@ -5,7 +5,11 @@ never imports TensorFlow or JAX) inside ``memtrace.tensorflow.recording`` (or ``
 JAX script), which starts the profiler before the first allocation and stops it however the script
 ends. The script's exit code is passed on. ``--limit``/``--card`` put the script's allocator under a
 limit first (:func:`limit_environment`): XLA compiles a program for the memory it has, so only a
-recording under the limit one asks about shows the program XLA builds for it.
+recording under the limit one asks about shows the program XLA builds for it. The child says how a
+TensorFlow run was recorded (threads, oneDNN) and so whether its order will repeat; ``--steady``
+records the way the docs recommend for steady answers (one inter-op and one intra-op thread,
+oneDNN's kernels off), ``--runs N`` records N runs and then fits all of them at once (the band over
+the orders the runs took: ``memtrace fit R1 R2 ...``).
 """
 
 from __future__ import annotations
@@ -60,9 +64,28 @@ def register(subparsers: Any) -> None:
                         help="the card's compute capability for --card with TF (default 8.0): decides TF's reserve")
     parser.add_argument("--runtime", metavar="auto|jax|tensorflow", default="auto",
                         help="the script's runtime (default: JAX where the script imports it and not TensorFlow)")
+    parser.add_argument("--steady", action="store_true",
+                        help="record the way the docs recommend for steady answers: one inter-op and one intra-op "
+                        "thread and oneDNN's kernels off (TF_ENABLE_ONEDNN_OPTS=0), so that the order of allocations "
+                        "repeats from run to run; without it the script runs with the threads and kernels it sets "
+                        "(TensorFlow's default: a thread a core, oneDNN on), and the order varies")
+    parser.add_argument("--runs", type=_runs, default=1, metavar="N",
+                        help="run the script N times, each into LOGDIR/run-K, then fit all N profiles at once "
+                        "(memtrace fit's band over the orders the runs took); default 1")
     parser.add_argument("script", metavar="SCRIPT", help="the Python script to run")
     parser.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's arguments")
     parser.set_defaults(run=run)
+
+
+def _runs(text: str) -> int:
+    """An argparse type: how many runs, 1 to 100."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= 100:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 100: {text!r}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,6 +102,11 @@ def run(args: argparse.Namespace) -> int:
         if runtime == "jax":
             raise UsageError("--cpu-bfc is TensorFlow's CPU allocator; this is a JAX script (see --runtime)")
         env["TF_CPU_ALLOCATOR_USE_BFC"] = "true"
+    if args.steady:
+        if runtime == "jax":
+            raise UsageError("--steady sets TensorFlow's threads and oneDNN; this is a JAX script (see --runtime)")
+        env["TF_ENABLE_ONEDNN_OPTS"] = "0"  # read when TensorFlow is imported
+        env["MEMTRACE_RUN_STEADY"] = "1"  # the child sets one inter-op and one intra-op thread
     said = None
     if args.limit is not None or args.card is not None:
         updates, said = limit_environment(args, runtime, env)
@@ -87,9 +115,34 @@ def run(args: argparse.Namespace) -> int:
     # it, which the child prints) must not move with it. Checked (made, written to) once every option is sound.
     logdir = os.path.abspath(args.logdir or f"memtrace-{stem}.{os.getpid()}")
     _check_logdir(logdir, args.logdir)
-    before = _profiles(logdir)
     if said is not None:
         print(f"memtrace: {said}", file=sys.stderr, flush=True)
+    if args.runs == 1:
+        return _run_once(args, logdir, env, runtime)
+    logdirs = [os.path.join(logdir, f"run-{number}") for number in range(1, args.runs + 1)]
+    codes = []
+    for number, each in enumerate(logdirs, 1):
+        print(f"memtrace: run {number} of {args.runs} into {each}", file=sys.stderr, flush=True)
+        codes.append(_run_once(args, each, env, runtime))
+    recorded = [each for each in logdirs if os.path.isdir(os.path.join(each, "plugins", "profile"))]
+    failed = next((code for code in codes if code), 0)
+    if len(recorded) < 2:
+        print(f"memtrace: {len(recorded)} of {args.runs} runs wrote a profile: nothing to fit together", file=sys.stderr)
+        return failed
+    print(f"memtrace: the band over the {len(recorded)} runs' orders (memtrace fit {' '.join(recorded)}):",
+          file=sys.stderr, flush=True)
+    from . import fit as fit_command
+
+    parser = argparse.ArgumentParser(prog="memtrace")
+    fit_command.register(parser.add_subparsers())
+    fitting = parser.parse_args(["fit", *recorded])
+    fitting.run(fitting)
+    return failed
+
+
+def _run_once(args: argparse.Namespace, logdir: str, env: dict[str, str], runtime: str) -> int:
+    """One run of the script in a child Python into ``logdir``; its exit code (128 + N for signal N)."""
+    before = _profiles(logdir)
     home = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     package_root = os.path.dirname(home)
     bootstrap = _JAX_BOOTSTRAP if runtime == "jax" else _BOOTSTRAP

@@ -34,6 +34,7 @@ def to_json(result: CheckResult, oddities: Sequence[Oddity] = ()) -> dict[str, A
                 "unit": o.budget.unit,
                 "limit": o.budget.limit,
                 "measured": o.measured,
+                **({"measured_as": o.measured_as} if o.fits is not None else {}),
                 "margin": o.margin,
                 "passed": o.passed,
                 "source": o.budget.source,
@@ -164,7 +165,7 @@ def _explain_fit(outcome: Outcome) -> str:
     """A ``fits`` budget: whether the replay fits the limit, the smallest limit, who held the bytes at the failure."""
     b = outcome.budget
     lines = [(f"{budget_name(b)}: {'fits' if outcome.fits else 'does not fit'} under {value_text(b.limit, b.unit)} "
-             f"(the smallest limit {value_text(outcome.measured, b.unit)}; limit from {b.source})"),
+             f"({outcome.measured_as} {value_text(outcome.measured, b.unit)}; limit from {b.source})"),
              f"  {clean(outcome.note)}"]  # (the failing op's name is the trace's: escaped)
     if outcome.contributors:
         lines.append("  ops holding the most bytes at the failure:")

@@ -8,6 +8,7 @@ from ..allocator.fit import Alternative, Effect, Failure, FitOptions, FitResult
 from ..allocator.reproduce import Reproduction
 from ..units import MIB, format_bytes, format_us, plural
 from .common import clean, table
+from .orders import band_json, render_band
 
 SCHEMA = "memtrace.fit/1"
 
@@ -52,6 +53,11 @@ def _result_json(r: FitResult, chunks: bool) -> dict[str, Any]:
         # XLA's three effects on what one recording says, where it is XLA's ({} otherwise). The order of frees is
         # where a band of limits over the orders a runtime takes belongs.
         "effects": {e.name: {"applies": e.applies, "words": e.words} for e in r.effects},
+        "fits_every_order": r.verdict if r.band is not None and r.options.limit_bytes is not None else None,
+        "band": None if r.band is None else band_json(r.band),
+        "recordings": [{"path": path, "events": one.events, "min_limit_bytes": one.min_limit_bytes, "fits": one.fits,
+                        "reproduced": None if one.reproduced is None else _reproduced_json(one.reproduced)}
+                       for path, one in zip(r.paths, r.recordings)],
     }
 
 
@@ -69,7 +75,7 @@ def _failure_json(f: Failure, chunks: bool) -> dict[str, Any]:
         "time_ns": f.time_ns, "in_use_bytes": f.in_use_bytes, "pool_bytes": f.pool_bytes, "free_bytes": f.free_bytes,
         "largest_free_bytes": f.largest_free_bytes, "verdict": f.verdict, "missing_bytes": f.missing_bytes,
         "end": f.end or None, "usable_largest_free_bytes": f.usable_largest_free_bytes,
-        "regions": [{"region": r, "size_bytes": s} for r, s in f.regions],
+        "regions": [{"region": r, "number": f.number_of(r), "size_bytes": s} for r, s in f.regions],
         "chunks": [{"region": c.region, "offset": c.offset, "size_bytes": c.size_bytes, "in_use": c.in_use,
                     "requested_bytes": c.requested_bytes if c.in_use else None, "op": c.op or None,
                     "tag": c.tag or None}
@@ -137,7 +143,16 @@ def headline(r: FitResult) -> str:
     if f is not None:
         line += (f": {f.op or '(op unknown)'} asks for {format_bytes(f.request_bytes)} at event {f.row:,} and the "
                  f"largest free chunk is {format_bytes(f.largest_free_bytes)} ({f.verdict})")
-    return line + "."
+    line += "."
+    b = r.band
+    if b is not None and not b.fixed:  # the orders a run may take: said where they are more than the recorded one
+        n = len(b.orders)
+        line += (f" Every one of {n} sampled orders needs {mib(b.always_fits_bytes)}." if b.narrow else
+                 f" Over {n} sampled orders: every one fits from {mib(b.always_fits_bytes)}, none below "
+                 f"{mib(b.never_fits_below_bytes)}"
+                 + ("" if b.fitting_at_limit is None or r.options.limit_bytes is None else
+                    f"; {b.fitting_at_limit} of {n} fit under {mib(r.options.limit_bytes)}") + ".")
+    return line
 
 
 def render_text(results: list[FitResult], out: IO[str], map_rows: int = 20) -> None:
@@ -149,13 +164,23 @@ def render_text(results: list[FitResult], out: IO[str], map_rows: int = 20) -> N
 
 def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
     o = r.options
-    out.write(f"{clean(r.allocator)}: {plural(r.events, 'event')}, {plural(r.allocations, 'allocation')}; "
+    several = len(r.recordings) > 1
+    what = (f"{len(r.recordings)} recordings of one step" if several else
+            f"{plural(r.events, 'event')}, {plural(r.allocations, 'allocation')}")
+    out.write(f"{clean(r.allocator)}: {what}; "
               f"allow_growth {'on' if o.allow_growth else 'off'}, garbage collection "
               f"{'on' if o.garbage_collection else 'off'}, fragmentation_fraction {o.fragmentation_fraction:g}"
               f"{partitioning_words(o, r.runtime)}\n")
     if r.defaults:
         out.write(f"  options not given are {r.defaults}\n")
-    if r.reproduced is not None:
+    if several:
+        for number, (path, one) in enumerate(zip(r.paths, r.recordings), 1):
+            check = "" if one.reproduced is None else f"; self-check: {reproduction_line(one.reproduced)}"
+            least = "none that the model holds" if one.min_limit_bytes is None else mib(one.min_limit_bytes)
+            out.write(f"  recording {number} ({clean(path)}): {plural(one.events, 'event')}; smallest limit "
+                      f"{least}{check}\n")
+        out.write(f"  the answers below are recording 1's, then the band over all {len(r.recordings)}\n")
+    if r.reproduced is not None and not several:
         p = r.reproduced
         order = ("ascending" if not p.regions_descending else "descending") + " addresses" if not p.region_order else (
             "addresses ranked " + ", ".join(str(rank) for rank in p.region_order) + " as the profile shows")
@@ -165,7 +190,7 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
     if r.min_limit_bytes is None:
         out.write("  smallest limit: none that the model holds (up to 8 TiB) fits these requests\n")
     else:
-        out.write(f"  smallest limit: {mib(r.min_limit_bytes)}"
+        out.write(f"  smallest limit: {mib(r.min_limit_bytes)}{' under the recorded order' if r.band is not None else ''}"
                   + ("" if r.below_step_bytes <= MIB else
                      f" (the limits below it were tried every {mib(r.below_step_bytes)}: a smaller one may fit)") + "\n")
     if r.counterexample is not None:
@@ -180,8 +205,12 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
                   f"{format_bytes(r.lost_bytes)} of the limit lost to fragmentation (limit - peak in use)\n")
     else:
         verdict = "fits" if r.fits else "does NOT fit"
+        if r.band is not None:
+            verdict += " (the recorded order)"
         out.write(f"  under {mib(o.limit_bytes)}: {verdict}; peak in use {format_bytes(r.peak_in_use_bytes)}, "
                   f"pool {format_bytes(r.pool_bytes)}\n")
+    if r.band is not None:
+        render_band(r.band, out)
     if r.failure is not None:
         _render_failure(r.failure, out, map_rows)
     if r.alternatives:
@@ -234,8 +263,8 @@ def _render_failure(f: Failure, out: IO[str], map_rows: int) -> None:
     out.write(f"  the memory map then ({plural(len(f.chunks), 'chunk')}"
               + (f", the {map_rows} largest shown" if len(f.chunks) > map_rows else "") + "):\n")
     shown = sorted(f.chunks, key=lambda c: -c.size_bytes)[:map_rows]
-    shown.sort(key=lambda c: (c.region, c.offset))
-    body = [[c.region, f"{c.offset:,}", format_bytes(c.size_bytes), "in use" if c.in_use else "free",
+    shown.sort(key=lambda c: (f.number_of(c.region), c.offset))
+    body = [[f.number_of(c.region), f"{c.offset:,}", format_bytes(c.size_bytes), "in use" if c.in_use else "free",
              format_bytes(c.requested_bytes) if c.in_use else "", clean(c.op)] for c in shown]
     headers = ["region", "offset", "size", "state", "requested", "op"]
     aligns = ["right", "right", "right", "left", "right", "left"]

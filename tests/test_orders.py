@@ -1,0 +1,327 @@
+"""The orders a run may take (``memtrace.allocator.orders``): units, the partial order, sampled orders,
+TF's retry, and the band, on sequences worked out by hand and on real recordings.
+
+GIVEN a recording's events on its threads WHEN memtrace derives the orders a runtime could have
+taken and replays them THEN every order keeps what data and program order force, a failing request
+waits for other threads' frees as TensorFlow's retry does (and only for what does not depend on it),
+and the band's edges are what the sampled orders need.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import memtrace
+from memtrace.allocator import bfc, orders
+from memtrace.allocator.bfc import BFCOptions, Requests
+from memtrace.allocator.fit import fit
+from memtrace.cli import main
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+FIT = FIXTURES / "fit"
+BATCHES = FIXTURES / "batches"
+BFC = "bfc_cpu_allocator_for_gpu"
+MIB = 1 << 20
+NO_GROWTH = BFCOptions(0, allow_growth=False)
+
+
+def graph(events: list[tuple[str, int] | tuple[str, int, str]], threads: list[int], window_ns: int) -> orders.OrderGraph:
+    """A hand-made recording: ``events`` as ``Requests.from_events`` takes them (times are the row numbers)."""
+    return orders.order_graph(Requests.from_events(events), np.array(threads), window_ns=window_ns)
+
+
+def preds(g: orders.OrderGraph) -> list[list[int]]:
+    return [g.preds[g.pred_offsets[u]:g.pred_offsets[u + 1]].tolist() for u in range(g.units)]
+
+
+# -- the partial order ------------------------------------------------------------------------------
+
+
+def test_units_are_runs_of_one_thread_and_one_op_and_follow_their_thread_and_their_data() -> None:
+    # rows: 0-1 thread 1 allocates twice for op a; 2 thread 2 allocates for b; 3 thread 1 frees row 0;
+    # 4 thread 1 allocates for c; 5-6 thread 2 frees its own row 2, then thread 1's row 1
+    g = graph([("a", 1024, "a"), ("a", 2048, "a"), ("a", 512, "b"), ("f", 0), ("a", 256, "c"), ("f", 2), ("f", 1)],
+              [1, 1, 2, 1, 1, 2, 2], window_ns=10)
+    # units: rows 0-1 (one op on one thread), 2 (another thread), 3 (thread 1 again: a free after thread 2's
+    # event), 4 (a new op), 5-6 (thread 2's frees)
+    assert g.unit_rows.tolist() == [0, 2, 3, 4, 5, 7] and g.threads == 2
+    # thread 1: 0 -> 2 -> 3; thread 2: 1 -> 4; data: row 3 frees row 0 (unit 0), row 5 frees row 2 (unit 1),
+    # row 6 frees row 1 (unit 0)
+    assert preds(g) == [[], [], [0], [2], [0, 1]]
+    assert g.reorderable()  # units 0 and 1 are 2 ns apart, neither follows the other
+    assert not graph([("a", 1024, "a"), ("a", 512, "b"), ("f", 0)], [1, 1, 1], window_ns=10).reorderable()
+    # further apart than the window: every pair of neighbours keeps its order
+    assert not graph([("a", 1024, "a"), ("a", 512, "b"), ("f", 0), ("f", 1)], [1, 2, 1, 2], window_ns=0).reorderable()
+
+
+def test_unknown_ops_make_every_allocation_a_unit() -> None:
+    # XLA's profiles name no op: the reader calls every allocation "(no op)"
+    g = graph([("a", 256, "(no op)"), ("a", 256, "(no op)"), ("f", 0), ("a", 256)], [1, 1, 1, 1], window_ns=10)
+    assert g.unit_rows.tolist() == [0, 1, 3, 4]
+
+
+def test_sampled_orders_keep_the_partial_order_and_the_recorded_one_comes_first() -> None:
+    events = [("a", 1024, "a"), ("a", 512, "b"), ("f", 0), ("a", 768, "c"), ("f", 1), ("f", 3)]
+    g = graph(events, [1, 2, 1, 2, 1, 2], window_ns=3)
+    drawn = orders.sample_orders(g, 24, seed=7)
+    assert drawn[0].units.tolist() == list(range(g.units)) and drawn[0].requests is g.requests
+    seen = {tuple(o.units.tolist()) for o in drawn}
+    assert len(seen) > 1  # the window lets some neighbours swap
+    for o in drawn:
+        position = {u: k for k, u in enumerate(o.units.tolist())}
+        assert all(position[p] < position[u] for u in range(g.units) for p in preds(g)[u])
+        q = o.requests
+        freed = np.flatnonzero(~q.is_alloc)
+        assert (q.frees[freed] < freed).all()  # every free after its allocation, renumbered
+        assert sorted(q.requested_bytes[q.is_alloc].tolist()) == [512, 768, 1024]
+    # seeded: the same orders again
+    assert [o.units.tolist() for o in orders.sample_orders(g, 24, seed=7)] == [o.units.tolist() for o in drawn]
+    # a window of 0 keeps the recorded order: every order drawn is it
+    still = orders.order_graph(g.requests, np.array([1, 2, 1, 2, 1, 2]), window_ns=0)
+    assert {tuple(o.units.tolist()) for o in orders.sample_orders(still, 8)} == {tuple(range(still.units))}
+
+
+# -- TF's retry -------------------------------------------------------------------------------------
+
+# Thread 1 holds 1 KiB (row 0); thread 2 asks for 1 KiB (row 1) and frees it (row 2); thread 1 then frees its
+# own (row 3). Under a 1 KiB limit without growth the recorded order runs out at row 1.
+WAITS = [("a", 1024, "x"), ("a", 1024, "y"), ("f", 1), ("f", 0)]
+
+
+def test_a_failing_request_waits_for_another_threads_free() -> None:
+    g = graph(WAITS, [1, 2, 2, 1], window_ns=2)
+    recorded = orders.sample_orders(g, 1)[0]
+    at_1k = BFCOptions(1024, allow_growth=False)
+    assert not bfc.fits(g.requests, at_1k)  # in the recorded order row 1 finds no room
+    # with the retry, thread 2 waits; thread 1's free (2 ns later, within the window) runs and makes room
+    assert bfc.fits(g.requests, at_1k, recorded.schedule())
+    # a window of 1 ns: the free is too far away to run meanwhile, and the request fails for good
+    narrow = orders.order_graph(g.requests, np.array([1, 2, 2, 1]), window_ns=1)
+    assert not bfc.fits(g.requests, at_1k, orders.sample_orders(narrow, 1)[0].schedule())
+
+
+def test_a_waiting_request_holds_back_what_depends_on_it() -> None:
+    # as above, but thread 1 frees thread 2's buffer (row 2 follows row 1's unit by data) and thread 2 frees
+    # thread 1's (row 3 follows thread 2's unit on its thread): nothing can run while row 1 waits
+    g = graph([("a", 1024, "x"), ("a", 1024, "y"), ("f", 1), ("f", 0)], [1, 2, 1, 2], window_ns=100)
+    assert preds(g) == [[], [], [0, 1], [0, 1]]
+    assert not bfc.fits(g.requests, BFCOptions(1024, allow_growth=False), orders.sample_orders(g, 1)[0].schedule())
+    assert bfc.fits(g.requests, BFCOptions(2048, allow_growth=False), orders.sample_orders(g, 1)[0].schedule())
+
+
+# -- the band ---------------------------------------------------------------------------------------
+
+
+def test_the_band_over_orders_that_need_different_limits() -> None:
+    # thread 1 holds 1 KiB then frees it (rows 0, 2); thread 2 holds 512 B then frees it (rows 1, 3).
+    # Recorded, without growth (one region of the limit): under 1.5 KiB the 1 KiB request gets the whole
+    # region (1,536 is less than twice 1,024: not split), and the 512 B find no room; 2 KiB splits: the
+    # recorded order alone needs 2 KiB.
+    events = [("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)]
+    g = graph(events, [1, 2, 1, 2], window_ns=100)
+    band = orders.order_band([orders.Recording("hand-made", g)], NO_GROWTH, orders=16, granularity=256)
+    # With the retry, under 1.5 KiB the 512 B wait for thread 1's free: the recorded order needs 1.5 KiB (the
+    # search looks no lower than the bytes it holds at once); with thread 1's free before thread 2's
+    # allocation, 1 KiB.
+    needs = sorted({o.min_limit_bytes for o in band.orders})
+    assert needs == [1024, 1536] and band.recorded_limits == (2048,)
+    assert (band.first_fit_bytes, band.always_fits_bytes) == (1024, 1536)
+    # the orders disagree: below the fewest bytes any order holds at once (1 KiB) none fits
+    assert band.never_fits_below_bytes == 1024 and not band.narrow and not band.fixed
+    k = sum(o.min_limit_bytes == 1024 for o in band.orders)
+    assert band.steps() == [(1024, k), (1536, 16)] and 0 < k < 16
+    assert band.share(1280) == k / 16
+    # under a limit every order is replayed there, with the retry: at 1 KiB the recorded order's 512 B
+    # waits for thread 1's free, so every order runs
+    at = orders.order_band([orders.Recording("hand-made", g)], NO_GROWTH, orders=16, granularity=256, limit=1024)
+    assert at.fitting_at_limit == 16 and at.all_fit
+    below = orders.order_band([orders.Recording("hand-made", g)], NO_GROWTH, orders=16, granularity=256, limit=768)
+    assert below.fitting_at_limit == 0 and below.all_fit is False
+
+
+def test_one_chain_is_one_order_and_a_narrow_band() -> None:
+    # the sequence above on one thread: nothing can run while the 512 B wait, so 2 KiB (see above)
+    g = graph([("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)], [1, 1, 1, 1], window_ns=100)
+    band = orders.order_band([orders.Recording("one thread", g)], NO_GROWTH, orders=16, granularity=256)
+    assert band.fixed and band.narrow and len(band.orders) == 1
+    assert (band.never_fits_below_bytes, band.first_fit_bytes, band.always_fits_bytes) == (2048, 2048, 2048)
+
+
+# -- real recordings --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "boundary_mib"), [("cnn", 28), ("lstm", 7), ("transformer", 11)])
+def test_one_thread_programs_have_a_narrow_band_at_tensorflows_boundary(name: str, boundary_mib: int) -> None:
+    # fixtures/fit: one inter-op and one intra-op thread, oneDNN off; TF's own ladder agreed run after run
+    evidence = json.loads((FIT / f"{name}.json").read_text())
+    assert evidence["boundary"]["fits_mib"] == boundary_mib
+    result = fit(memtrace.load(FIT / f"{name}.xplane.pb.gz"), BFC, alternatives=False)
+    band = result.band
+    assert band is not None and band.narrow and len(band.orders) == orders.DEFAULT_ORDERS
+    assert band.never_fits_below_bytes == band.always_fits_bytes == result.min_limit_bytes == boundary_mib * MIB
+    for run in evidence["ladder"]:  # every run of TF's ladder is on the side of the band it should be
+        assert (run["outcome"] == "completed") == (run["limit_mib"] * MIB >= band.always_fits_bytes)
+
+
+def test_two_recordings_of_one_step_make_one_band_with_each_ones_own_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    # the LSTM at batch 48 recorded twice: one run kept the recurrent gradient of all 16 steps alive at once
+    # (fixtures/README.md). TensorFlow itself ran out at 7 MiB and completed at 8 (batches/ladders.json).
+    first, again = str(BATCHES / "lstm_b48.xplane.pb.gz"), str(BATCHES / "lstm_b48_rerun.xplane.pb.gz")
+    assert main(["fit", first, again, "--no-alternatives", "--json"]) == 0
+    (doc,) = json.loads(capsys.readouterr().out)["allocators"]
+    band = doc["band"]
+    assert band["recorded_min_limit_bytes"] == [5 * MIB, 8 * MIB] and band["recordings"] == [first, again]
+    assert [r["min_limit_bytes"] for r in doc["recordings"]] == [5 * MIB, 8 * MIB]
+    assert band["first_fit_bytes"] == 5 * MIB and band["always_fits_bytes"] == 8 * MIB
+    assert band["never_fits_below_bytes"] <= 5 * MIB and band["orders"] == 2 * orders.DEFAULT_ORDERS
+    ladder = json.loads((BATCHES / "ladders.json").read_text())["limits"]
+    tf = next(x for x in ladder if (x["model"], x["batch"]) == ("lstm", 48))
+    assert band["never_fits_below_bytes"] <= tf["ran_out_mib"] * MIB < band["always_fits_bytes"] <= tf["min_limit_mib"] * MIB
+    assert main(["fit", first, again, "--no-alternatives"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "2 recordings of one step" in text and "each recording's own order needs: 5 MiB (lstm_b48.xplane.pb.gz), 8 MiB" in text
+    assert "spread 3 MiB" in text
+    # under 7 MiB only the orders of the first recording run: it does not fit
+    assert main(["fit", first, again, "--no-alternatives", "--limit", "7MiB", "--json"]) == 1
+    (doc,) = json.loads(capsys.readouterr().out)["allocators"]
+    assert doc["fits"] is True and doc["fits_every_order"] is False  # the first recording's own order fits
+    assert doc["band"]["fitting_orders_at_limit"] == orders.DEFAULT_ORDERS
+
+
+def test_orders_zero_is_the_recorded_order_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    profile = str(FIT / "cnn.xplane.pb.gz")
+    assert main(["fit", profile, "--no-alternatives", "--orders", "0", "--json"]) == 0
+    (doc,) = json.loads(capsys.readouterr().out)["allocators"]
+    assert doc["band"] is None and doc["fits_every_order"] is None
+    assert main(["fit", profile, "--no-alternatives", "--orders", "0"]) == 0
+    text = capsys.readouterr().out
+    assert "smallest limit: 28 MiB\n" in text and "orders a run may take" not in text
+    assert main(["fit", profile, str(FIT / "lstm.xplane.pb.gz"), "--orders", "0"]) == 2
+    assert "--orders 0 replays only one recorded order" in capsys.readouterr().err
+    assert main(["fit", profile, "--orders", "-1"]) == 2
+    assert main(["fit", profile, "--window", "soon"]) == 2
+
+
+# -- the recordings of TensorFlow's default threads (fixtures/orders) and its ladder ---------------------
+
+ORDERS = FIXTURES / "orders"
+
+
+def ladder(config: str) -> list[tuple[int, int, int]]:
+    """TensorFlow's own runs under one limit each: (limit MiB, runs, runs that completed)."""
+    document = json.loads((ORDERS / "ladders.json").read_text())
+    return [(s["limit_mib"], s["runs"], s["completed"]) for s in document["configs"][config]["ladder"]]
+
+
+def test_the_band_of_one_default_thread_recording_holds_every_limit_where_runs_disagreed() -> None:
+    result = fit(memtrace.load(ORDERS / "default.r1.xplane.pb.gz"), BFC, alternatives=False)
+    band = result.band
+    assert band is not None and result.min_limit_bytes == 113 * MIB and not band.narrow
+    disagreed = [limit for limit, runs, done in ladder("default") if 0 < done < runs]
+    assert disagreed and min(disagreed) == 84 and max(disagreed) == 116
+    assert all(band.never_fits_below_bytes <= limit * MIB < band.always_fits_bytes for limit in disagreed)
+    # the bottom edge: the fewest bytes alive at once in a sampled order, rounded up; no run fitted below it
+    assert band.never_fits_below_bytes == 83 * MIB
+    assert all(done == 0 for limit, runs, done in ladder("default") if limit * MIB < band.never_fits_below_bytes)
+
+
+def test_the_steady_recordings_make_a_band_of_one_limit_where_every_run_agreed() -> None:
+    traces = [memtrace.load(ORDERS / f"steady.r{k}.xplane.pb.gz") for k in (1, 2)]
+    result = traces[0].fit(BFC, alternatives=False, others=traces[1:])
+    band = result.band
+    assert band is not None and band.narrow and len(band.orders) == 2 * orders.DEFAULT_ORDERS
+    assert band.never_fits_below_bytes == band.always_fits_bytes == 113 * MIB and band.recorded_limits == (113 * MIB,) * 2
+    for limit, runs, done in ladder("steady"):
+        assert done == (runs if limit >= 113 else 0)
+
+
+def test_a_limit_passes_only_when_every_sampled_order_fits(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from memtrace.testing import assert_fits
+
+    profile = str(ORDERS / "default.r1.xplane.pb.gz")
+    # 116 MiB: the recorded order fits, and one run of TensorFlow's eight ran out there
+    assert main(["check", profile, "--fits", "CPU:0=116MiB"]) == 1
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the recorded order fits; 28 of 32 sampled orders fit (88%), and the limit passes only when every one" in text
+    assert "does not fit under 116 MiB (121,634,816 B) (every sampled order fits from 121 MiB" in text
+    assert main(["check", profile, "--fits", "CPU:0=116MiB", "--orders", "0"]) == 0
+    capsys.readouterr()
+    budget = tmp_path / "budget.toml"
+    budget.write_text('["CPU:0"]\nfits = "116MiB"\n')
+    assert main(["check", profile, "--budget", str(budget), "--json"]) == 1
+    (outcome,) = json.loads(capsys.readouterr().out)["budgets"]
+    assert outcome["measured"] == 121 * MIB and outcome["measured_as"] == "every sampled order fits from"
+    with pytest.raises(AssertionError, match=r"28 of 32 sampled orders fit \(88%\)"):
+        assert_fits(profile, "CPU:0", "116MiB")
+    assert_fits(profile, "CPU:0", "116MiB", orders=0)
+    assert_fits(profile, "CPU:0", "122MiB")
+    assert main(["fit", profile, "--limit", "116MiB", "--no-alternatives", "--json"]) == 1
+    (doc,) = json.loads(capsys.readouterr().out)["allocators"]
+    assert doc["fits"] is True and doc["fits_every_order"] is False
+    assert doc["band"]["fitting_orders_at_limit"] == 28 and doc["band"]["orders"] == 32
+
+
+@pytest.mark.parametrize(("config", "limit_mib", "place", "after", "verdict"),
+                         [("default", 86, 4116, 0, "exhausted"), ("steady", 112, 3750, 38, "fragmentation")])
+def test_oom_trace_puts_the_failed_request_where_tensorflow_retried_it(
+        config: str, limit_mib: int, place: int, after: int, verdict: str) -> None:
+    from memtrace.allocator.oom import analyse_all
+    from memtrace.allocator.oom_fit import avoidance, failed_request_place
+    from memtrace.allocator.requests import requests_for
+    from memtrace.read.oom import load_oom_dumps
+
+    # GIVEN a run recorded from the allocator's birth that ran out of memory, its log and its MemoryDump
+    stem = ORDERS / f"{config}.oom.{limit_mib}mib"
+    [event] = analyse_all(load_oom_dumps(str(stem) + ".log"))
+    (dumped,) = load_oom_dumps(str(stem) + ".memdump.pb")
+    assert event.limit_bytes == limit_mib * MIB and event.in_use_bytes == dumped.stats.in_use_bytes
+    trace = memtrace.load(str(stem) + ".xplane.pb.gz")
+    requests = requests_for(trace, BFC).requests
+    # the profile's clock stops for TensorFlow's 10 s retry right there, after the failing request's first try
+    gap = requests.time_ns[place] - requests.time_ns[place - 1]
+    assert 10e9 <= gap < 10.1e9 and int(np.count_nonzero(requests.is_alloc[place:])) == after
+    # WHEN the run is replayed under the dump's limit THEN the dump's request goes there, and the model runs out
+    # of memory at it in the dump's own state (not after the trace's last allocation, where it would not)
+    replay = bfc.simulate(requests, BFCOptions(limit_mib * MIB, regions_descending=True))
+    assert replay.fits and failed_request_place(requests, replay, event) == place
+    a = avoidance(event, trace)
+    failure = a.result.failure
+    assert a.appended and a.same_request and a.same_state and failure is not None and failure.row == place
+    assert (failure.in_use_bytes, failure.verdict) == (event.in_use_bytes, verdict)
+    assert any("the trace's clock stops for 10.0 s: TensorFlow's retry waited there" in note for note in a.assumptions)
+
+
+def test_a_band_over_its_budget_says_how_many_orders_it_replayed(monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # a budget of one replay: the recorded order and three drawn ones, no more
+    monkeypatch.setattr(orders, "BAND_BUDGET_EVENTS", 1)
+    profile = str(ORDERS / "default.r1.xplane.pb.gz")
+    assert main(["fit", profile, "--no-alternatives", "--json"]) == 0
+    (doc,) = json.loads(capsys.readouterr().out)["allocators"]
+    assert (doc["band"]["orders"], doc["band"]["orders_asked"]) == (orders.MIN_ORDERS, orders.DEFAULT_ORDERS)
+    assert main(["fit", profile, "--no-alternatives"]) == 0
+    assert "4 of the 32 orders asked for: replaying more would take longer than the band's budget" in " ".join(
+        capsys.readouterr().out.split())
+
+
+GPU = FIXTURES / "gpu-h200"
+# fixtures/gpu-h200/README.md: 930 MiB fit 4 of 6 times, 936 4 of 6, 944 3 of 5, 956 5 of 6, 962 5 of 5
+GPU_DISAGREED_MIB = (930, 936, 944, 956)
+
+
+@pytest.mark.parametrize("name", ["mlp_930", "orders/mlp_o0", "orders/mlp_o2"])
+def test_the_band_of_one_gpu_recording_holds_every_limit_where_xlas_runs_disagreed(name: str) -> None:
+    # GIVEN one recording of the MLP under XLA (its own order needs 929 or 961 MiB in the partitioned model)
+    result = fit(memtrace.load(GPU / f"{name}.xplane.pb.gz"), "GPU_0_bfc", alternatives=False)
+    band = result.band
+    assert band is not None and result.options.partitioned and result.min_limit_bytes in (929 * MIB, 961 * MIB)
+    # THEN the band holds every limit where XLA's runs disagreed, and ends where they all fitted (962)
+    assert all(band.never_fits_below_bytes <= limit * MIB < band.always_fits_bytes for limit in GPU_DISAGREED_MIB)
+    assert band.always_fits_bytes == 961 * MIB and band.never_fits_below_bytes == 897 * MIB
+    # the orders it samples need what the recorded orders of this program needed: 897 (mlp_9538's), 929 or 961
+    assert {o.min_limit_bytes // MIB for o in band.orders} <= {897, 929, 961}
+    assert {929, 961} <= {o.min_limit_bytes // MIB for o in band.orders}
