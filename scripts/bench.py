@@ -298,8 +298,16 @@ for path in sys.argv[1:]:
 """
 
 
+LOOP_ONE_PROCESS = """
+import sys
+from memtrace.many.batch import analyse_trace, tables
+tables([analyse_trace(path) for path in sys.argv[1:]])
+"""
+
+
 def bench_batch(out: Path, count: int, repeats: int) -> str:
-    """``memtrace batch`` on ``count`` fixture copies with 2 workers, against ``memtrace peak`` on each in turn."""
+    """``memtrace batch`` on ``count`` fixture copies with 2 workers, against one process analysing them in turn (the
+    rows batch makes, the same tables), and against ``memtrace peak`` on each in turn."""
     import shutil
 
     sources = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".pbtxt", ".pb", ".gz"))
@@ -315,14 +323,17 @@ def bench_batch(out: Path, count: int, repeats: int) -> str:
     batch_wall, _, batch_rss, batch_ok = _run(
         [sys.executable, "-m", "memtrace", "batch", str(folder), "-o", str(out / "batch-tables"), "--workers", "2"],
         repeats)
+    loop_wall, _, loop_rss, loop_ok = _run([sys.executable, "-c", LOOP_ONE_PROCESS, *map(str, copies)], repeats)
     one_wall, _, one_rss, one_ok = _run([sys.executable, "-c", SEQUENTIAL, *map(str, copies)], repeats)
     lines = [
         f"{count} traces ({total_mb:.1f} MB, the {len(sources)} bundled fixtures in turn), best of {repeats}:", "",
         "| run | wall s | traces/s | peak memory MB |", "|---|---:|---:|---:|",
         f"| `memtrace batch --workers 2` | {batch_wall:.1f} | {count / batch_wall:.1f} | {batch_rss:.0f} (summed PSS) |",
+        (f"| one process, each trace in turn (`analyse_trace`, `tables`) | {loop_wall:.1f} | {count / loop_wall:.1f} | "
+         f"{loop_rss:.0f} |"),
         f"| `memtrace peak` on each in turn | {one_wall:.1f} | {count / one_wall:.1f} | {one_rss:.0f} (largest process) |",
-        "", (f"Speed-up of batch: {one_wall / batch_wall:.2f}x. All runs exit 0 or 1 as expected: "
-             f"{'yes' if one_ok and batch_ok else 'no'}."),
+        "", (f"Speed-up of batch: {one_wall / batch_wall:.2f}x over `memtrace peak` on each, {loop_wall / batch_wall:.2f}x "
+             f"over one process. All runs exit 0 or 1 as expected: {'yes' if one_ok and batch_ok and loop_ok else 'no'}."),
     ]
     return "\n".join(lines)
 
