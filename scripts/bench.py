@@ -298,8 +298,16 @@ for path in sys.argv[1:]:
 """
 
 
+LOOP_ONE_PROCESS = """
+import sys
+from memtrace.many.batch import analyse_trace, tables
+tables([analyse_trace(path) for path in sys.argv[1:]])
+"""
+
+
 def bench_batch(out: Path, count: int, repeats: int) -> str:
-    """``memtrace batch`` on ``count`` fixture copies with 2 workers, against ``memtrace peak`` on each in turn."""
+    """``memtrace batch`` on ``count`` fixture copies with 2 workers, against one process analysing them in turn (the
+    rows batch makes, the same tables), and against ``memtrace peak`` on each in turn."""
     import shutil
 
     sources = sorted(p for p in FIXTURES.rglob("*") if p.is_file() and p.suffix in (".pbtxt", ".pb", ".gz"))
@@ -315,14 +323,17 @@ def bench_batch(out: Path, count: int, repeats: int) -> str:
     batch_wall, _, batch_rss, batch_ok = _run(
         [sys.executable, "-m", "memtrace", "batch", str(folder), "-o", str(out / "batch-tables"), "--workers", "2"],
         repeats)
+    loop_wall, _, loop_rss, loop_ok = _run([sys.executable, "-c", LOOP_ONE_PROCESS, *map(str, copies)], repeats)
     one_wall, _, one_rss, one_ok = _run([sys.executable, "-c", SEQUENTIAL, *map(str, copies)], repeats)
     lines = [
         f"{count} traces ({total_mb:.1f} MB, the {len(sources)} bundled fixtures in turn), best of {repeats}:", "",
         "| run | wall s | traces/s | peak memory MB |", "|---|---:|---:|---:|",
         f"| `memtrace batch --workers 2` | {batch_wall:.1f} | {count / batch_wall:.1f} | {batch_rss:.0f} (summed PSS) |",
+        (f"| one process, each trace in turn (`analyse_trace`, `tables`) | {loop_wall:.1f} | {count / loop_wall:.1f} | "
+         f"{loop_rss:.0f} |"),
         f"| `memtrace peak` on each in turn | {one_wall:.1f} | {count / one_wall:.1f} | {one_rss:.0f} (largest process) |",
-        "", (f"Speed-up of batch: {one_wall / batch_wall:.2f}x. All runs exit 0 or 1 as expected: "
-             f"{'yes' if one_ok and batch_ok else 'no'}."),
+        "", (f"Speed-up of batch: {one_wall / batch_wall:.2f}x over `memtrace peak` on each, {loop_wall / batch_wall:.2f}x "
+             f"over one process. All runs exit 0 or 1 as expected: {'yes' if one_ok and batch_ok and loop_ok else 'no'}."),
     ]
     return "\n".join(lines)
 
@@ -366,6 +377,120 @@ def measure_xplane(out: Path, repeats: int) -> list[str]:
     return lines
 
 
+# The same launcher, also reporting the child's CPU time (user + system): on a machine shared with other work, wall
+# time says little, and the CPU time of paired runs is what compares two versions.
+CPU_LAUNCHER = """
+import os, sys, time
+start = time.perf_counter()
+pid = os.posix_spawn(sys.argv[1], sys.argv[1:], os.environ)
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write(f"LAUNCH {time.perf_counter() - start} {usage.ru_maxrss} {os.waitstatus_to_exitcode(status)} "
+                 f"{usage.ru_utime + usage.ru_stime}\\n")
+"""
+
+
+@dataclass
+class CpuRun:
+    what: str
+    version: str  # "now", or "before" (the checkout given with --compare)
+    cpu_s: float  # least of the repeats
+    rss_mb: float  # largest of the repeats
+    exit_code: int
+
+
+def _cpu(argv: list[str], root: Path, cwd: Path) -> tuple[float, float, int]:
+    """CPU seconds, peak RSS (MB) and exit code of ``argv`` run with memtrace from ``root``."""
+    env = {**ENV, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-S", "-c", CPU_LAUNCHER, *argv], capture_output=True, env=env, cwd=cwd,
+                          check=False)
+    found = re.search(rb"^LAUNCH [0-9.e-]+ (\d+) (-?\d+) ([0-9.e-]+)$", done.stderr, re.MULTILINE)
+    if found is None:
+        raise SystemExit(f"could not run {argv}: {done.stderr.decode(errors='replace')}")
+    return float(found.group(3)), int(found.group(1)) / 1024, int(found.group(2))
+
+
+def fit_traces(out: Path) -> dict[str, Path]:
+    """The traces ``--fit`` measures: the 100 MB profile of ``--xplane``, a Keras LSTM profile repeated 69 times
+    (517,000 events, from the allocator's birth, with growth), and a pair of recordings at batch 16 and 64 for
+    ``fit --vs`` (each of the fixtures repeated 13 times: 93,000 events)."""
+    import gzip
+
+    out.mkdir(parents=True, exist_ok=True)
+    traces = {"xspace100m": out / "xspace100m.xplane.pb", "lstm69": out / "lstm69.xplane.pb",
+              "lstm13_b16": out / "lstm13_b16.xplane.pb", "lstm13_b64": out / "lstm13_b64.xplane.pb"}
+    if not traces["xspace100m"].exists():
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_trace.py"), str(traces["xspace100m"]), "--xplane",
+                        "--size", "100MB"], env=ENV, check=True)
+    for name, source, copies in (("lstm69", FIXTURES / "fit" / "lstm.xplane.pb.gz", 69),
+                                 ("lstm13_b16", FIXTURES / "batches" / "lstm_b16.xplane.pb.gz", 13),
+                                 ("lstm13_b64", FIXTURES / "batches" / "lstm_b64.xplane.pb.gz", 13)):
+        if not traces[name].exists():
+            traces[name].write_bytes(gzip.decompress(source.read_bytes()) * copies)  # one XSpace: its planes repeated
+    return traces
+
+
+def measure_fit(out: Path, repeats: int, compare: Path | None) -> list[str]:
+    """CPU time and peak RSS of ``fit`` against ``peak`` on the same traces, paired with ``compare``'s where given."""
+    traces = fit_traces(out)
+    memtrace = [sys.executable, "-m", "memtrace"]
+    p, k, s, l = (str(traces[n]) for n in ("xspace100m", "lstm69", "lstm13_b16", "lstm13_b64"))
+    plan = [
+        ("peak xspace100m", [*memtrace, "peak", p]),
+        ("fit xspace100m --limit 600MiB", [*memtrace, "fit", p, "--limit", "600MiB"]),
+        ("fit xspace100m --no-alternatives", [*memtrace, "fit", p, "--no-alternatives"]),
+        ("fit xspace100m", [*memtrace, "fit", p]),
+        ("peak lstm69", [*memtrace, "peak", k]),
+        ("fit lstm69", [*memtrace, "fit", k]),
+        ("peak lstm13_b16", [*memtrace, "peak", s]),
+        ("peak lstm13_b64", [*memtrace, "peak", l]),
+        ("fit lstm13_b16 --vs lstm13_b64", [*memtrace, "fit", s, "--vs", l]),
+        ("fit lstm13_b16 --vs lstm13_b64 --batch 256 --limit 4GiB",
+         [*memtrace, "fit", s, "--vs", l, "--batch", "256", "--limit", "4GiB"]),
+    ]
+    versions = [("now", ROOT)] + ([("before", compare)] if compare is not None else [])
+    runs = []
+    for what, argv in plan:
+        found: dict[str, list[tuple[float, float, int]]] = {name: [] for name, _ in versions}
+        for _ in range(repeats):  # paired: each version in turn, so both see the same load
+            for name, root in versions:
+                found[name].append(_cpu(argv, root, out))
+        for name, _ in versions:
+            cpu, rss, code = min(r[0] for r in found[name]), max(r[1] for r in found[name]), found[name][-1][2]
+            runs.append(CpuRun(what, name, cpu, rss, code))
+            print(f"  {what} ({name}): {cpu:.2f} s of CPU", file=sys.stderr)
+    return fit_table(runs)
+
+
+def fit_table(runs: list[CpuRun]) -> list[str]:
+    """The table of ``--fit`` (each command, now and before side by side) and the issue's goals, PASS or FAIL."""
+    def cpu(what: str, version: str = "now") -> float:
+        return next(r.cpu_s for r in runs if r.what == what and r.version == version)
+
+    before = any(r.version == "before" for r in runs)
+    lines = ["| command | CPU s now | peak RSS MB now | exit |" + (" CPU s before | peak RSS MB before | now / before |"
+                                                                   if before else ""),
+             "|---|---:|---:|---:|" + ("---:|---:|---:|" if before else "")]
+    for r in runs:
+        if r.version != "now":
+            continue
+        row = f"| `memtrace {r.what}` | {r.cpu_s:.2f} | {r.rss_mb:.0f} | {r.exit_code} |"
+        if before:
+            b = next(x for x in runs if x.what == r.what and x.version == "before")
+            row += f" {b.cpu_s:.2f} | {b.rss_mb:.0f} | {r.cpu_s / b.cpu_s:.2f}x |"
+        lines.append(row)
+    fit, peak = cpu("fit xspace100m"), cpu("peak xspace100m")
+    fit_k, peak_k = cpu("fit lstm69"), cpu("peak lstm69")
+    pair = cpu("peak lstm13_b16") + cpu("peak lstm13_b64")
+    vs = cpu("fit lstm13_b16 --vs lstm13_b64")
+    checks = [
+        (f"default `fit` at most 1.5x `peak` on the 100 MB profile: {fit / peak:.2f}x", fit <= 1.5 * peak),
+        (f"default `fit` at most 1.5x `peak` on the LSTM profile repeated 69 times: {fit_k / peak_k:.2f}x",
+         fit_k <= 1.5 * peak_k),
+        (f"`fit --vs` with its tables at most 3x `peak` on the two recordings (both): {vs / pair:.2f}x", vs <= 3 * pair),
+    ]
+    return [*lines, "", *[f"- {'PASS' if ok else 'FAIL'}: {what}" for what, ok in checks]]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench-out", help="where the traces go (default bench-out/)")
@@ -374,7 +499,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--doc", type=Path, help="also write the results into this page (docs/performance.md)")
     parser.add_argument("--batch", type=int, metavar="N", help="measure memtrace batch on N traces instead")
     parser.add_argument("--xplane", action="store_true", help="measure a 100 MB TF2 profile against xprof instead")
+    parser.add_argument("--fit", action="store_true", help="measure fit against peak (CPU time) instead")
+    parser.add_argument("--compare", type=Path, metavar="ROOT",
+                        help="with --fit: also run the memtrace of this checkout, paired run by run")
     args = parser.parse_args(argv)
+    if args.fit:
+        for root in (ROOT, args.compare):
+            if root is not None:
+                subprocess.run([sys.executable, "-m", "compileall", "-q", str(root / "memtrace")], env=ENV, check=True)
+        print(f"Machine: {machine()}. Run on {time.strftime('%Y-%m-%d')} with `python scripts/bench.py --fit"
+              f"{' --compare ROOT' if args.compare else ''}` (least CPU time of {min(args.repeats, 3)} paired runs).\n")
+        print("\n".join(measure_fit(args.out, min(args.repeats, 3), args.compare)))
+        return 0
     if args.batch is not None:
         print(machine())
         print(bench_batch(args.out, args.batch, min(args.repeats, 2)))

@@ -1,12 +1,18 @@
-"""How fast the BFC model replays: one replay of N events, a smallest-limit search, the band over the orders a
-run may take, and where ``oom --trace`` puts a dump's request.
+"""How fast the BFC model replays: one replay of N events, a smallest-limit search, a whole default ``fit``, the
+band over the orders a run may take, and where ``oom --trace`` puts a dump's request.
 
-    python scripts/bench_fit.py [--events 500000] [--seed 0] [--band] [--oom]
+    python scripts/bench_fit.py [--events 500000] [--seed 0] [--fit] [--band] [--oom]
 
 The sequence is synthetic and deterministic: a training-like pattern of long-lived weights, then
 steps of activations of many sizes (256 B to 64 MiB) allocated in a forward pass and freed in
 reverse, with short-lived temporaries in between. Prints seconds per replay (recording every
-event's statistics, and recording nothing, as the limit search does) and for ``min_limit``.
+event's statistics, and recording nothing, as the limit search does) and for each search (with
+the replays it made and the events they replayed, where the version measured says; run it with
+``PYTHONPATH`` set to another checkout to compare versions).
+
+``--fit``: what ``memtrace fit`` runs on a trace without a limit (the search, the outcome under the
+answer, and the four alternatives), under TF's CPU options (growth on) and GPU options (growth off,
+garbage collection on): CPU seconds and the process's peak RSS.
 
 ``--band``: the band (``memtrace.allocator.orders``, 32 sampled orders) against a plain ``fit`` on
 the fixtures' recordings (CPU seconds of the analysis, the reading left out, the best of three),
@@ -19,6 +25,7 @@ after every event compared with the dump's at once.
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -66,28 +73,55 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=500_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fit", action="store_true", help="also a whole default fit under TF's CPU and GPU options")
     parser.add_argument("--band", action="store_true", help="also the band over the orders a run may take")
     parser.add_argument("--oom", action="store_true", help="also where oom --trace puts a dump's request")
     args = parser.parse_args()
     requests = training_like(args.events, args.seed)
     options = BFCOptions(64 << 30)
-    print(f"{len(requests):,} events, {int(requests.is_alloc.sum()):,} allocations")
+    print(f"{len(requests):,} events, {int(requests.is_alloc.sum()):,} allocations; "
+          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB of RSS made")
     for what, run in (("simulate (every event recorded)", lambda: simulate(requests, options)),
                       ("fits (nothing recorded)", lambda: fits(requests, options))):
         start, cpu = time.perf_counter(), time.process_time()
         run()
         print(f"{what}: {time.perf_counter() - start:.2f} s ({time.process_time() - cpu:.2f} s of CPU)")
     for growth in (True, False):
+        fresh = _copy(requests)  # nothing an earlier replay proved carries over
         opts = BFCOptions(64 << 30, allow_growth=growth)
         start, cpu = time.perf_counter(), time.process_time()
-        search = search_min_limit(requests, opts)
-        print(f"min_limit (allow_growth {'on' if growth else 'off'}): {search.limit_bytes / (1 << 20):,.0f} MiB, "
-              f"{len(search.tried)} limits, {time.perf_counter() - start:.2f} s ({time.process_time() - cpu:.2f} s of CPU)")
+        search = search_min_limit(fresh, opts)
+        replays = f", {search.replays} replays of {search.replayed_events:,} events" if hasattr(search, "replays") else ""
+        print(f"search_min_limit (allow_growth {'on' if growth else 'off'}): {search.limit_bytes / (1 << 20):,.0f} MiB, "
+              f"{len(search.tried)} limits{replays}, below_step {search.below_step}, "
+              f"{time.perf_counter() - start:.2f} s ({time.process_time() - cpu:.2f} s of CPU)")
     assert min_limit(requests, options) > 0
+    if args.fit:
+        bench_fit(requests)
     if args.band:
         bench_band(requests)
     if args.oom:
         bench_oom()
+
+
+def bench_fit(requests: Requests) -> None:
+    from memtrace.allocator.fit import fit_requests
+
+    for name, opts in (("CPU (growth on)", BFCOptions(0, True, False)),
+                       ("GPU (growth off, garbage collection on)", BFCOptions(0, False, True))):
+        fresh = _copy(requests)
+        start, cpu = time.perf_counter(), time.process_time()
+        result = fit_requests(fresh, opts, limit_given=False)
+        print(f"fit, {name}: smallest {(result.min_limit_bytes or 0) / (1 << 20):,.0f} MiB (below it every "
+              f"{result.below_step_bytes / (1 << 20):,.0f} MiB tried), alternatives "
+              f"{', '.join(f'{a.min_limit_bytes / (1 << 20):,.0f}' for a in result.alternatives)} MiB; "
+              f"{time.perf_counter() - start:.1f} s ({time.process_time() - cpu:.1f} s of CPU); peak RSS so far "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
+
+
+def _copy(requests: Requests) -> Requests:
+    return Requests(requests.is_alloc.copy(), requests.requested_bytes.copy(), requests.frees.copy(),
+                    requests.op.copy(), requests.time_ns.copy(), requests.op_names)
 
 
 def _cpu(run: Callable[[], object], times: int = 3) -> float:

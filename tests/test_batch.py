@@ -18,6 +18,7 @@ from memtrace.analyses.ops import ops
 from memtrace.analyses.peak import group_live_set
 from memtrace.cli import main
 from memtrace.errors import UsageError
+from memtrace.many import batch as batch_module
 from memtrace.many.batch import COLUMNS, TABLES, analyse_trace, batch, find_traces, write_tables
 
 from .conftest import ALEXNET, FIXTURES, RECORDED, ROOT, TINY, as_unprivileged, require
@@ -122,6 +123,30 @@ def test_local_processes_and_a_two_worker_cluster_give_identical_tables(traces: 
                                                     "c_recorded.pbtxt"]
     assert [r["error"] is not None for r in runs] == [False, False, True, False]
     assert local["allocators"].num_rows >= 3
+
+
+def test_the_scheduler_is_picked_by_the_work(traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN four small traces: their work (about 0.1 s) would not pay for starting worker processes
+    found = find_traces([traces])
+    assert batch_module.estimated_seconds(found) < 1
+    assert batch_module.local_workers(found, 2) == 1 and batch_module.local_workers(found, None) == 1
+    # WHEN each trace is said to cost 10 s, two workers pay (one per trace at most); asked for one, never
+    monkeypatch.setattr(batch_module, "TRACE_SECONDS", 10.0)
+    assert batch_module.local_workers(found, 2) == 2 and batch_module.local_workers(found[:1], 2) == 1
+    assert batch_module.local_workers(found, 1) == 1
+
+
+def test_local_worker_processes_give_the_tables_one_process_gives(traces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN worker processes made to pay (no cost to start them), so that batch runs its tasks on two
+    monkeypatch.setattr(batch_module, "POOL_START_SECONDS", 0.0)
+    assert batch_module.local_workers(find_traces([traces]), 2) == 2
+    seen: list[tuple[int, int]] = []
+    pooled = batch([traces], workers=2, progress=lambda done, total: seen.append((done, total)))
+    # THEN the tables are those of one process, in the same order, and progress counts every trace
+    alone = batch([traces], workers=1)
+    for name in TABLES:
+        assert pooled[name].equals(alone[name]), name
+    assert seen[-1] == (4, 4) and [d for d, _ in seen] == sorted(d for d, _ in seen)
 
 
 def test_progress_counts_every_trace(traces: Path) -> None:

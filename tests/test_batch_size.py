@@ -129,6 +129,20 @@ def test_order_is_the_nearer_recordings() -> None:
     assert model.requests_at(5).requested_bytes.tolist() == [20, 70, 0, 0]  # y stays 20, x 10 + 15 * 4
 
 
+def test_a_batch_sizes_sequence_is_kept_so_that_what_its_replays_proved_answers_again() -> None:
+    small = seq((A, 10, "x"), (A, 20, "y"), (F, 0), (F, 1))
+    large = seq((A, 20, "y"), (A, 40, "x"), (F, 1), (F, 0))
+    model = batch_scaling(small, large, (1, 3))
+    # GIVEN batch 5's sequence, asked for twice: the same object (what a replay of it proved stays with it)
+    first = model.requests_at(5)
+    assert model.requests_at(5) is first and model.requests_at(5, "small") is not first
+    # WHEN more batch sizes than are kept are asked for, THEN the oldest are let go, and a new one is written alike
+    for batch in range(6, 6 + batch_size.WRITTEN_KEPT):
+        model.requests_at(batch)
+    again = model.requests_at(5)
+    assert again is not first and again.requested_bytes.tolist() == first.requested_bytes.tolist()
+
+
 def test_left_over_allocation_keeps_its_recorded_size() -> None:
     small = seq((A, 100, "x"), (A, 7, "only_small"), (F, 0))
     large = seq((A, 300, "x"), (F, 0), (A, 9, "only_large"))

@@ -12,12 +12,16 @@ import math
 import numpy as np
 import pytest
 
+from memtrace.allocator import bfc
 from memtrace.allocator.bfc import (
     BFCOptions,
+    Outcome,
     Requests,
     bin_for_size,
     fits,
     min_limit,
+    outcome,
+    proven_limits,
     rounded_bytes,
     search_min_limit,
     simulate,
@@ -227,3 +231,116 @@ def test_the_limit_search_resumes_replays_exactly_as_full_ones_would_go() -> Non
     assert all(fits(requests, BFCOptions(limit)) == ok for limit, ok in search.tried)
     assert fits(requests, BFCOptions(search.limit_bytes)) and not any(
         fits(requests, BFCOptions(limit)) for limit in range(MIB, search.limit_bytes, MIB))
+
+
+def random_sequence(seed: int, events: int, largest_log2: float) -> Requests:
+    """Allocations of 256 B to 2**largest_log2 bytes, about half of them freed at random."""
+    rng = np.random.default_rng(seed)
+    made: list[tuple] = []
+    live: list[int] = []
+    for _ in range(events):
+        if live and rng.uniform() < 0.45:
+            made.append(("f", live.pop(int(rng.integers(0, len(live))))))
+        else:
+            live.append(len(made))
+            made.append(("a", int(2 ** rng.uniform(8, largest_log2))))
+    return seq(*made)
+
+
+OPTION_SETS = [(growth, gc, fraction) for growth in (True, False) for gc in (True, False) for fraction in (0.0, 0.01, 0.1)]
+
+
+@pytest.mark.parametrize(("growth", "gc", "fraction"), OPTION_SETS)
+def test_a_replay_proves_the_limits_that_decide_alike_event_by_event(growth: bool, gc: bool, fraction: float) -> None:
+    # GIVEN random sequences and a limit around what they need
+    for seed in range(12):
+        requests = random_sequence(seed, 150, 12 + seed % 11)
+        rng = np.random.default_rng(seed)
+        limit = max(256, int(requests.peak_rounded_live_bytes() * rng.uniform(0.9, 2.0)) // 4096 * 4096)
+        options = BFCOptions(limit, growth, gc, fraction)
+        # WHEN one replay says under which limits every decision would be the same
+        low, high, ok = proven_limits(requests, options)
+        here = simulate(requests, options)
+        assert low <= limit <= high and ok == here.fits
+        # THEN a replay from the first request under each of them (ends, and limits between) decides alike, event
+        # by event: the same chunk (region and offset) for every request, and the same failure
+        for other in sorted({low, high, *(int(v) // 256 * 256 for v in rng.uniform(low, min(high, low + 64 * MIB), 4))}):
+            if other < 256:
+                continue
+            theirs = simulate(requests, BFCOptions(other, growth, gc, fraction))
+            assert theirs.failed_at == here.failed_at
+            assert np.array_equal(theirs.region, here.region) and np.array_equal(theirs.offset, here.offset)
+
+
+@pytest.mark.parametrize(("growth", "gc", "fraction"), OPTION_SETS)
+def test_the_smallest_limit_is_exact_and_every_limit_tried_says_what_a_full_replay_says(
+        monkeypatch: pytest.MonkeyPatch, growth: bool, gc: bool, fraction: float) -> None:
+    # GIVEN random sequences, searched to 64 KiB (many limits, so many replays resume others and prove others),
+    # with snapshots every 8 rows or so for replays to resume from
+    monkeypatch.setattr(bfc, "_SNAPSHOT_ROWS", 8)
+    granularity = 64 * KIB
+    for seed in range(6):
+        requests = random_sequence(100 + seed, 120, 14 + seed % 8)
+        options = BFCOptions(0, growth, gc, fraction)
+        # WHEN the smallest limit is searched for, and found from the lower bound up alone
+        search = search_min_limit(requests, options, granularity)
+        # THEN each limit tried is what a fresh replay from the first request says, the answer fits, every limit
+        # below it does not (tried one by one), and min_limit agrees
+        assert search.exhaustive
+        assert all(fits(seq_copy(requests), BFCOptions(limit, growth, gc, fraction)) == ok for limit, ok in search.tried)
+        fresh = seq_copy(requests)
+        assert fits(fresh, BFCOptions(search.limit_bytes, growth, gc, fraction))
+        assert not any(fits(seq_copy(requests), BFCOptions(limit, growth, gc, fraction))
+                       for limit in range(granularity, search.limit_bytes, granularity))
+        assert min_limit(seq_copy(requests), options, granularity) == search.limit_bytes
+        # AND the outcome under each limit tried, worked out from the replays that proved it where none ran under
+        # it (the peak in use and the largest pool move with the limit where the cut region's last chunk was in
+        # use, or the region made), is that of a replay recording every event
+        for limit, _ in search.tried:
+            here = BFCOptions(limit, growth, gc, fraction)
+            theirs = simulate(seq_copy(requests), here)
+            assert outcome(requests, here) == Outcome(theirs.fits, theirs.failed_at, theirs.peak_in_use_bytes,
+                                                      theirs.max_pool_bytes)
+
+
+def seq_copy(requests: Requests) -> Requests:
+    """The same sequence as a new object: nothing an earlier replay proved for it carries over."""
+    return Requests(requests.is_alloc.copy(), requests.requested_bytes.copy(), requests.frees.copy(),
+                    requests.op.copy(), requests.time_ns.copy(), requests.op_names)
+
+
+def test_a_search_on_a_step_not_monotone_in_the_limit_stays_linear_in_its_events() -> None:
+    # GIVEN a 5-request core that fits under 4 MiB, not under 5 MiB... and 20,000 alloc/free pairs of 256 B after it
+    core = [("a", 3 * MIB // 2), ("a", MIB // 2), ("a", 768 * KIB)]
+    pairs = [event for row in range(len(core), len(core) + 40_000, 2) for event in (("a", 256), ("f", row))]
+    requests = seq(*core, *pairs)
+    # WHEN the smallest limit is searched for
+    search = search_min_limit(requests, BFCOptions(0))
+    # THEN it is exact (the answer of the core alone) and takes a few replays, not one per limit below the boundary
+    assert search.limit_bytes == search_min_limit(seq(*core), BFCOptions(0)).limit_bytes == 4 * MIB
+    assert search.exhaustive and search.replays <= 10 and search.replayed_events <= 10 * len(requests)
+
+
+def test_with_growth_garbage_collection_on_and_off_share_what_they_prove() -> None:
+    # GIVEN sequences searched without garbage collection, then with it, on the same objects
+    for seed in range(8):
+        requests = random_sequence(300 + seed, 150, 14 + seed % 8)
+        off = search_min_limit(requests, BFCOptions(0, True, False), 64 * KIB)
+        on = search_min_limit(requests, BFCOptions(0, True, True), 64 * KIB)
+        # THEN each answer and every limit tried is what fresh replays say (a fit without collection is the fit
+        # with it, a failure with it a failure without), and the answer with it is found again from scratch
+        fresh = search_min_limit(seq_copy(requests), BFCOptions(0, True, True), 64 * KIB)
+        assert (on.limit_bytes, on.tried) == (fresh.limit_bytes, fresh.tried)
+        for search, gc in ((off, False), (on, True)):
+            assert all(fits(seq_copy(requests), BFCOptions(limit, True, gc)) == ok for limit, ok in search.tried)
+
+
+def test_the_limit_search_keeps_states_only_where_a_searched_limit_can_cut_a_region() -> None:
+    # GIVEN a sequence that grows the pool through ten regions (2 MiB, 4 MiB, ... as it asks for more)
+    requests = seq(*[("a", MIB) for _ in range(1000)])
+    # WHEN its smallest limit is searched for (with growth: replays resume from the unlimited replay's states)
+    search = search_min_limit(requests, BFCOptions(0))
+    # THEN only the states before the regions a limit above the lower bound (1,000 MiB) can cut are kept, as arrays
+    kept = bfc._limits(requests, BFCOptions(0)).checkpoints
+    assert search.limit_bytes == 1000 * MIB and kept is not None and 1 <= len(kept) <= 2
+    assert all(c.pool + c.region_bytes > 1000 * MIB and isinstance(c.used_sizes, np.ndarray) for c in kept)

@@ -231,11 +231,13 @@ class PlausibleRuns:
             rows = self.rows(base, kind)
             events = own if len(rows) == len(own) else subsequence(own, rows)
             graph = order_graph(events, None if threads is None else threads[rows], window_ns=self.window_ns)
-            counted: dict[bytes, list[SampledOrder | int]] = {}
+            first: dict[bytes, SampledOrder] = {}
+            count: dict[bytes, int] = {}
             for order in sample_orders(graph, self.orders if graph.reorderable() else 1, self.seed):
-                entry = counted.setdefault(order.units.tobytes(), [order, 0])
-                entry[1] = int(entry[1]) + 1
-            self._drawn[key] = [(entry[0], int(entry[1])) for entry in counted.values()]  # type: ignore[misc]
+                units = order.units.tobytes()
+                first.setdefault(units, order)
+                count[units] = count.get(units, 0) + 1
+            self._drawn[key] = [(order, count[units]) for units, order in first.items()]
         return self._drawn[key]
 
     def sizes(self, batch: int, base: str, kind: str) -> IntArray | None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -59,7 +59,7 @@ from .batch_band import (
     largest_recorded,
     limit_band,
 )
-from .bfc import MAX_LIMIT_BYTES, BFCOptions, LimitSearch, Requests, fits, search_min_limit, simulate
+from .bfc import MAX_LIMIT_BYTES, BFCOptions, LimitSearch, Requests, fits, min_limit, outcome, search_min_limit
 from .defaults import card_limit_bytes, trace_defaults
 from .fit import FitResult, fit_requests
 from .orders import DEFAULT_SEED, DEFAULT_WINDOW_NS, OrderBand
@@ -73,6 +73,8 @@ MIN_KEPT_LIFETIMES = 0.5
 # A step at a larger batch asks for more: the aligned allocations that shrink may add up to at most this share of
 # the bytes by which the others grow.
 MAX_SHRINKING_SHARE = 0.5
+# Batch sizes whose request sequences (and what their replays proved) are kept at once.
+WRITTEN_KEPT = 24
 
 GB = 10**9
 # The common cards, in GB as ``--card 16GB`` reads them (powers of 10): TF's limit on each is
@@ -224,6 +226,9 @@ class BatchScaling:
     rounded_allocations: int  # aligned, growing by a fraction of a byte per sample: rounded up
     left_over_small: int  # events of the small recording that did not align
     left_over_large: int
+    # The sequences written lately, by (batch, base): kept so that what replays of one proved (the limits under
+    # which it fits or not, see memtrace.allocator.bfc.proven_limits) answers the next question about it.
+    _written: dict[tuple[int, str], Requests] = field(default_factory=dict, repr=False)
 
     @property
     def alloc_pairs(self) -> tuple[np.ndarray, np.ndarray]:
@@ -269,10 +274,20 @@ class BatchScaling:
         return sizes
 
     def requests_at(self, batch: int, base: str | None = None) -> Requests:
-        """The request sequence of batch ``batch`` (see the module's rules), ready for :mod:`memtrace.allocator.bfc`."""
+        """The request sequence of batch ``batch`` (see the module's rules), ready for :mod:`memtrace.allocator.bfc`.
+
+        The same object for the same batch and base while it is among the last few asked for.
+        """
         base = base or self.base_for(batch)
-        own = self.small if base == "small" else self.large
-        return Requests(own.is_alloc, self.sizes_at(batch, base), own.frees, own.op, own.time_ns, own.op_names)
+        written = self._written
+        found = written.pop((batch, base), None)
+        if found is None:
+            own = self.small if base == "small" else self.large
+            found = Requests(own.is_alloc, self.sizes_at(batch, base), own.frees, own.op, own.time_ns, own.op_names)
+        written[(batch, base)] = found  # the most recent last
+        while len(written) > WRITTEN_KEPT:
+            del written[next(iter(written))]
+        return found
 
 
 def batch_scaling(small: Requests, large: Requests, batch_sizes: Sequence[int], *, names: tuple[str, str] = ("SMALL",
@@ -409,7 +424,7 @@ def batch_limit(scaling: BatchScaling, batch: int, options: BFCOptions) -> Batch
     other = "large" if base == "small" else "small"
     search: LimitSearch = search_min_limit(scaling.requests_at(batch, base), options)
     other_search = search_min_limit(scaling.requests_at(batch, other), options)
-    peak = simulate(scaling.requests_at(batch, base), _with_limit(options, search.limit_bytes)).peak_in_use_bytes
+    peak = outcome(scaling.requests_at(batch, base), _with_limit(options, search.limit_bytes)).peak_in_use_bytes
     return BatchLimit(batch, search.limit_bytes, other_search.limit_bytes,
                       search.monotone and other_search.monotone, peak)
 
@@ -465,8 +480,7 @@ def check(scaling: BatchScaling, recording: Requests, batch: int, options: BFCOp
         (names[int(predicted.op[p])] if int(predicted.op[p]) >= 0 else "", int(w), int(g))
         for p, w, g in zip(rows_p[want != got].tolist(), want[want != got].tolist(), got[want != got].tolist()))
     return BatchCheck(batch, len(recording), len(keep), int(keep.sum()), int((want == got).sum()), differing,
-                      search_min_limit(predicted, options).limit_bytes,
-                      search_min_limit(recording, options).limit_bytes)
+                      min_limit(predicted, options), min_limit(recording, options))
 
 
 # -- batch sizes from the inputs' leading dimension --------------------------------------------

@@ -44,15 +44,25 @@ back (``AllocatorRetry``: the thread waits up to 10 s for frees from other threa
 caller gives a :class:`Schedule`, which knows what else could run meanwhile (``allocator/orders.py``);
 the allocator's own rules are the same either way.
 
-Speed: free chunks are one sorted Python list of integer keys ``size << 64 | address`` (the
+Speed: free chunks are one sorted Python list of integer keys ``size << 80 | address`` (the
 bins' order is exactly this order), searched with ``bisect``; chunks are found by address in
 dicts, so merging needs no linked lists. Regions get virtual base addresses far apart (``2**44``
 bytes), ascending or descending in creation order, so chunks of different regions never touch.
+The loop reads one column (rounded bytes, or ``~row`` for a free), made Python ints a block at a
+time, so its memory does not grow with the sequence; a recording replay keeps its statistics as
+arrays, a block at a time.
+
+Fewer replays: a replay under a limit also proves its answer for every limit under which the
+allocator would decide alike (:func:`proven_limits`); what a sequence's replays proved is kept
+while the sequence lives, so a limit search, the alternatives ``fit`` measures and the tables of
+``fit --vs`` replay only limits nothing proved yet. A replay under a nearby limit resumes from the
+last snapshot of an earlier one whose comparisons admit it, and with growth and the 128 MiB rule
+from the unlimited replay's state where the limit first cuts a region (only those a searched
+limit can cut are kept, as arrays).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import weakref
 from bisect import bisect_left, insort
@@ -350,13 +360,23 @@ def fits(requests: Requests, options: BFCOptions, schedule: ScheduleFactory | No
          shared: SharedStart | None = None) -> bool:
     """Whether every request is served (a replay that records nothing, for searching limits), in order or as
     ``schedule`` serves them; ``shared``: from the state where the sequence first differs from the one it
-    began as (:class:`SharedStart`; a classic allocator's only)."""
-    start = None
-    if shared is not None and shared.rows <= len(requests) and not options.partitioned:
-        start = shared.at(options.limit_bytes)
-        if start is None and schedule is None:  # the shared rows run out of memory already
-            return False
-    return _served(requests, options, start, schedule)
+    began as (:class:`SharedStart`; a classic allocator's only).
+
+    Served in order, a replay also proves its answer for the limits around ``options.limit_bytes``
+    under which the allocator would make every decision the same (see :func:`proven_limits`); a
+    later question about one of them, for the same sequence and options, is answered from that proof.
+    """
+    if schedule is not None or shared is not None:
+        start = None
+        if shared is not None and shared.rows <= len(requests) and not options.partitioned:
+            start = shared.at(options.limit_bytes)
+            if start is None and schedule is None:  # the shared rows run out of memory already
+                return False
+        return _served(requests, options, start, schedule)
+    if options.partitioned:
+        return _PartitionedRun(requests, options, record=False).failed_at is None
+    _classic_only(requests)
+    return _limits(requests, options).fits(options.limit_bytes)
 
 
 def _served(requests: Requests, options: BFCOptions, start: _Checkpoint | None,
@@ -373,6 +393,43 @@ def _served(requests: Requests, options: BFCOptions, start: _Checkpoint | None,
     return _Run(requests, options, record=False, start=run.state(run.failed_at), schedule=schedule).failed_at is None
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What one replay under one limit says, without its per-event columns."""
+
+    fits: bool
+    failed_at: int | None
+    peak_in_use_bytes: int
+    max_pool_bytes: int
+
+
+def outcome(requests: Requests, options: BFCOptions) -> Outcome:
+    """Whether ``requests`` fit under ``options``, where they fail, the peak in use and the largest pool: one replay
+    that records nothing, remembered for the sequence (a limit search has usually replayed the limit it answers)."""
+    return _limits(requests, options).outcome(options.limit_bytes)
+
+
+def proven_limits(requests: Requests, options: BFCOptions) -> tuple[int, int, bool]:
+    """(lowest, highest, fits): limits under which the allocator makes every decision as under ``options.limit_bytes``.
+
+    One replay under a limit L is the replay under any limit L + d for the d that change no
+    comparison it made: the limit enters only through the region the limit cuts (its size is the
+    limit less the pool before it, so it and the free chunk at its end move with d), through the
+    first region's size and, with ``fragmentation_fraction``, the split threshold. Each comparison
+    that involves them (does the moving chunk fit a request; does it sort before or after the
+    chunk chosen; is it split; is there room for a region; which is smaller, the room or the
+    growth size) holds on one side of a threshold in d; the replay keeps the narrowest range. The
+    range counts limits that are multiples of 256 bytes (TF's unit); a limit that is not one
+    proves only itself; so does a partitioned pool's replay (its rules are not tracked).
+    """
+    if options.partitioned:
+        run_partitioned = _PartitionedRun(requests, options, record=False)
+        return options.limit_bytes, options.limit_bytes, run_partitioned.failed_at is None
+    _classic_only(requests)
+    run = _Run(requests, options, record=False, track=True)
+    return run.proven_low, run.proven_high, run.failed_at is None
+
+
 def _classic_only(requests: Requests) -> None:
     """Refuse what only a partitioned allocator serves: a request from the upper end, or one aligned above 256 B."""
     if requests.upper_end is not None and bool(requests.upper_end.any()):
@@ -387,8 +444,10 @@ class LimitSearch:
 
     limit_bytes: int
     monotone: bool
-    tried: tuple[tuple[int, bool], ...]  # (limit, fits) for every limit replayed, in order
+    tried: tuple[tuple[int, bool], ...]  # (limit, fits) for every limit looked at, in order (replayed or proven)
     below_step: int  # below the boundary bisection found, every below_step-th limit was tried (1: every one)
+    replays: int = 0  # replays the search made (the others were answered by earlier replays' proofs)
+    replayed_events: int = 0
 
     @property
     def exhaustive(self) -> bool:
@@ -412,8 +471,7 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
                      shared: SharedStart | None = None) -> LimitSearch:
     """The smallest multiple of ``granularity`` under which every request is served.
 
-    The lower bound is the most rounded bytes ever alive at once (no allocator fits below it; with
-    a schedule that serves the requests in another order, a lower limit may fit: it is not searched).
+    The lower bound is the most rounded bytes ever alive at once (no allocator fits below it).
     The upper bound: with ``allow_growth`` and the 128 MiB split rule, the largest pool an
     unlimited replay reaches (under any limit at least that, every region is what it would be
     unlimited, so the replay is the same and fits); otherwise it grows from the lower bound, the
@@ -425,20 +483,99 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     Fitting need not be monotone in the limit: with growth, the last region is cut to what the
     limit leaves, and a region cut to the size of a later large request can fit where a larger
     one, taken in part by smaller requests first, does not (seen in a real recording). So the
-    limits below the boundary are tried too, from the lower bound up, every one of them while
-    the replays stay within ``budget_events`` events in all (failing replays stop at their
-    failure, so most cost less than a whole one), else evenly spaced (``below_step``; with a budget
-    of 0, none: the boundary bisection found is the answer); the first
-    that fits is the answer. ``extra_probes`` limits above the answer are tried as well, and any
-    limit tried that contradicts monotony is reported (``monotone`` False). With ``schedule``, every
-    replay under a limit serves the rows as it says (a failing request may wait); the unlimited
-    replay, where nothing fails, is the same either way. ``hint``, a limit the answer is likely near
-    (that of a similar sequence), is tried first, and the limit below it: where they bracket a
-    boundary, bisection is done (the answer is the same, the smallest limit below the boundary
-    that fits, where every limit below it is tried; with a budget of 0, the hint's boundary stands
-    without the unlimited replay). ``shared``: the sequence begins as another
-    does, whose states there every replay starts from (:class:`SharedStart`; the answer is the same).
+    limits below the boundary are looked at too, from the lower bound up; the first that fits is
+    the answer. Each replay proves its answer for every limit under which the allocator would
+    decide alike (:func:`proven_limits`), and every limit a replay has proven is answered without
+    replaying; so the search is exact to ``granularity`` while its replays below the boundary
+    stay within ``budget_events`` events (or four replays of the whole sequence, if more; failing
+    replays stop at their failure, so most cost less than a whole one). Past that, the limits
+    left are tried evenly spaced (``below_step``). ``extra_probes`` limits above the answer are
+    tried as well, and any limit tried that contradicts monotony is reported (``monotone`` False).
+
+    With ``schedule``, every replay under a limit serves the rows as it says (a failing request
+    may wait); the unlimited replay, where nothing fails, is the same either way. ``hint``, a limit
+    the answer is likely near (that of a similar sequence), is tried first, and the limit below it:
+    where they bracket a boundary, bisection is done (the answer is the same, the smallest limit
+    below the boundary that fits, where every limit below it is tried; with a budget of 0 events,
+    none below the boundary is, and the hint's boundary stands without the unlimited replay).
+    ``shared``: the sequence begins as another does, whose states there every replay starts from
+    (:class:`SharedStart`; the answer is the same). With any of them, each replay proves only its
+    own limit (the lower bound, with a schedule that serves the requests in another order, is not
+    searched below).
     """
+    if granularity <= 0:
+        raise ValueError("the granularity must be positive")
+    if schedule is not None or hint is not None or shared is not None or budget_events == 0:
+        return _search_served(requests, options, granularity, extra_probes, budget_events, schedule, hint, shared)
+    limits = _limits(requests, options)
+    replays, events_before = limits.replays, limits.replayed_events
+    tried: list[tuple[int, bool]] = []
+    top_units = MAX_LIMIT_BYTES // granularity
+    n = max(1, len(requests))
+
+    def check(units: int) -> bool:
+        limit = units * granularity
+        ok = limits.fits(limit, snapshots=True)
+        tried.append((limit, ok))
+        return ok
+
+    floor = max(0, -(-limits.needed_bytes // granularity) - 1)  # known not to fit
+    lo = floor
+    if limits.reuse:
+        max_pool = limits.unlimited((floor + 1) * granularity)
+        hi = max(lo + 1, -(-max_pool // granularity))
+        tried.append((hi * granularity, True))
+    else:
+        gap = max(1, lo // 16)
+        hi = lo + gap
+        while not check(hi):
+            lo = hi
+            gap *= 2
+            if hi >= top_units:
+                raise ValueError("no limit the model holds fits these requests")
+            hi = min(top_units, hi + gap)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if check(mid):
+            hi = mid
+        else:
+            lo = mid
+    # Below the boundary, from the lower bound up: every limit a replay did not already prove is replayed, and its
+    # proof skips the limits that decide alike; the first that fits wins.
+    allowed = max(budget_events, 4 * n)
+    scan_start = limits.replayed_events
+    units, step = floor + 1, 1
+    while units < hi:
+        if step == 1 and limits.replayed_events - scan_start > allowed:
+            step = max(2, -(-(hi - units) * n // allowed))  # past the budget: evenly spaced
+        if check(units):
+            # the first fitting limit found: the ones just below it (within the step) decide the answer
+            for smaller in range(max(floor + 1, units - step + 1), units):
+                if check(smaller):
+                    units = smaller
+                    break
+            hi = units
+            break
+        high = limits.span(units * granularity)[1]
+        units = max(units + step, high // granularity + 1) if step == 1 else units + step
+    fitting = sorted(limit // granularity for limit, ok in tried if ok)
+    top = fitting[-1] if fitting else hi
+    if extra_probes and top > hi + 1:
+        gap = max(1, (top - hi) // (extra_probes + 1))
+        for units in range(hi + gap, top, gap)[:extra_probes]:
+            check(units)
+    answer = hi * granularity
+    monotone = all(ok == (limit >= answer) for limit, ok in tried if limit > 0)
+    limits.drop_snapshots()
+    return LimitSearch(answer, monotone, tuple(tried), step, limits.replays - replays,
+                       limits.replayed_events - events_before)
+
+
+def _search_served(requests: Requests, options: BFCOptions, granularity: int, extra_probes: int, budget_events: int,
+                   schedule: ScheduleFactory | None, hint: int | Sequence[int] | None,
+                   shared: SharedStart | None) -> LimitSearch:
+    """:func:`search_min_limit` with a schedule, a hint or shared rows (``allocator/orders.py``): replays from the
+    first request (or the shared state), each proving only its own limit."""
     if granularity <= 0:
         raise ValueError("the granularity must be positive")
     tried: list[tuple[int, bool]] = []
@@ -601,30 +738,259 @@ class SharedStart:
         return self._states[limit]
 
 
-def min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 20) -> int:
-    """The smallest limit, a multiple of ``granularity`` (TF's options take MiB), under which the sequence fits."""
-    return search_min_limit(requests, options, granularity).limit_bytes
+def min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 20,
+              budget_events: int = 5_000_000) -> int:
+    """The smallest limit, a multiple of ``granularity`` (TF's options take MiB), under which the sequence fits.
+
+    The answer of :func:`search_min_limit`, found from the lower bound up alone (no bisection, no
+    probes above it, no unlimited replay): every limit no replay has proven yet is replayed, and its
+    proof skips the limits that decide alike, up to the first that fits. Past the search's budget
+    it is the search (and for a partitioned pool, whose replays prove only their own limit).
+    """
+    if granularity <= 0:
+        raise ValueError("the granularity must be positive")
+    if options.partitioned:  # its replays prove only their own limit: the search's bisection, not a scan
+        return search_min_limit(requests, options, granularity, budget_events=budget_events).limit_bytes
+    limits = _limits(requests, options)
+    units = max(0, -(-limits.needed_bytes // granularity) - 1) + 1
+    # (No unlimited replay for states to resume from, unless one was made: most of the scan's replays fail early,
+    # and the one that fits would cost about as much as it does.)
+    allowed, spent = max(budget_events, 4 * max(1, len(requests))), limits.replayed_events
+    try:
+        while units <= MAX_LIMIT_BYTES // granularity:
+            if limits.replayed_events - spent > allowed:
+                return search_min_limit(requests, options, granularity, budget_events=budget_events).limit_bytes
+            if limits.fits(units * granularity, snapshots=True):
+                return units * granularity
+            _, high, _ = limits.span(units * granularity)
+            units = max(units + 1, high // granularity + 1)
+    finally:
+        limits.drop_snapshots()
+    raise ValueError("no limit the model holds fits these requests")
 
 
 def _with_limit(options: BFCOptions, limit: int) -> BFCOptions:
     return replace(options, limit_bytes=limit)
 
 
+# -- what replays of one sequence have shown ---------------------------------------------------------------
+
+
+class _Limits:
+    """What the replays of one sequence under one set of options (all but the limit) have shown.
+
+    ``proven``: for each replay, the limits under which the allocator decides alike, and whether it fits under them;
+    ``outcomes``: each replay's outcome under its own limit. With growth and the 128 MiB rule (``reuse``), the
+    unlimited replay's states where it makes a region the limits searched may cut, to resume replays from.
+    """
+
+    def __init__(self, requests: Requests, options: BFCOptions, needed_bytes: int) -> None:
+        self._requests = weakref.ref(requests)  # kept by the sequence (a strong reference would keep it forever)
+        self.options = _with_limit(options, 0)
+        self.needed_bytes = needed_bytes  # no limit below it fits
+        # With growth, the same options but garbage collection, where asked about too: what they proved, see _lookup.
+        self.without_gc: _Limits | None = None
+        self.with_gc: _Limits | None = None
+        self.proven: list[tuple[int, int, bool]] = []
+        self.stats: list[tuple[int, int, int, int | None, tuple[int, int, int, int]]] = []  # and what they show
+        self.unlimited_peaks = (0, _NEVER, 0, _NEVER)
+        self.outcomes: dict[int, Outcome] = {}
+        self.replays = 0
+        self.replayed_events = 0
+        self.reuse = options.allow_growth and options.fragmentation_fraction == 0.0
+        self.checkpoints: list[_Checkpoint] | None = None
+        self.unlimited_outcome = Outcome(True, None, 0, 0)
+        self._kept_from = 0
+        self.snapshots: list[_Snapshot] = []  # the latest tracked replay's (and those it resumed from)
+        self.snapshots_from: _Checkpoint | None = None  # the checkpoint that replay started from
+
+    @property
+    def requests(self) -> Requests:
+        found = self._requests()
+        assert found is not None  # the sequence lives while it is asked about
+        return found
+
+    def span(self, limit: int) -> tuple[int, int, bool]:
+        """The widest proven range around ``limit`` (chained across replays), assuming ``limit`` is proven."""
+        found = self._lookup(limit)
+        assert found is not None
+        low, high, ok = found
+        while True:  # ranges proven by different replays may touch: chain them
+            above = self._lookup(high + MIN_ALLOCATION_BYTES)
+            if above is None or above[2] != ok or above[1] <= high:
+                break
+            high = above[1]
+        return low, high, ok
+
+    def _lookup(self, limit: int) -> tuple[int, int, bool] | None:
+        found = self._own(limit)
+        if found is None and self.without_gc is not None:
+            # A replay without garbage collection that fits is the replay with it (collection runs only where an
+            # extension fails, and it never failed).
+            other = self.without_gc._own(limit)
+            found = other if other is not None and other[2] else None
+        if found is None and self.with_gc is not None:
+            # A replay with garbage collection that fails: the one without is the same up to the first extension
+            # that fails, and fails there.
+            other = self.with_gc._own(limit)
+            found = other if other is not None and not other[2] else None
+        return found
+
+    def _own(self, limit: int) -> tuple[int, int, bool] | None:
+        if limit < self.needed_bytes:
+            return (0, self.needed_bytes - 1, False)
+        best = None
+        if limit % MIN_ALLOCATION_BYTES == 0:
+            for low, high, ok in self.proven:
+                if low <= limit <= high and (best is None or high > best[1]):
+                    best = (low, high, ok)
+        if best is None and limit in self.outcomes:
+            best = (limit, limit, self.outcomes[limit].fits)
+        return best
+
+    def fits(self, limit: int, snapshots: bool = False) -> bool:
+        """Proven, or replayed (taking snapshots for replays under nearby limits to resume from, with ``snapshots``:
+        a search asks about many)."""
+        found = self._lookup(limit)
+        return found[2] if found is not None else self.outcome(limit, snapshots=snapshots).fits
+
+    def unlimited(self, keep_from: int) -> int:
+        """The largest pool of the replay under the largest limit the model holds (with ``reuse``); its states where it
+        makes a region that a limit of ``keep_from`` or more may cut are kept to resume from."""
+        twin = self.without_gc or self.with_gc  # unlimited, no extension fails: the same replay either way
+        if (self.checkpoints is None or keep_from < self._kept_from) and twin is not None and (
+                twin.checkpoints is not None and twin._kept_from <= keep_from):
+            self.checkpoints, self._kept_from, self.unlimited_outcome, self.unlimited_peaks = (
+                twin.checkpoints, twin._kept_from, twin.unlimited_outcome, twin.unlimited_peaks)
+            self._prove(self.unlimited_outcome.max_pool_bytes, MAX_LIMIT_BYTES, MAX_LIMIT_BYTES, None,
+                        self.unlimited_peaks)
+        if self.checkpoints is None or keep_from < self._kept_from:
+            checkpoints: list[_Checkpoint] = []
+            run = _Run(self.requests, _with_limit(self.options, MAX_LIMIT_BYTES), record=False, checkpoints=checkpoints,
+                       keep_from=keep_from)
+            self._count(run)
+            if run.failed_at is not None:
+                raise ValueError("no limit the model holds fits these requests")
+            self.checkpoints, self._kept_from = checkpoints, keep_from
+            self.unlimited_outcome = Outcome(True, None, run.peak, run.max_pool)
+            self.unlimited_peaks = run.peaks
+            self._prove(run.max_pool, MAX_LIMIT_BYTES, MAX_LIMIT_BYTES, None, run.peaks)  # every region whole: the same
+        return self.unlimited_outcome.max_pool_bytes
+
+    def outcome(self, limit: int, snapshots: bool = False) -> Outcome:
+        """The outcome under ``limit``: remembered, worked out from a replay whose proof covers it (the peak in use
+        and the largest pool move with the limit where they were reached with the moving chunk in use, or the cut
+        region made), or replayed (from a saved state where one applies)."""
+        found = self.outcomes.get(limit)
+        if found is not None:
+            return found
+        if self.options.partitioned:  # XLA's partitioned pool: its own replay, which proves only its limit
+            partitioned = _PartitionedRun(self.requests, _with_limit(self.options, limit), record=False)
+            self.replays += 1
+            self.replayed_events += len(self.requests) if partitioned.failed_at is None else partitioned.failed_at + 1
+            found = self.outcomes[limit] = Outcome(partitioned.failed_at is None, partitioned.failed_at,
+                                                   partitioned.peak, partitioned.pool)
+            return found
+        if limit % MIN_ALLOCATION_BYTES == 0:
+            for low, high, ran_at, failed_at, (peak, peak_moving, pool, pool_moving) in self.stats:
+                if low <= limit <= high:
+                    d = limit - ran_at
+                    found = self.outcomes[limit] = Outcome(failed_at is None, failed_at, max(peak, peak_moving + d),
+                                                           max(pool, pool_moving + d))
+                    return found
+        start, whole_from = None, 0
+        if self.reuse and self.checkpoints is not None and limit >= self._kept_from:
+            whole_from = self._kept_from
+            for c in self.checkpoints:  # the first region this limit cuts: the same replay up to there
+                if (limit - c.pool) & ~255 < c.region_bytes:
+                    start = c
+                    break
+                whole_from = max(whole_from, c.pool + c.region_bytes)
+            if start is None:  # every region as unlimited: the unlimited replay itself
+                self._prove(whole_from, MAX_LIMIT_BYTES, limit, None, self.unlimited_peaks)
+                self.outcomes[limit] = self.unlimited_outcome
+                return self.unlimited_outcome
+        resume = None
+        if self.snapshots_from is start:  # the latest snapshot whose comparisons admit this limit
+            resume = next((z for z in reversed(self.snapshots) if z.low <= limit <= z.high), None)
+        kept = [z for z in self.snapshots if resume is not None and z.row <= resume.row]
+        run = _Run(self.requests, _with_limit(self.options, limit), record=False, start=start, track=True,
+                   resume=resume, snapshots=kept if snapshots else None)
+        self._count(run)
+        if snapshots:
+            self.snapshots, self.snapshots_from = kept, start
+        low, high = run.proven_low, run.proven_high
+        if start is not None:
+            low = max(low, whole_from)
+            high = min(high, start.pool + start.region_bytes - 1)
+        if low <= limit <= high and low < high:
+            self._prove(low, high, limit, run.failed_at, run.peaks)
+        found = self.outcomes[limit] = Outcome(run.failed_at is None, run.failed_at, run.peak, run.max_pool)
+        return found
+
+    def _prove(self, low: int, high: int, ran_at: int, failed_at: int | None, peaks: tuple[int, int, int, int]) -> None:
+        """Limits ``low``..``high`` decide as the replay under ``ran_at`` did (its peaks: see _Run.peaks)."""
+        self.proven.append((low, high, failed_at is None))
+        self.stats.append((low, high, ran_at, failed_at, peaks))
+
+    def drop_snapshots(self) -> None:
+        """A search is done: its snapshots (for replays under nearby limits) are let go, so that the sequences kept
+        together (fit --vs keeps a few dozen) hold one search's at most."""
+        self.snapshots, self.snapshots_from = [], None
+
+    def _count(self, run: _Run) -> None:
+        self.replays += 1
+        end = len(self.requests) if run.failed_at is None else run.failed_at + 1
+        self.replayed_events += end - run.first_row
+
+
+_LIMITS: weakref.WeakKeyDictionary[Requests, dict[BFCOptions, _Limits]] = weakref.WeakKeyDictionary()
+
+
+def _limits(requests: Requests, options: BFCOptions) -> _Limits:
+    """What replays of ``requests`` under ``options`` (but the limit) have shown so far, kept while the sequence lives.
+
+    Without growth, garbage collection changes nothing (the one region is the whole limit: when a request finds no
+    chunk, either the region is in use in part, or it is wholly free and still too small), so both share one record.
+    """
+    if not options.partitioned:
+        _classic_only(requests)
+    per_options = _LIMITS.get(requests)
+    if per_options is None:
+        per_options = _LIMITS[requests] = {}
+    key = _with_limit(options, 0)
+    if not key.allow_growth and key.garbage_collection:
+        key = replace(key, garbage_collection=False)
+    found = per_options.get(key)
+    if found is None:
+        twin_key = replace(key, garbage_collection=not key.garbage_collection)
+        twin = per_options.get(twin_key)
+        found = per_options[key] = _Limits(requests, options, twin.needed_bytes if twin is not None else (
+            next(iter(per_options.values())).needed_bytes if per_options else requests.peak_rounded_live_bytes()))
+        if twin is not None and key.allow_growth:
+            without, with_ = (twin, found) if key.garbage_collection else (found, twin)
+            with_.without_gc, without.with_gc = without, with_
+    return found
+
+
+# -- the replay ---------------------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class _Checkpoint:
     """A replay's state at the start of a row whose request extends the pool (``region_bytes``: the region it makes
     when the limit leaves room for it). A replay under another limit is the same up to here as long as every
-    earlier region was made whole."""
+    earlier region was made whole. Kept as arrays (a few bytes a chunk, not Python objects)."""
 
     row: int
     pool: int
     region_bytes: int
-    keys: tuple[int, ...]
-    free_size: dict[int, int]
-    free_start: dict[int, int]
-    used: dict[int, int]
-    addr_of: dict[int, int]
-    regions: dict[int, int]
+    free_sizes: IntArray  # free chunks, in key order
+    free_addresses: IntArray
+    used_rows: IntArray  # chunks in use: the allocation's row, its address and size
+    used_addresses: IntArray
+    used_sizes: IntArray
+    regions: tuple[tuple[int, int], ...]
     region_rows: tuple[int, ...]
     in_use: int
     peak: int
@@ -632,32 +998,110 @@ class _Checkpoint:
     growth: int
 
 
-_COLUMNS: weakref.WeakKeyDictionary[Requests, tuple[list[bool], list[int], list[int]]] = weakref.WeakKeyDictionary()
+@dataclass(frozen=True, eq=False)
+class _Snapshot:
+    """A tracked replay's whole state at the start of a row, under the limit it ran under (``limit``). A replay under
+    any limit its comparisons so far admit (``low``..``high``) is the same up to here, but for what moves with the
+    limit (the cut region, its last chunk, the pool, the growth size), which is shifted on resuming."""
+
+    row: int
+    limit: int
+    low: int
+    high: int
+    keys: list[int]
+    free_size: dict[int, int]
+    free_start: dict[int, int]
+    used: dict[int, int]
+    addr_of: dict[int, int]
+    regions: dict[int, int]
+    region_rows: tuple[int, ...]
+    pool: int
+    in_use: int
+    growth: int
+    pool_slope: int
+    growth_slope: int
+    region_slope: dict[int, int]
+    tfree: int
+    tsize: int
+    tend: int
+    peaks: tuple[int, int, int, int]  # see _Run.peaks
+
+    @property
+    def size_bytes(self) -> int:
+        """About what it holds (list and dict slots; the ints are shared with the replay)."""
+        return 8 * len(self.keys) + 100 * (len(self.free_size) + len(self.used)) + 1000
 
 
-def _columns(requests: Requests) -> tuple[list[bool], list[int], list[int]]:
-    """The columns the loop reads, as Python lists, made once per sequence (a limit search replays it many times)."""
-    found = _COLUMNS.get(requests)
+_NEVER = -(1 << 62)  # a maximum of nothing
+_SNAPSHOT_BYTES = 32 << 20  # what a sequence's snapshots may hold in all
+_SNAPSHOTS = 64  # about this many in a replay, evenly spaced
+_SNAPSHOT_ROWS = 8192  # and at least this many rows apart
+
+
+_EVENTS: weakref.WeakKeyDictionary[Requests, IntArray] = weakref.WeakKeyDictionary()
+_BLOCK = 1 << 16  # events made Python ints at a time
+
+
+def _events(requests: Requests) -> IntArray:
+    """The one column the loop reads, made once per sequence: an allocation's rounded bytes (> 0), ``~row`` of the
+    allocation a free frees (< 0), 0 for an event that touches no chunk (a 0-byte request, a free of an unknown one)."""
+    found = _EVENTS.get(requests)
     if found is None:
-        found = (requests.is_alloc.tolist(), requests.requested_bytes.tolist(), requests.frees.tolist())
-        _COLUMNS[requests] = found
+        asked = requests.requested_bytes.astype(np.int64)
+        frees = requests.frees.astype(np.int64)
+        found = np.where(requests.is_alloc, np.where(asked > 0, rounded_bytes(asked), 0),
+                         np.where(frees >= 0, ~frees, 0)).astype(np.int64)
+        _EVENTS[requests] = found
     return found
 
 
+def _keep(value: int, slope: int, low: int, high: int) -> tuple[int, int]:
+    """Narrow ``[low, high]`` (offsets d of the limit) to where ``value + slope * d >= 0`` is what it is at d = 0."""
+    if slope > 0:
+        edge = -(value // slope)  # the least d where it holds
+        return (max(low, edge), high) if value >= 0 else (low, min(high, edge - 1))
+    if slope < 0:
+        edge = value // -slope  # the largest d where it holds
+        return (low, min(high, edge)) if value >= 0 else (max(low, edge + 1), high)
+    return low, high
+
+
+def _fraction_edge(fraction: float, remainder: int) -> int:
+    """The largest limit L with ``int(fraction * L) <= remainder`` (TF's split threshold at most the remainder)."""
+    limit = int((remainder + 1) / fraction)
+    while limit > 0 and int(fraction * limit) > remainder:
+        limit -= 1
+    while int(fraction * (limit + 1)) <= remainder:
+        limit += 1
+    return limit
+
+
 class _Run:
-    """One replay. The state lives in locals of :meth:`_replay` for speed; what is left is kept here."""
+    """One replay. The state lives in locals of :meth:`_replay` for speed; what is left is kept here.
+
+    With ``track``, the replay also keeps the range of limits under which every decision it makes would be the same
+    (``proven_low``..``proven_high``; see :func:`proven_limits`).
+    """
 
     def __init__(self, requests: Requests, options: BFCOptions, record: bool, start: _Checkpoint | None = None,
-                 checkpoints: list[_Checkpoint] | None = None, schedule: ScheduleFactory | None = None) -> None:
+                 checkpoints: list[_Checkpoint] | None = None, keep_from: int = 0, track: bool = False,
+                 resume: _Snapshot | None = None, snapshots: list[_Snapshot] | None = None,
+                 schedule: ScheduleFactory | None = None) -> None:
         if schedule is not None and record:
             raise ValueError("a replay served by a schedule records nothing (its events are not in row order)")
+        self._schedule = schedule
         self.requests = requests
         self.options = options
         self.record = record
         self.failed_at: int | None = None
         self._start = start
         self._checkpoints = checkpoints
-        self._schedule = schedule
+        self._keep_from = keep_from
+        self._track = track
+        self._resume = resume
+        self.snapshots = snapshots
+        self.proven_low = self.proven_high = options.limit_bytes
+        self.first_row = resume.row if resume is not None else start.row if start is not None else 0
         self._replay()
 
     def _slot(self, region: int) -> int:
@@ -667,9 +1111,6 @@ class _Run:
     def _vbase(self, region: int) -> int:
         return self._slot(region) << _REGION_SHIFT
 
-    def _region_of(self, vaddr: int) -> int:
-        return self._regions_by_slot()[vaddr >> _REGION_SHIFT]
-
     def _regions_by_slot(self) -> dict[int, int]:
         return {self._slot(r): r for r in range(len(self.region_rows))}
 
@@ -678,8 +1119,10 @@ class _Run:
         limit = opts.limit_bytes
         growth_size = opts.initial_region_bytes
         max_frag = opts.max_internal_fragmentation_bytes
+        fraction = opts.fragmentation_fraction
         gc = opts.garbage_collection
-        is_alloc, requested, frees = _columns(self.requests)
+        events = _events(self.requests)
+        n = len(events)
         shift, amask = _KEY_SHIFT, _ADDRESS_MASK
         keys: list[int] = []  # free chunks, size << 80 | vaddr, sorted: the bins' order
         free_size: dict[int, int] = {}  # vaddr -> size of a free chunk
@@ -691,137 +1134,312 @@ class _Run:
         made_regions: list[tuple[int, int]] = []  # (region, size) of every region made, and (region, row) of each
         given_back: list[tuple[int, int]] = []  # given back: kept by a recording replay (never one that resumes)
         pool = in_use = peak = max_pool = 0
+        # Where they move with the limit (while the moving chunk is in use; once the cut region is made), the peak in
+        # use and the largest pool under this limit, kept apart: under limit + d they are d larger.
+        peak_moving = pool_moving = _NEVER
         first_row = 0
         checkpoints = self._checkpoints
+        keep_from = self._keep_from
+        # Tracking the limits that decide alike: limit + d for dlo <= d <= dhi. What moves with d: the pool and the
+        # growth size (by pool_slope, growth_slope per byte of limit) and the region the limit cuts (region_slope),
+        # whose last chunk (from tail_start to tail_end, tail_size bytes under this limit) moves with it: free when
+        # tfree (its start) >= 0, else in use.
+        track = self._track and limit % MIN_ALLOCATION_BYTES == 0 and self._schedule is None
+        dlo, dhi = -limit, MAX_LIMIT_BYTES - limit
+        pool_slope = growth_slope = 0
+        region_slope: dict[int, int] = {}
+        tfree = tend = -1
+        tsize = 0
+        ftrack = track and fraction > 0.0  # the split threshold moves with the limit too
+        if track:
+            if opts.allow_growth:
+                dlo, dhi = _keep(INITIAL_GROWTH_REGION_BYTES - limit, -1, dlo, dhi)  # the first size: min(limit, 2 MiB)
+                growth_slope = 1 if limit <= INITIAL_GROWTH_REGION_BYTES else 0
+            else:
+                growth_slope = 1  # the whole limit
         if self._start is not None:  # resume a replay that was the same up to this row
             c = self._start
-            keys, free_size, free_start = list(c.keys), dict(c.free_size), dict(c.free_start)
-            used, addr_of, regions, region_rows = dict(c.used), dict(c.addr_of), dict(c.regions), list(c.region_rows)
+            sizes, addrs = c.free_sizes.tolist(), c.free_addresses.tolist()
+            keys = [(s << shift) | a for s, a in zip(sizes, addrs)]
+            free_size = dict(zip(addrs, sizes))
+            free_start = {a + s: a for a, s in zip(addrs, sizes)}
+            used_addrs = c.used_addresses.tolist()
+            used = dict(zip(used_addrs, c.used_sizes.tolist()))
+            addr_of = dict(zip(c.used_rows.tolist(), used_addrs))
+            regions, region_rows = dict(c.regions), list(c.region_rows)
             pool, in_use, peak, max_pool, growth_size, first_row = c.pool, c.in_use, c.peak, c.max_pool, c.growth, c.row
+            growth_slope = 0
+            if track:
+                dlo, dhi = -limit, MAX_LIMIT_BYTES - limit
+        if self._resume is not None:  # a tracked replay under another limit was the same up to this row
+            z = self._resume
+            keys, free_size, free_start = list(z.keys), dict(z.free_size), dict(z.free_start)
+            used, addr_of, regions, region_rows = dict(z.used), dict(z.addr_of), dict(z.regions), list(z.region_rows)
+            pool, in_use, growth_size, first_row = z.pool, z.in_use, z.growth, z.row
+            pool_slope, growth_slope, region_slope = z.pool_slope, z.growth_slope, dict(z.region_slope)
+            tfree, tsize, tend = z.tfree, z.tsize, z.tend
+            dlo, dhi = z.low - limit, z.high - limit
+            d = limit - z.limit
+            pool += d * pool_slope
+            growth_size += d * growth_slope
+            if d and tend >= 0:  # the cut region and its last chunk are d bytes larger here
+                for r, slope in region_slope.items():
+                    regions[r] += d * slope
+                if tfree >= 0:
+                    del keys[bisect_left(keys, (tsize << shift) | tfree)]
+                    tsize += d
+                    insort(keys, (tsize << shift) | tfree)
+                    free_size[tfree] = tsize
+                    free_start[tend + d] = free_start.pop(tend)
+                else:
+                    moving = next(a for a, size in used.items() if a + size == tend)
+                    used[moving] += d
+                    in_use += d
+                tend += d
+            peak, peak_moving, max_pool, pool_moving = z.peaks
+            peak_moving += d
+            pool_moving += d
+        snapshots = self.snapshots if track else None
+        every = max(_SNAPSHOT_ROWS, n // _SNAPSHOTS) if snapshots is not None else _BLOCK
         record = self.record
         rec: list[tuple[int, int, int, int, int]] = []  # per event: vaddr, chunk, in use, pool, largest free
+        tables: list[IntArray] = []  # rec, a block at a time, as arrays
         add_rec = rec.append
         vbase = self._vbase
         key_pop, free_pop, start_pop, used_pop, addr_pop = keys.pop, free_size.pop, free_start.pop, used.pop, addr_of.pop
 
         schedule = None if self._schedule is None else self._schedule(first_row)
-        if schedule is None:
-            rows: Iterator[tuple[int, tuple[bool, int, int]]] = enumerate(
-                zip(is_alloc, requested, frees) if not first_row else itertools.islice(
-                    zip(is_alloc, requested, frees), first_row, None), first_row)
-        else:
-            rows = ((row, (is_alloc[row], requested[row], frees[row])) for row in schedule)
-        for row, (alloc, req, freed) in rows:
-            if alloc:
-                if req <= 0:
+        blocks: Iterator[tuple[int, Iterator[tuple[int, int]]]]
+        if schedule is None:  # the rows in order, a block at a time
+            blocks = ((begin, enumerate(events[begin:begin + every].tolist(), begin)) for begin in range(first_row, n, every))
+        else:  # the rows as the schedule serves them
+            listed = events.tolist()
+            blocks = iter([(first_row, ((row, listed[row]) for row in schedule))])
+        last_snapshot = first_row
+        for begin, block in blocks:
+            # A snapshot copies the state: taken where that costs little beside the events replayed since the last.
+            if (snapshots is not None and begin > first_row and track
+                    and len(keys) + len(used) <= 4 * (begin - last_snapshot)):
+                last_snapshot = begin
+                snapshots.append(_Snapshot(begin, limit, limit + dlo, limit + dhi, list(keys), dict(free_size),
+                                           dict(free_start), dict(used), dict(addr_of), dict(regions),
+                                           tuple(region_rows), pool, in_use, growth_size, pool_slope, growth_slope,
+                                           dict(region_slope), tfree, tsize, tend,
+                                           (peak, peak_moving, max_pool, pool_moving)))
+                if sum(z.size_bytes for z in snapshots) > _SNAPSHOT_BYTES:
+                    del snapshots[::2]  # thin them out, evenly
+            for row, x in block:
+                if x > 0:  # an allocation of x bytes (rounded)
+                    i = bisect_left(keys, x << shift)
+                    if i == len(keys):
+                        if tfree >= 0 and x - 1 - tsize < dhi:  # the moving chunk is too small: a limit larger may fit
+                            dhi = x - 1 - tsize
+                        # Extend: a new region, if the limit leaves room.
+                        if checkpoints is not None:  # the state before this row, and the region it makes unlimited
+                            grown = growth_size
+                            while x > grown:
+                                grown *= 2
+                            if pool + grown > keep_from:
+                                checkpoints.append(self._checkpoint(row, pool, grown, keys, used, addr_of, regions,
+                                                                    region_rows, in_use, peak, max_pool, growth_size))
+                        made = False
+                        for attempt in (0, 1):
+                            available = (limit - pool) & ~255
+                            if track:
+                                dlo, dhi = _keep(available - x, 1 - pool_slope, dlo, dhi)
+                            if x <= available:
+                                grew = False
+                                while True:
+                                    if track:
+                                        dlo, dhi = _keep(growth_size - x, growth_slope, dlo, dhi)
+                                    if x <= growth_size:
+                                        break
+                                    growth_size *= 2
+                                    growth_slope *= 2
+                                    grew = True
+                                slope = 0
+                                if track:
+                                    dlo, dhi = _keep(growth_size - available, growth_slope - 1 + pool_slope, dlo, dhi)
+                                    slope = 1 - pool_slope if available <= growth_size else growth_slope
+                                size = min(available, growth_size)
+                                if not grew:
+                                    growth_size *= 2
+                                    growth_slope *= 2
+                                r = len(region_rows)
+                                if r >= _REGION_SLOTS:
+                                    raise ValueError("the replay made more regions than the model holds")
+                                region_rows.append(row)
+                                regions[r] = size
+                                if record:
+                                    made_regions.append((r, size))
+                                base = vbase(r)
+                                pool += size
+                                if pool_slope or slope:
+                                    pool_moving = max(pool_moving, pool)
+                                else:
+                                    max_pool = max(max_pool, pool)
+                                free_size[base] = size
+                                free_start[base + size] = base
+                                insort(keys, (size << shift) | base)
+                                if slope:
+                                    if slope != 1 or tend >= 0:  # beyond what is tracked: prove this limit only
+                                        track = ftrack = False
+                                        dlo = dhi = 0
+                                        tfree = tend = -1
+                                    else:
+                                        region_slope[r] = slope
+                                        pool_slope += slope
+                                        tfree, tsize, tend = base, size, base + size
+                                made = True
+                                break
+                            if attempt or not gc:
+                                break
+                            # Garbage collection: free every wholly free region, if that could make room.
+                            empty = [(r, s) for r, s in regions.items() if free_size.get(vbase(r)) == s]
+                            freed_total = sum(s for _, s in empty)
+                            if track:
+                                freed_slope = sum(region_slope.get(r, 0) for r, _ in empty)
+                                dlo, dhi = _keep(limit - pool + freed_total - x, 1 - pool_slope + freed_slope, dlo, dhi)
+                            if not freed_total or x > limit - pool + freed_total:
+                                break
+                            for r, s in empty:
+                                base = vbase(r)
+                                key_pop(bisect_left(keys, (s << shift) | base))
+                                del free_size[base]
+                                del free_start[base + s]
+                                del regions[r]
+                                pool -= s
+                                if record:
+                                    given_back.append((r, row))
+                                if r in region_slope:
+                                    pool_slope -= region_slope.pop(r)
+                                    tfree = tend = -1
+                        if not made:
+                            if schedule is not None and schedule.blocked(row):
+                                continue  # the request waits for memory to come back; the schedule serves it again
+                            self.failed_at = row
+                            break
+                        i = bisect_left(keys, x << shift)
+                    key = keys[i]
+                    size = key >> shift
+                    addr = key & amask
+                    if tfree >= 0:  # the moving chunk is free: it must fit, or not, and sort, as it does here
+                        if addr == tfree:  # it is chosen: it fits, and sorts before the next chunk
+                            if x - tsize > dlo:  # noqa: PLR1730
+                                dlo = x - tsize
+                            if i + 1 < len(keys):
+                                after = keys[i + 1]
+                                bound = (after >> shift) - tsize - (0 if tfree < after & amask else 1)
+                                if bound < dhi:  # noqa: PLR1730
+                                    dhi = bound
+                            if ftrack:  # split at twice the request whatever the threshold; else find where
+                                if size >= 2 * x:
+                                    if 2 * x - tsize > dlo:  # noqa: PLR1730
+                                        dlo = 2 * x - tsize
+                                else:
+                                    dlo, dhi = self._tail_split_bound(x, tsize, dlo, dhi)
+                            else:  # split when it is at least the lesser of twice the request and request + max_frag
+                                cut = min(2 * x, x + max_frag)
+                                if size >= cut:
+                                    if cut - tsize > dlo:  # noqa: PLR1730
+                                        dlo = cut - tsize
+                                elif cut - 1 - tsize < dhi:
+                                    dhi = cut - 1 - tsize
+                        elif tsize < x:  # too small to be chosen
+                            if x - 1 - tsize < dhi:  # noqa: PLR1730
+                                dhi = x - 1 - tsize
+                        else:  # it fits but sorts after the chunk chosen
+                            bound = size - tsize + (0 if tfree > addr else 1)
+                            if bound > dlo:  # noqa: PLR1730
+                                dlo = bound
+                    if ftrack and size < 2 * x and addr != tfree:  # the split threshold int(fraction * limit)
+                        if size - x >= max_frag:  # split: the threshold must stay at most the remainder
+                            if int(fraction * (limit + dhi)) > size - x:
+                                dhi = _fraction_edge(fraction, size - x) - limit
+                        elif int(fraction * (limit + dlo)) <= size - x:  # not split: it must stay above it
+                            dlo = _fraction_edge(fraction, size - x) + 1 - limit
+                    del free_size[addr]
+                    end = addr + size
+                    if size >= 2 * x or size - x >= max_frag:
+                        rest = addr + x
+                        free_size[rest] = size - x
+                        free_start[end] = rest
+                        key = ((size - x) << shift) | rest  # sorts at or before the chunk it is cut from
+                        j = bisect_left(keys, key, 0, i)
+                        if j == i:
+                            keys[i] = key
+                        else:
+                            del keys[i]
+                            keys.insert(j, key)
+                        if addr == tfree:
+                            tfree, tsize = rest, size - x
+                        size = x
+                    else:
+                        del keys[i]
+                        del free_start[end]
+                        if addr == tfree:
+                            tfree = -1
+                    used[addr] = size
+                    addr_of[row] = addr
+                    in_use += size
+                    if tend < 0 or tfree >= 0:  # in use does not move with the limit (the chunk that does is free)
+                        if in_use > peak:  # noqa: PLR1730 - a call to max() costs more in this loop
+                            peak = in_use
+                    elif in_use > peak_moving:
+                        peak_moving = in_use
                     if record:
-                        add_rec((-1, 0, in_use, pool, keys[-1] >> shift if keys else 0))
-                    continue
-                rounded = (req + 255) & ~255
-                i = bisect_left(keys, rounded << shift)
-                if i == len(keys):
-                    # Extend: a new region, if the limit leaves room.
-                    if checkpoints is not None:  # the state before this row, and the region it makes unlimited
-                        grown = growth_size
-                        while rounded > grown:
-                            grown *= 2
-                        checkpoints.append(_Checkpoint(row, pool, grown, tuple(keys), dict(free_size), dict(free_start),
-                                                       dict(used), dict(addr_of), dict(regions), tuple(region_rows),
-                                                       in_use, peak, max_pool, growth_size))
-                    made = False
-                    for attempt in (0, 1):
-                        available = (limit - pool) & ~255
-                        if rounded <= available:
-                            grew = False
-                            while rounded > growth_size:
-                                growth_size *= 2
-                                grew = True
-                            size = min(available, growth_size)
-                            if not grew:
-                                growth_size *= 2
-                            r = len(region_rows)
-                            if r >= _REGION_SLOTS:
-                                raise ValueError("the replay made more regions than the model holds")
-                            region_rows.append(row)
-                            regions[r] = size
-                            if record:
-                                made_regions.append((r, size))
-                            base = vbase(r)
-                            pool += size
-                            max_pool = max(max_pool, pool)
-                            free_size[base] = size
-                            free_start[base + size] = base
-                            insort(keys, (size << shift) | base)
-                            made = True
-                            break
-                        if attempt or not gc:
-                            break
-                        # Garbage collection: free every wholly free region, if that could make room.
-                        empty = [(r, s) for r, s in regions.items() if free_size.get(vbase(r)) == s]
-                        freed_total = sum(s for _, s in empty)
-                        if not freed_total or rounded > limit - pool + freed_total:
-                            break
-                        for r, s in empty:
-                            base = vbase(r)
-                            key_pop(bisect_left(keys, (s << shift) | base))
-                            del free_size[base]
-                            del free_start[base + s]
-                            del regions[r]
-                            pool -= s
-                            if record:
-                                given_back.append((r, row))
-                    if not made:
-                        if schedule is not None and schedule.blocked(row):
-                            continue  # the request waits for memory to come back; the schedule serves it again
-                        self.failed_at = row
-                        break
-                    i = bisect_left(keys, rounded << shift)
-                key = key_pop(i)
-                size = key >> shift
-                addr = key & amask
-                del free_size[addr]
-                end = addr + size
-                if size >= 2 * rounded or size - rounded >= max_frag:
-                    rest = addr + rounded
-                    free_size[rest] = size - rounded
-                    free_start[end] = rest
-                    insort(keys, ((size - rounded) << shift) | rest)
-                    size = rounded
-                else:
-                    del free_start[end]
-                used[addr] = size
-                addr_of[row] = addr
-                in_use += size
-                if in_use > peak:  # noqa: PLR1730 - a call to max() costs more in this loop
-                    peak = in_use
-                if record:
-                    add_rec((addr, size, in_use, pool, keys[-1] >> shift if keys else 0))
+                        add_rec((addr, size, in_use, pool, keys[-1] >> shift if keys else 0))
+                elif x < 0:  # a free of the allocation at row ~x
+                    addr = addr_pop(~x, -1)
+                    if addr < 0:  # a 0-byte allocation's
+                        if record:
+                            add_rec((-1, 0, in_use, pool, keys[-1] >> shift if keys else 0))
+                        continue
+                    size = used_pop(addr)
+                    in_use -= size
+                    start, end = addr, addr + size
+                    after_size = free_pop(end, 0)
+                    k = -1  # where the key of a neighbour merged with sits: the merged chunk sorts after it
+                    if after_size:
+                        k = bisect_left(keys, (after_size << shift) | end)
+                        del free_start[end + after_size]
+                        end += after_size
+                    before = start_pop(addr, -1)
+                    if before >= 0:
+                        if k >= 0:
+                            del keys[k]
+                        k = bisect_left(keys, (free_pop(before) << shift) | before)
+                        start = before
+                    free_size[start] = end - start
+                    free_start[end] = start
+                    key = ((end - start) << shift) | start
+                    if k < 0:
+                        insort(keys, key)
+                    else:
+                        j = bisect_left(keys, key, k + 1)
+                        if j == k + 1:
+                            keys[k] = key
+                        else:
+                            del keys[k]
+                            keys.insert(j - 1, key)
+                    if end == tend:  # the chunk that moves with the limit is free again
+                        tfree, tsize = start, end - start
+                    if record:
+                        add_rec((addr, size, in_use, pool, keys[-1] >> shift if keys else 0))
+                elif record:  # touches no chunk: a 0-byte request, a free of an allocation not in the sequence
+                    add_rec((-1, 0, in_use, pool, keys[-1] >> shift if keys else 0))
             else:
-                addr = addr_pop(freed, -1)
-                if addr < 0:  # an allocation before the sequence, or a 0-byte one
-                    if record:
-                        add_rec((-1, 0, in_use, pool, keys[-1] >> shift if keys else 0))
-                    continue
-                size = used_pop(addr)
-                in_use -= size
-                start, end = addr, addr + size
-                after = free_pop(end, 0)
-                if after:
-                    key_pop(bisect_left(keys, (after << shift) | end))
-                    del free_start[end + after]
-                    end += after
-                before = start_pop(addr, -1)
-                if before >= 0:
-                    key_pop(bisect_left(keys, (free_pop(before) << shift) | before))
-                    start = before
-                free_size[start] = end - start
-                free_start[end] = start
-                insort(keys, ((end - start) << shift) | start)
-                if record:
-                    add_rec((addr, size, in_use, pool, keys[-1] >> shift if keys else 0))
+                if record and rec:
+                    tables.append(np.array(rec, dtype=np.int64))
+                    rec.clear()
+                continue
+            break
+        if record and rec:
+            tables.append(np.array(rec, dtype=np.int64))
 
-        self.peak = peak
-        self.max_pool = max_pool
+        self.peaks = (peak, peak_moving, max_pool, pool_moving)
+        self.peak = max(peak, peak_moving)
+        self.max_pool = max(max_pool, pool_moving)
         self.region_rows = tuple(region_rows)
         self.regions = dict(regions)
         self.made_regions = tuple(made_regions)
@@ -829,18 +1447,56 @@ class _Run:
         self.used = used
         self.free_size = free_size
         self.addr_of = addr_of
-        self.records = rec
-        self._end = (keys, free_start, pool, in_use, growth_size)
+        self.tables = tables
+        self._end = (keys, pool, in_use, growth_size)
+        if track:
+            self.proven_low, self.proven_high = limit + dlo, limit + dhi
 
     def state(self, row: int) -> _Checkpoint:
-        """The allocator's state where this replay ended, as a state another replay may resume from at ``row``."""
-        keys, free_start, pool, in_use, growth = self._end
-        return _Checkpoint(row, pool, 0, tuple(keys), dict(self.free_size), dict(free_start), dict(self.used),
-                           dict(self.addr_of), dict(self.regions), self.region_rows, in_use, self.peak, self.max_pool,
-                           growth)
+        """The allocator's state where this replay ended, as a state another replay may resume from at ``row`` (a
+        replay that tracks nothing: this state's regions are those of this replay's limit)."""
+        keys, pool, in_use, growth = self._end
+        return self._checkpoint(row, pool, 0, keys, self.used, self.addr_of, self.regions, list(self.region_rows),
+                                in_use, self.peak, self.max_pool, growth)
+
+    def _tail_split_bound(self, x: int, tsize: int, dlo: int, dhi: int) -> tuple[int, int]:
+        """With ``fragmentation_fraction``, where the chunk that moves with the limit is split as it is here: both its
+        size and the threshold move with the limit (the condition is monotone in it); found by galloping."""
+        limit, fraction = self.options.limit_bytes, self.options.fragmentation_fraction
+
+        def split(d: int) -> bool:
+            size = tsize + d
+            return size >= 2 * x or size - x >= int(fraction * (limit + d))
+
+        here = split(0)
+        step = 1
+        while True:  # the nearest d (below if it splits here, above if not) where the answer changes
+            d = -step if here else step
+            if (d < dlo if here else d > dhi) or split(d) != here:
+                break
+            step *= 2
+        good, bad = (-(step // 2), -step) if here else (step // 2, step)
+        while abs(bad - good) > 1:
+            middle = (good + bad) // 2
+            if split(middle) == here:
+                good = middle
+            else:
+                bad = middle
+        return (max(dlo, good), dhi) if here else (dlo, min(dhi, good))
+
+    def _checkpoint(self, row: int, pool: int, grown: int, keys: list[int], used: dict[int, int],
+                    addr_of: dict[int, int], regions: dict[int, int], region_rows: list[int], in_use: int, peak: int,
+                    max_pool: int, growth: int) -> _Checkpoint:
+        shift, amask = _KEY_SHIFT, _ADDRESS_MASK
+        rows = list(addr_of)
+        addrs = [addr_of[r] for r in rows]
+        return _Checkpoint(row, pool, grown, np.array([k >> shift for k in keys], dtype=np.int64),
+                           np.array([k & amask for k in keys], dtype=np.int64), np.array(rows, dtype=np.int64),
+                           np.array(addrs, dtype=np.int64), np.array([used[a] for a in addrs], dtype=np.int64),
+                           tuple(regions.items()), tuple(region_rows), in_use, peak, max_pool, growth)
 
     def simulation(self) -> Simulation:
-        table = np.array(self.records, dtype=np.int64).reshape(-1, 5)
+        table = np.concatenate(self.tables) if self.tables else np.zeros((0, 5), dtype=np.int64)
         vaddr, rec_size, rec_in_use, rec_pool, rec_largest = table.T
         touched = vaddr >= 0
         by_slot = self._regions_by_slot()
@@ -858,10 +1514,10 @@ class _Run:
         for addr, size in self.used.items():
             row = row_of[addr]
             code = int(ops[row])
-            chunks.append(ChunkState(self._region_of(addr), addr & _OFFSET_MASK, size, True, int(requested[row]),
-                                     names[code] if 0 <= code < len(names) else "", row))
+            chunks.append(ChunkState(by_slot[addr >> _REGION_SHIFT], addr & _OFFSET_MASK, size, True,
+                                     int(requested[row]), names[code] if 0 <= code < len(names) else "", row))
         for addr, size in self.free_size.items():
-            chunks.append(ChunkState(self._region_of(addr), addr & _OFFSET_MASK, size, False, 0, "", -1))
+            chunks.append(ChunkState(by_slot[addr >> _REGION_SHIFT], addr & _OFFSET_MASK, size, False, 0, "", -1))
         chunks.sort(key=lambda c: (c.region, c.offset))
         return Simulation(
             options=self.options, fits=self.failed_at is None, failed_at=self.failed_at,
@@ -894,6 +1550,11 @@ def high_end_aligned_start(start: int, size: int, rounded: int, alignment: int) 
     if size < rounded:
         return -1
     return (start + size - rounded) // alignment * alignment
+
+
+def _columns(requests: Requests) -> tuple[list[bool], list[int], list[int]]:
+    """The columns the partitioned loop reads, as Python lists."""
+    return requests.is_alloc.tolist(), requests.requested_bytes.tolist(), requests.frees.tolist()
 
 
 class _PartitionedRun:

@@ -348,20 +348,21 @@ def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = ""
             raise UsageError(f"{where}: {exc} (at most {bfc.MAX_LIMIT_BYTES:,} bytes, 8 TiB; the most bytes alive at "
                              f"once: {requests.peak_rounded_live_bytes():,}): there is no smallest limit to find") from None
         search = None
-    under = options if given or search is None else _replace(options, search.limit_bytes)
-    sim = bfc.simulate(requests, under)
-    failure = _failure(requests, sim) if not sim.fits else None
-    at_min = None if search is None else sim if not given else bfc.simulate(requests, _replace(options, search.limit_bytes))
+    # Replays that record nothing answer the rest (the search has replayed or proved most of these limits already);
+    # only a failure, whose map is shown, is replayed recording its events.
+    under = bfc.outcome(requests, options if given or search is None else _replace(options, search.limit_bytes))
+    failure = _failure(requests, bfc.simulate(requests, options)) if not under.fits else None
+    at_min = None if search is None else bfc.outcome(requests, _replace(options, search.limit_bytes))
     settings = settings_for(allocator, runtime)
     alts = _alternatives(requests, options, given, settings) if alternatives else ()
     return FitResult(
         allocator=allocator,
         options=fit_options(options.limit_bytes if given else None, options),
-        defaults=defaults, fits=sim.fits, min_limit_bytes=None if search is None else search.limit_bytes,
+        defaults=defaults, fits=under.fits, min_limit_bytes=None if search is None else search.limit_bytes,
         monotone=True if search is None else search.monotone,
         counterexample=None if search is None else search.counterexample(),
         below_step_bytes=MIB if search is None else search.below_step * MIB,
-        peak_in_use_bytes=sim.peak_in_use_bytes, pool_bytes=sim.max_pool_bytes,
+        peak_in_use_bytes=under.peak_in_use_bytes, pool_bytes=under.max_pool_bytes,
         lost_bytes=None if search is None or at_min is None else search.limit_bytes - at_min.peak_in_use_bytes,
         requested_peak_bytes=requests.peak_rounded_live_bytes(), events=len(requests),
         allocations=int(np.count_nonzero(requests.is_alloc)), reproduced=None, failure=failure, alternatives=alts,

@@ -25,6 +25,7 @@ the same tables wherever they ran. Dask and pyarrow are the ``batch`` extra.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import functools
 import glob
@@ -335,33 +336,79 @@ def batch(
     return tables(results)
 
 
+# What deciding where to run rests on, measured on a 2-core machine (``scripts/bench.py --batch``): a trace
+# costs about this much whatever its size, plus its bytes at this speed; starting local worker processes
+# (fork, Dask, each worker's share of the modules) and sending the rows back costs about POOL_START_SECONDS.
+TRACE_SECONDS = 0.025
+BYTES_PER_SECOND = 40e6
+POOL_START_SECONDS = 1.0
+TASKS_PER_WORKER = 4  # local tasks per worker: several traces each, so that few results cross processes
+
+
+def estimated_seconds(paths: Sequence[str]) -> float:
+    """About how long reading and analysing ``paths`` takes in one process, from their count and sizes."""
+    size = 0
+    for path in paths:
+        with contextlib.suppress(OSError):
+            size += os.stat(path).st_size
+    return len(paths) * TRACE_SECONDS + size / BYTES_PER_SECOND
+
+
+def local_workers(paths: Sequence[str], workers: int | None) -> int:
+    """How many local processes to analyse ``paths`` on: 1 (this process, no pool) unless the work, shared among
+    ``workers`` (default: one per core), saves more than starting them costs."""
+    from ..read.jobs import cores
+
+    count = min(workers or cores(), len(paths))
+    if count <= 1:
+        return 1
+    work = estimated_seconds(paths)
+    return count if work / count + POOL_START_SECONDS < work else 1
+
+
 def run_tasks(paths: list[str], allocators: tuple[str, ...] | None, client: Any, workers: int | None,
               progress: Callable[[int, int], None] | None) -> list[TraceRows]:
-    """Each path one task of a ``dask.bag``; results in the order of ``paths``."""
-    dask_bag = require_extra("dask.bag")
-    bag = dask_bag.from_sequence(paths, npartitions=len(paths)).map(analyse_trace, allocators)
+    """Each path analysed by :func:`analyse_trace`; results in the order of ``paths``.
+
+    With a client, each path is one task on its cluster. Without, the scheduler is picked by the
+    work (:func:`local_workers`): this process, one trace after another, or a ``dask.bag`` on
+    local processes, a few tasks per worker, each a run of consecutive paths.
+    """
     total = len(paths)
     if client is None:
+        count = local_workers(paths, workers)
+        if count == 1:
+            results = []
+            for count, path in enumerate(paths, 1):
+                results.append(analyse_trace(path, allocators))
+                if progress is not None:
+                    progress(count, total)
+            return results
+        dask_bag = require_extra("dask.bag")
         from dask.callbacks import Callback
 
-        partitions = set(bag.__dask_keys__())  # one a trace; the tasks that gather them count for nothing
+        tasks = min(total, count * TASKS_PER_WORKER)
+        runs = [paths[total * k // tasks:total * (k + 1) // tasks] for k in range(tasks)]
+        bag = dask_bag.from_sequence(runs, npartitions=tasks).map(_analyse_run, allocators)
+        sizes = dict(zip(bag.__dask_keys__(), map(len, runs)))  # the tasks that gather them count for nothing
         done = [0]
 
         def finished(key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
-            if key in partitions and progress is not None:
-                done[0] += 1
+            if key in sizes and progress is not None:
+                done[0] += sizes[key]
                 progress(done[0], total)
 
         import dask
 
-        from ..read.jobs import cores
-
+        _import_analyses()  # once here, before the workers fork, not once in each of them
         # Fork where there is fork, as memtrace's own worker pool does: spawned workers import the
         # caller's __main__ again, which a notebook or a script on stdin does not have.
         context = "fork" if sys.platform == "linux" else "spawn"
         with dask.config.set({"multiprocessing.context": context}), Callback(posttask=finished):
-            computed = bag.compute(scheduler="processes", num_workers=workers or cores())
-        return list(computed)
+            computed = bag.compute(scheduler="processes", num_workers=count)
+        return [rows for run in computed for rows in run]
+    dask_bag = require_extra("dask.bag")
+    bag = dask_bag.from_sequence(paths, npartitions=len(paths)).map(analyse_trace, allocators)
     distributed = require_extra("distributed")
     partitions = bag.to_delayed()
     futures = client.compute(partitions)
@@ -372,6 +419,17 @@ def run_tasks(paths: list[str], allocators: tuple[str, ...] | None, client: Any,
         if progress is not None:
             progress(count, total)
     return [rows for partition in gathered for rows in partition]
+
+
+def _analyse_run(paths: Sequence[str], allocators: Sequence[str] | None) -> list[TraceRows]:
+    """One local task: consecutive traces, each analysed on its own."""
+    return [analyse_trace(path, allocators) for path in paths]
+
+
+def _import_analyses() -> None:
+    """The modules :func:`analyse_trace` imports as it runs."""
+    from ..analyses import frag, ops, peak  # noqa: F401
+    from ..trace import devices  # noqa: F401
 
 
 def tables(results: Sequence[TraceRows]) -> dict[str, Any]:
