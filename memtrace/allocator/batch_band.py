@@ -357,8 +357,9 @@ class LargestBatch:
     """The largest batch a question's test passes (0: not even batch 1), and how far that is known.
 
     Above ``boundary`` (where doubling and bisection put the edge) the batches up to ``top`` were
-    tried, every ``step``-th (1: every one); above ``top`` none can pass (the bytes alive at once
-    exceed the limit). ``counterexample`` = (a batch that fails, a larger one that passes).
+    tried, every ``step``-th (1: every one; 0: none, fitting taken for monotone); above ``top`` none
+    can pass (the bytes alive at once exceed the limit). ``counterexample`` = (a batch that fails, a
+    larger one that passes).
     """
 
     batch: int
@@ -375,14 +376,15 @@ class LargestBatch:
     @property
     def exhaustive(self) -> bool:
         """Every batch above the answer up to the last that could pass was tried: no larger batch passes."""
-        return self.step == 1
+        return self.step == 1 or self.batch == self.top
 
 
 def largest_where(passes: Callable[[int], bool], within: Callable[[int], bool], *, start: int, cost: Callable[[int], int],
-                  budget_events: int = SCAN_BUDGET_EVENTS) -> LargestBatch:
+                  budget_events: int = SCAN_BUDGET_EVENTS, hint: int | None = None) -> LargestBatch:
     """The largest batch that ``passes``, where ``within(n)`` is a cheap condition every passing batch meets and that
     holds for no batch above one where it fails (the bytes alive at once under the limit). ``start``: the first
-    batch the doubling tries (the large recording's); ``cost(n)``: the replayed events a test of batch n costs.
+    batch the doubling tries (the large recording's); ``cost(n)``: the replayed events a test of batch n costs;
+    ``hint``: a batch near the answer (another search's), from which the search gallops up or down instead.
 
     Raises ValueError where batch MAX_BATCH still passes (the sizes hardly grow with the batch).
     """
@@ -400,28 +402,33 @@ def largest_where(passes: Callable[[int], bool], within: Callable[[int], bool], 
         else:
             high = middle
     top = low
-    # the boundary: doubling and bisection on the test, inside [1, top]
-    if passes(1):
+    # the boundary: doubling (or galloping from the hint) and bisection on the test, inside [1, top]
+    if hint is not None and 1 < hint <= top:
+        low, high = _gallop(passes, hint, top)
+    elif passes(1):
         low, high = 1, min(max(2, start), top + 1)
         while high <= top and passes(high):
             low, high = high, min(high * 2, top + 1)
-        if low == MAX_BATCH:
-            raise ValueError(f"batch {MAX_BATCH:,} still fits: the sizes hardly grow with the batch")
-        while high - low > 1:
-            middle = (low + high) // 2
-            if passes(middle):
-                low = middle
-            else:
-                high = middle
-        boundary = low
     else:
-        boundary = 0
-    # above it, every batch up to top (from the top down: the first that passes is the answer), within the budget
+        low, high = 0, 1
+    if low == MAX_BATCH:
+        raise ValueError(f"batch {MAX_BATCH:,} still fits: the sizes hardly grow with the batch")
+    while high - low > 1:
+        middle = (low + high) // 2
+        if passes(middle):
+            low = middle
+        else:
+            high = middle
+    boundary = low
+    # above it, every batch up to top (from the top down: the first that passes is the answer), within the budget;
+    # a budget of 0 tries none of them (step 0: the boundary is the answer, fitting taken for monotone above it)
     span = top - boundary
     step = 1
+    if span > 0 and budget_events <= 0:
+        return LargestBatch(boundary, boundary, top, 0, None)
     if span > 0:
         per_batch = max(1, cost(top))
-        step = max(1, -(-span * per_batch // max(budget_events, 1)))
+        step = max(1, -(-span * per_batch // budget_events))
     found, counter = boundary, None
     for n in range(top, boundary, -step):
         if passes(n):
@@ -456,6 +463,25 @@ def largest_recorded(scaling: BatchScaling, options: BFCOptions, base: str | Non
                          budget_events=budget_events)
 
 
+def _gallop(passes: Callable[[int], bool], hint: int, top: int) -> tuple[int, int]:
+    """(a batch that passes or 0, a larger one that fails or top + 1), bracketing ``hint`` by steps that double."""
+    step = 1
+    if passes(hint):
+        low = hint
+        while low < top:
+            high = min(low + step, top + 1)
+            if high > top or not passes(high):
+                return low, high
+            low, step = high, step * 2
+        return low, top + 1
+    high = hint
+    while True:
+        low = max(high - step, 0)
+        if low == 0 or passes(low):
+            return low, high
+        high, step = low, step * 2
+
+
 @dataclass(frozen=True)
 class LargestBand:
     """Under a limit: the largest batch in the prediction (``recorded``), the largest every plausible run of which
@@ -469,8 +495,8 @@ class LargestBand:
 
 def largest_band(scaling: BatchScaling, options: BFCOptions, runs: PlausibleRuns | None, *,
                  budget_events: int = SCAN_BUDGET_EVENTS) -> LargestBand:
-    """The largest batches under ``options.limit_bytes`` (see :class:`LargestBand`); each search's scan above its
-    boundary replays about ``budget_events`` events at most."""
+    """The largest batches under ``options.limit_bytes`` (see :class:`LargestBand`); the prediction's search scans
+    above its boundary for about ``budget_events`` replayed events at most."""
     recorded = largest_recorded(scaling, options, budget_events=budget_events)
     if runs is None:
         return LargestBand(recorded, None, None)
@@ -480,11 +506,14 @@ def largest_band(scaling: BatchScaling, options: BFCOptions, runs: PlausibleRuns
     def within_prediction(n: int) -> bool:  # every plausible run holds the prediction's bytes in one of its orders
         return min(scaling.requests_at(n, b).peak_rounded_live_bytes() for b in ("small", "large")) <= low
 
+    # The band's edges lie near the prediction's answer: their searches gallop from it, and bisect (a scan above each
+    # edge would replay every plausible run of every batch tried: the prediction's answer is the one scanned).
+    near = recorded.batch or None
     if low > 0:
         always = largest_where(lambda n: runs.always(n, low), within_prediction, start=start, cost=runs.events,
-                               budget_events=budget_events)
+                               budget_events=0, hint=near)
     else:
         always = LargestBatch(0, 0, 0, 1, None)
     possible = largest_where(lambda n: runs.possibly(n, high), lambda n: runs.least_live(n) <= high, start=start,
-                             cost=runs.events, budget_events=budget_events)
+                             cost=runs.events, budget_events=0, hint=near)
     return LargestBand(recorded, always, possible)

@@ -324,6 +324,10 @@ def batch_scaling(small: Requests, large: Requests, batch_sizes: Sequence[int], 
             f"allocations {int((grow > 0).sum()):,} grow; sizes that do not grow with the batch say nothing about "
             "larger batches (are the recordings in the right order, with the right batch sizes?)")
     _refuse_two_programs(small, large, rows_small, rows_large, grow, names)
+    rows_small, rows_large = unpair_faster_than_the_batch(small, large, rows_small, rows_large, (b1, b2))
+    keep = small.is_alloc[rows_small] & large.is_alloc[rows_large]
+    grow = (large.requested_bytes[rows_large[keep]].astype(np.int64)
+            - small.requested_bytes[rows_small[keep]].astype(np.int64))
     affine = (grow >= 0) & (grow % (b2 - b1) == 0)
     return BatchScaling(
         small, large, (b1, b2), rows_small, rows_large,
@@ -333,6 +337,34 @@ def batch_scaling(small: Requests, large: Requests, batch_sizes: Sequence[int], 
         growing_allocations=int((grow > 0).sum()), shrinking_allocations=int((grow < 0).sum()),
         rounded_allocations=int(((grow > 0) & ~affine).sum()),
         left_over_small=len(small) - len(rows_small), left_over_large=len(large) - len(rows_large))
+
+
+def unpair_faster_than_the_batch(small: Requests, large: Requests, rows_small: np.ndarray, rows_large: np.ndarray,
+                                 batch_sizes: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The aligned rows less the allocations (and their frees) that grow faster than the batch: a buffer affine in the
+    batch with no negative part, a + bN, grows from B1 to B2 by at most B2 / B1 (256 bytes of rounding allowed). A
+    pair that grows faster is two buffers paired by order (an input's batch with a copy of the whole data set, a
+    scalar with an activation): each is then a request of its recording only, left over."""
+    b1, b2 = batch_sizes
+    both = small.is_alloc[rows_small] & large.is_alloc[rows_large]
+    s1 = small.requested_bytes[rows_small].astype(np.int64)
+    s2 = large.requested_bytes[rows_large].astype(np.int64)
+    faster = both & (s2 * b1 > (s1 + 256) * b2)
+    if not faster.any():
+        return rows_small, rows_large
+    drop = faster.copy()
+    free_small = np.full(len(small), -1, dtype=np.int64)
+    freed = np.flatnonzero(~small.is_alloc & (small.frees >= 0))
+    free_small[small.frees[freed]] = freed
+    free_large = np.full(len(large), -1, dtype=np.int64)
+    freed = np.flatnonzero(~large.is_alloc & (large.frees >= 0))
+    free_large[large.frees[freed]] = freed
+    pair_of = {(int(a), int(b)): k for k, (a, b) in enumerate(zip(rows_small.tolist(), rows_large.tolist()))}
+    for k in np.flatnonzero(faster).tolist():
+        freed_pair = pair_of.get((int(free_small[rows_small[k]]), int(free_large[rows_large[k]])))
+        if freed_pair is not None:
+            drop[freed_pair] = True
+    return rows_small[~drop], rows_large[~drop]
 
 
 def kept_lifetimes(first: Requests, second: Requests, rows_first: np.ndarray, rows_second: np.ndarray) -> tuple[int, int]:
@@ -360,18 +392,25 @@ def _refuse_two_programs(small: Requests, large: Requests, rows_small: np.ndarra
                          grow: np.ndarray, names: tuple[str, str]) -> None:
     """Refuse an alignment that pairs two programs rather than one step at two batch sizes: buffers freed at other
     places, or sizes that shrink about as much as they grow (pairs made by order alone, of events naming no op)."""
+    keep = small.is_alloc[rows_small] & large.is_alloc[rows_large]
+    unknown = np.array([name in ("", NO_OP) for name in small.op_names] + [True], dtype=np.bool_)
+    ops = small.op[rows_small[keep]].astype(np.int64)
+    nameless = unknown[np.where(ops >= 0, ops, len(small.op_names))]  # aligned allocations that name no op
+    by_order = 2 * int(nameless.sum()) > len(nameless)  # most pairs made by order alone: no op name vouches for them
+    why = ": events that name no op were paired by order alone" if by_order else " (are they recordings of one program?)"
     kept, aligned = kept_lifetimes(small, large, rows_small, rows_large)
     if aligned and kept < MIN_KEPT_LIFETIMES * aligned:
         raise BatchInputError(
             f"{names[0]} and {names[1]} do not look like one step at two batch sizes: of {aligned:,} aligned "
             f"allocations only {kept:,} ({kept / aligned:.0%}) are freed where their partners are (at least "
-            f"{MIN_KEPT_LIFETIMES:.0%} needed): events that name no op were paired by order alone")
-    grown, shrunk = int(grow[grow > 0].sum()), int(-grow[grow < 0].sum())
-    if shrunk > MAX_SHRINKING_SHARE * grown:
+            f"{MIN_KEPT_LIFETIMES:.0%} needed){why}")
+    # Where most pairs were made by order alone, a larger batch asks for more: most of their bytes grow.
+    grown, shrunk = int(grow[nameless & (grow > 0)].sum()), int(-grow[nameless & (grow < 0)].sum())
+    if by_order and shrunk > MAX_SHRINKING_SHARE * grown:
         raise BatchInputError(
-            f"{names[0]} and {names[1]} do not look like one step at two batch sizes: the aligned allocations that "
-            f"shrink as the batch grows lose {shrunk:,} bytes, those that grow gain {grown:,} (at most "
-            f"{MAX_SHRINKING_SHARE:.0%} of it may shrink): events that name no op were paired by order alone")
+            f"{names[0]} and {names[1]} do not look like one step at two batch sizes: of the aligned allocations that "
+            f"name no op, those that shrink as the batch grows lose {shrunk:,} bytes and those that grow gain "
+            f"{grown:,} (at most {MAX_SHRINKING_SHARE:.0%} of that may shrink){why}")
 
 
 # -- questions about batch sizes ---------------------------------------------------------------

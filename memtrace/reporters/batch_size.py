@@ -204,17 +204,16 @@ def _render_largest_band(r: BatchFit, out: IO[str]) -> None:
     band = r.band
     if band is None:
         return
-    for name, found in (("the prediction", band.recorded), ("every plausible run", band.always),
-                        ("some plausible run", band.possible)):
-        if found is None:
-            continue
-        if found.counterexample is not None:
-            bad, good = found.counterexample
-            out.write(f"  fitting is NOT monotone in the batch ({name}): batch {bad:,} does not fit, batch {good:,} "
-                      "does\n")
-        if not found.exhaustive:
-            out.write(f"  ({name}: above batch {found.boundary:,}, every {found.step:,}th batch up to {found.top:,} "
-                      "was tried, not every one: a larger batch may fit)\n")
+    found = band.recorded
+    if found.counterexample is not None:
+        bad, good = found.counterexample
+        out.write(f"  fitting is NOT monotone in the batch: batch {bad:,} does not fit, batch {good:,} does (the "
+                  f"largest batch is one no larger batch beats: every batch up to {found.top:,}, where the bytes alive "
+                  "at once pass the limit, was tried)\n" if found.exhaustive else
+                  f"  fitting is NOT monotone in the batch: batch {bad:,} does not fit, batch {good:,} does\n")
+    if not found.exhaustive:
+        out.write(f"  (above batch {found.boundary:,}, every {found.step:,}th batch up to {found.top:,} was tried, not "
+                  "every one: a batch between may fit)\n")
     if band.always is None or band.possible is None:
         return
     out.write(f"  every plausible run fits up to batch {band.always.batch:,}; some fits up to batch "
