@@ -4,7 +4,9 @@ The evidence for ``memtrace fit SMALL --vs LARGE`` (issue 28): two small models,
 an LSTM, each run whole (model built, compiled, then ``STEPS`` calls of ``train_on_batch``) in a
 fresh process with TensorFlow's BFC allocator on the CPU (``TF_CPU_ALLOCATOR_USE_BFC=true``), one
 inter-op and one intra-op thread, and the profiler started right after ``import tensorflow``, so
-that the profile holds every request from the allocator's birth.
+that the profile holds every request from the allocator's birth. A third, ``cnn3`` (issue 34: the
+new user's), is the CNN of ``fixtures/orders`` run as a new user runs it: TensorFlow's default
+threads and oneDNN, ``model.fit`` over ``FIT_SAMPLES`` samples (so a smaller batch runs more steps).
 
 ``python scripts/record_batches.py profiles [--model M] [--batches 16,32,48,64]``
     one profile per model and batch size: ``fixtures/batches/M_bB.xplane.pb.gz`` (the run's

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -56,8 +56,26 @@ from .orders import (
     sample_orders,
 )
 
-if TYPE_CHECKING:
-    from .batch_size import BatchScaling
+
+class Prediction(Protocol):
+    """What the band needs of a prediction (:class:`memtrace.allocator.batch_size.BatchScaling`, which imports this
+    module): the two recordings, their aligned rows, and each batch's sizes and requests."""
+
+    @property
+    def small(self) -> Requests: ...
+    @property
+    def large(self) -> Requests: ...
+    @property
+    def batch_sizes(self) -> tuple[int, int]: ...
+    @property
+    def small_rows(self) -> np.ndarray: ...
+    @property
+    def large_rows(self) -> np.ndarray: ...
+    @property
+    def alloc_pairs(self) -> tuple[np.ndarray, np.ndarray]: ...
+    def base_for(self, batch: int) -> str: ...
+    def sizes_at(self, batch: int, base: str | None = None) -> np.ndarray: ...
+    def requests_at(self, batch: int, base: str | None = None) -> Requests: ...
 
 # The largest batch a search goes up to.
 MAX_BATCH = 1 << 40
@@ -131,7 +149,7 @@ class OneRecordingOnly:
         return sum(o.total_bytes for o in self.ops)
 
 
-def one_recording_only(scaling: BatchScaling) -> tuple[OneRecordingOnly, OneRecordingOnly]:
+def one_recording_only(scaling: Prediction) -> tuple[OneRecordingOnly, OneRecordingOnly]:
     """Each recording's left-over allocations, by op (the most bytes first): what the other recording does not show."""
     found = []
     for name, requests, rows, batch in (("small", scaling.small, scaling.small_rows, scaling.batch_sizes[0]),
@@ -191,7 +209,7 @@ class PlausibleRuns:
     replayed with each batch's sizes (:meth:`memtrace.allocator.orders.SampledOrder.resized`).
     """
 
-    scaling: BatchScaling
+    scaling: Prediction
     threads: tuple[IntArray | None, IntArray | None]
     options: BFCOptions
     orders: int = DEFAULT_BATCH_ORDERS
@@ -445,7 +463,7 @@ def limit_band(runs: PlausibleRuns, batch: int, limit: int | None = None, orders
                       seed=runs.seed, limit=limit)
 
 
-def largest_recorded(scaling: BatchScaling, options: BFCOptions, base: str | None = None, *,
+def largest_recorded(scaling: Prediction, options: BFCOptions, base: str | None = None, *,
                      budget_events: int = SCAN_BUDGET_EVENTS) -> LargestBatch:
     """The largest batch whose prediction fits ``options.limit_bytes`` (in ``base``'s order; default the nearer
     recording's at each batch): :func:`largest_where` with the prediction's replay as the test."""
@@ -493,7 +511,7 @@ class LargestBand:
     possible: LargestBatch | None
 
 
-def largest_band(scaling: BatchScaling, options: BFCOptions, runs: PlausibleRuns | None, *,
+def largest_band(scaling: Prediction, options: BFCOptions, runs: PlausibleRuns | None, *,
                  budget_events: int = SCAN_BUDGET_EVENTS) -> LargestBand:
     """The largest batches under ``options.limit_bytes`` (see :class:`LargestBand`); the prediction's search scans
     above its boundary for about ``budget_events`` replayed events at most."""

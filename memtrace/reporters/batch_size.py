@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import IO, Any
 
-from ..allocator.batch_band import LargestBatch, OneRecordingOnly
+from ..allocator.batch_band import MARGIN_BYTES, LargestBatch, OneRecordingOnly
 from ..allocator.batch_size import BatchCheck, BatchFit, Card
 from ..allocator.bfc import MAX_LIMIT_BYTES
 from ..allocator.orders import OrderBand
@@ -232,15 +232,17 @@ def _render_batch_band(r: BatchFit, out: IO[str]) -> None:
     if b.narrow:
         out.write(f"    every plausible run needs {fit_report.mib(b.always_fits_bytes)}\n")
     else:
-        out.write(f"    always fits from {fit_report.mib(b.always_fits_bytes)}: every plausible run fits there and "
-                  "above\n")
-        out.write(f"    some plausible run fits from {fit_report.mib(b.first_fit_bytes)}; never fits below "
-                  f"{fit_report.mib(b.never_fits_below_bytes)}\n")
+        out.write(f"    every plausible run fits from {fit_report.mib(b.always_fits_bytes)}; some from "
+                  f"{fit_report.mib(b.first_fit_bytes)}; none below {fit_report.mib(b.never_fits_below_bytes)} (the "
+                  "fewest bytes a plausible run holds at once)\n")
     if b.limit_bytes is not None and b.fitting_at_limit is not None:
         k = b.fitting_at_limit
         verdict = ("every one" if k == n else "none: it does NOT fit" if k == 0 else
                    f"{100 * k / n:.0f}%: a run may run out of memory; it does NOT fit every plausible run")
         out.write(f"    {k}/{n} plausible runs fit under {fit_report.mib(b.limit_bytes)}: {verdict}\n")
+        if k == n and b.always_fits_bytes > b.limit_bytes - MARGIN_BYTES:
+            out.write(f"    close: within {fit_report.mib(MARGIN_BYTES)} of the limit, where TensorFlow's own runs have "
+                      "needed more than every plausible run of their recordings: a run may still run out\n")
 
 
 def _render_extrapolation(r: BatchFit, out: IO[str]) -> None:
