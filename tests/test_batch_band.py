@@ -77,9 +77,9 @@ def test_the_limit_band_of_one_batch_by_hand() -> None:
     # not split for x's 4 MiB); x and the temporary grown to 8 MiB, 12
     assert sorted(o.min_limit_bytes // MIB for o in band.orders) == [4, 4, 8, 12]
     assert (band.first_fit_bytes, band.always_fits_bytes, band.fitting_at_limit) == (4 * MIB, 12 * MIB, 3)
-    assert band.recordings == ("batch 2's order", "batch 1's order", "batch 1's order, without the requests in one "
-                               "recording only", "batch 1's order, the requests in one recording only grown with "
-                               "the batch")
+    assert band.recordings == ("batch 2's order", "batch 1's order",
+                               "batch 1's order, without the requests in one recording only",
+                               "batch 1's order, the requests in one recording only grown with the batch")
 
 
 def test_beyond_the_recorded_batches_the_band_widens() -> None:

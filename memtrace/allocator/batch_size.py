@@ -14,22 +14,25 @@ The rules, each said where the answer is shown:
   the same key in the other; of those pairs, the longest run in the same order in both (a longest
   increasing subsequence) is kept as anchors, and between two anchors the events left over are
   paired again by key and order. ``tf.function`` changes the order of a few events from run to run
-  and names a few ops differently: such events are the ones left over.
+  and names a few ops differently: such events are the ones left over. A pair that grows faster
+  than the batch (:func:`unpair_faster_than_the_batch`) is two buffers paired by order: left over.
+  Two recordings whose buffers are not freed where their partners are are two programs, refused
+  (:func:`kept_lifetimes`).
 - **Sizes.** An aligned allocation of ``s1`` bytes at batch B1 and ``s2`` at B2 asks at batch N
   for ``s1 + (s2 - s1)(N - B1)/(B2 - B1)``: exact integers wherever the growth per sample
   ``(s2 - s1)/(B2 - B1)`` is a whole number of bytes (the *affine* allocations, nearly all); other
-  growing sizes are rounded up (never under-predicted); a size that shrinks as the batch grows is
-  no batch dimension (two small buffers that swapped places) and is held at the larger of its two
-  sizes; no prediction goes below 0.
+  growing sizes are rounded up (the size; the answer may still lie below TensorFlow's); a size that
+  shrinks as the batch grows is no batch dimension (two small buffers that swapped places) and is
+  held at the larger of its two sizes; no prediction goes below 0. Computed in Python ints where
+  int64 would overflow; a size above what the model holds is replayed as ``BEYOND_BYTES``.
 - **Order and what was left over.** Batch N's sequence is one recording's events in its order,
   that of the recording whose batch size is nearer N (the larger on a tie); its allocations that
-  aligned take their predicted sizes, those that did not keep their recorded size (they are
-  left-over scalars and bookkeeping, not batch-sized buffers); the other recording's left-overs
-  are not used.
-- **How close.** Replaying batch N in the *other* recording's order too shows how much the answer
-  moves with the order of a few events (what ``tf.function`` varies from run to run); a limit
-  within that spread (and at least 1 MiB, TF's limits being whole MiB) of a batch's smallest limit
-  is reported as close.
+  aligned take their predicted sizes, those that did not keep their recorded size; the other
+  recording's left-overs are not used. This is *the prediction*.
+- **What it does not know** (:mod:`memtrace.allocator.batch_band`): the other recording's order,
+  orders drawn from each, the requests in one recording only left out and grown, extrapolation
+  beyond the recorded batch sizes: the band of plausible runs, and the largest batch searched so
+  that no larger batch beats it.
 """
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ def _render_only(r: BatchFit, out: IO[str]) -> None:
     for o in held:
         ops = "; ".join(f"{plural(op.allocations, 'allocation')} of {clean(op.op) or '(unknown op)'}"
                         f" ({_sizes(op.largest_bytes, op.total_bytes, op.allocations)})" for op in o.ops[:4])
-        more = f"; and {len(o.ops) - 4:,} more ops" if len(o.ops) > 4 else ""
+        more = f"; and {plural(len(o.ops) - 4, 'more op')}" if len(o.ops) > 4 else ""
         out.write(f"  in batch {o.batch:,}'s recording only: {plural(o.allocations, 'allocation')}, "
                   f"{format_bytes(o.total_bytes)}: {ops}{more}\n")
     out.write("    the band replays each batch without them, and with them grown in proportion to the batch above the "
