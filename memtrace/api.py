@@ -186,13 +186,15 @@ def _bytes(value: int | str | None, name: str) -> int | None:
 def fit_batches(small: Any, large: Any, batch_sizes: tuple[int, int] | None = None, *, allocator: str | None = None,
                 limit: int | str | None = None, batch: int | None = None, allow_growth: bool | None = None,
                 garbage_collection: bool | None = None, fragmentation_fraction: float | None = None,
-                check: tuple[Any, int] | None = None) -> BatchFit:
+                check: tuple[Any, int] | None = None, orders: int | None = None) -> BatchFit:
     """The largest batch under ``limit`` (or whether ``batch`` fits), from two recordings of one step.
 
     ``small`` and ``large`` (traces or paths) were recorded at ``batch_sizes`` = (B1, B2), B1 < B2
     (None: read from the inputs' leading dimension where the traces carry shapes). ``allocator``
     (or a device naming it) defaults to the BFC allocator both have, a GPU's first. ``check`` =
-    (trace or path, B3) holds the prediction to a third recording. See :mod:`memtrace.allocator.batch_size`.
+    (trace or path, B3) holds the prediction to a third recording. ``orders`` orders of each recording's
+    requests make the band over a batch's plausible runs (default 8; 0: the prediction alone). See
+    :mod:`memtrace.allocator.batch_size` and :mod:`memtrace.allocator.batch_band`.
     """
     from .allocator.batch_size import fit_batches as _fit_batches
     from .allocator.requests import bfc_allocators
@@ -214,4 +216,5 @@ def fit_batches(small: Any, large: Any, batch_sizes: tuple[int, int] | None = No
         third = (trace if isinstance(trace, TraceData) else load(trace), int(b3))
     return _fit_batches(first, second, allocator, batch_sizes, batch=batch, limit=_bytes(limit, "limit"),
                         allow_growth=allow_growth, garbage_collection=garbage_collection,
-                        fragmentation_fraction=fragmentation_fraction, check_with=third)
+                        fragmentation_fraction=fragmentation_fraction, check_with=third,
+                        **({} if orders is None else {"orders": orders}))

@@ -114,11 +114,13 @@ def assert_fits(trace: TraceLike, allocator: str, limit: str | int, *, batch: in
 
     With ``batch=N``, ``trace`` and ``vs`` are two recordings of the step at ``batch_sizes``
     (B1 < B2; None: read from the inputs' leading dimension) and batch N's predicted requests must
-    fit (``memtrace fit --vs``): "batch 256 still fits on a 16 GB card". Returns the BatchFit then.
+    fit (``memtrace fit --vs``): "batch 256 still fits on a 16 GB card", in every plausible run of
+    the two recordings (``orders`` of each recording's requests, default 8; 0: the prediction alone).
+    Returns the BatchFit then.
     """
     __tracebackhide__ = True
     if batch is not None or vs is not None:
-        return _assert_batch_fits(trace, allocator, limit, batch, vs, batch_sizes)
+        return _assert_batch_fits(trace, allocator, limit, batch, vs, batch_sizes, orders)
     value, unit = parse_limit("fits", limit, "assert_fits")
     return assert_budgets(as_trace(trace), [Budget(allocator, "fits", value, unit, "assert_fits")], orders=orders)
 
@@ -188,25 +190,28 @@ def assert_no_regression(
 
 
 def _assert_batch_fits(trace: TraceLike, allocator: str, limit: str | int, batch: int | None, vs: TraceLike | None,
-                       batch_sizes: tuple[int, int] | None) -> Any:
+                       batch_sizes: tuple[int, int] | None, orders: int | None) -> Any:
     __tracebackhide__ = True
     from .api import fit_batches
 
     if batch is None or vs is None:
         raise UsageError("assert_fits: batch=N needs vs=LARGE, a recording at a second batch size (and the other "
                          "way round)")
-    result = fit_batches(trace, vs, batch_sizes, allocator=allocator, limit=limit, batch=batch)
-    if not result.fit.fits:
+    result = fit_batches(trace, vs, batch_sizes, allocator=allocator, limit=limit, batch=batch, orders=orders)
+    if not result.fits:
         fit, failure = result.fit, result.fit.failure
         limit_bytes = fit.options.limit_bytes or 0
         needs = "more than the model holds (8 TiB)" if fit.min_limit_bytes is None else format_bytes(fit.min_limit_bytes)
-        lines = [(f"batch {batch:,} does not fit {format_bytes(limit_bytes)} on {clean(result.allocator)}: it needs "
-                 f"{needs} (predicted from batch {result.batch_sizes[0]:,} and {result.batch_sizes[1]:,})")]
+        how = f": it needs {needs}" if not fit.fits else f" in every plausible run (the prediction needs {needs})"
+        lines = [(f"batch {batch:,} does not fit {format_bytes(limit_bytes)} on {clean(result.allocator)}{how} "
+                  f"(predicted from batch {result.batch_sizes[0]:,} and {result.batch_sizes[1]:,})")]
         if failure is not None:
             lines.append(f"  the first request that fails: {clean(failure.op) or '(unknown op)'}, "
                          f"{format_bytes(failure.request_bytes)}, with {format_bytes(failure.free_bytes)} free and "
                          f"{format_bytes(failure.largest_free_bytes)} the largest free chunk: {failure.verdict}")
-        if result.close:
-            lines.append(f"  {clean(result.close)}")
+        band = result.limit_band
+        if band is not None and band.fitting_at_limit is not None:
+            lines.append(f"  {band.fitting_at_limit}/{len(band.orders)} plausible runs of batch {batch:,} fit; every "
+                         f"one fits from {format_bytes(band.always_fits_bytes)}")
         raise AssertionError("\n".join(lines))
     return result

@@ -4,7 +4,9 @@ The evidence for ``memtrace fit SMALL --vs LARGE`` (issue 28): two small models,
 an LSTM, each run whole (model built, compiled, then ``STEPS`` calls of ``train_on_batch``) in a
 fresh process with TensorFlow's BFC allocator on the CPU (``TF_CPU_ALLOCATOR_USE_BFC=true``), one
 inter-op and one intra-op thread, and the profiler started right after ``import tensorflow``, so
-that the profile holds every request from the allocator's birth.
+that the profile holds every request from the allocator's birth. A third, ``cnn3`` (issue 34: the
+new user's), is the CNN of ``fixtures/orders`` run as a new user runs it: TensorFlow's default
+threads and oneDNN, ``model.fit`` over ``FIT_SAMPLES`` samples (so a smaller batch runs more steps).
 
 ``python scripts/record_batches.py profiles [--model M] [--batches 16,32,48,64]``
     one profile per model and batch size: ``fixtures/batches/M_bB.xplane.pb.gz`` (the run's
@@ -48,6 +50,10 @@ OUT = ROOT / "fixtures" / "batches"
 LADDERS = OUT / "ladders.json"
 SEED = 1234
 STEPS = 3
+# Run as a new user's ``memtrace run --cpu-bfc`` records them: TensorFlow's default threads and oneDNN,
+# ``model.fit`` over FIT_SAMPLES samples (so a smaller batch runs more steps).
+DEFAULT_THREADS = ("cnn3",)
+FIT_SAMPLES = 256
 OOM_EXIT = 3  # the child's exit status when TensorFlow ran out of memory
 
 # TF's log line at an out-of-memory (tsl/framework/bfc_allocator.cc).
@@ -61,8 +67,9 @@ def child(model_name: str, batch: int, profile_dir: str | None) -> int:
     """One whole run of one model at one batch size, in this (fresh) process."""
     import tensorflow as tf
 
-    tf.config.threading.set_inter_op_parallelism_threads(1)
-    tf.config.threading.set_intra_op_parallelism_threads(1)
+    if model_name not in DEFAULT_THREADS:
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        tf.config.threading.set_intra_op_parallelism_threads(1)
     if profile_dir:
         tf.profiler.experimental.start(profile_dir)  # before the allocator's first request
     code = 0
@@ -77,6 +84,16 @@ def child(model_name: str, batch: int, profile_dir: str | None) -> int:
                       keras.layers.MaxPooling2D(), keras.layers.Flatten(), keras.layers.Dense(10)]
             x = rng.normal(size=(batch, 32, 32, 3)).astype("float32")
             y = rng.integers(0, 10, size=batch)
+        elif model_name == "cnn3":
+            layers = [keras.Input((64, 64, 3)),
+                      keras.layers.Conv2D(32, 3, padding="same", activation="relu", name="conv_a"),
+                      keras.layers.Conv2D(32, 3, padding="same", activation="relu", name="conv_b"),
+                      keras.layers.MaxPooling2D(name="pool_a"),
+                      keras.layers.Conv2D(64, 3, padding="same", activation="relu", name="conv_c"),
+                      keras.layers.MaxPooling2D(name="pool_b"), keras.layers.Flatten(name="flat"),
+                      keras.layers.Dense(10, name="logits")]
+            x = rng.normal(size=(FIT_SAMPLES, 64, 64, 3)).astype("float32")
+            y = rng.integers(0, 10, size=FIT_SAMPLES)
         elif model_name == "lstm":
             layers = [keras.Input((16, 32)), keras.layers.LSTM(128), keras.layers.Dense(10)]
             x = rng.normal(size=(batch, 16, 32)).astype("float32")
@@ -86,7 +103,9 @@ def child(model_name: str, batch: int, profile_dir: str | None) -> int:
         model = keras.Sequential(layers)
         model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         try:
-            for _ in range(STEPS):
+            if model_name in DEFAULT_THREADS:
+                model.fit(x, y, batch_size=batch, epochs=1, shuffle=False, verbose=0)
+            for _ in range(0 if model_name in DEFAULT_THREADS else STEPS):
                 model.train_on_batch(x, y)
         except tf.errors.ResourceExhaustedError:
             code = OOM_EXIT
@@ -216,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("what", nargs="?", choices=["profiles", "limit", "largest"])
     parser.add_argument("--child", nargs=2, metavar=("MODEL", "BATCH"), help=argparse.SUPPRESS)
     parser.add_argument("--profile-dir", help=argparse.SUPPRESS)
-    parser.add_argument("--model", choices=["cnn", "lstm"], action="append")
+    parser.add_argument("--model", choices=["cnn", "cnn3", "lstm"], action="append")
     parser.add_argument("--batches", default="16,32,48,64")
     parser.add_argument("--batch", type=int)
     parser.add_argument("--limit", type=int)

@@ -19,7 +19,7 @@ import pytest
 
 import memtrace
 import memtrace.testing
-from memtrace.allocator import batch_size
+from memtrace.allocator import batch_band, batch_size
 from memtrace.allocator.batch_size import BatchInputError, BatchScaling, align, batch_scaling
 from memtrace.allocator.bfc import BFCOptions, Requests, search_min_limit
 from memtrace.allocator.fit import fit_requests
@@ -162,7 +162,6 @@ def test_largest_batch_and_its_boundary_by_hand() -> None:
     assert batch_size.fits_at(model, 10, options) and not batch_size.fits_at(model, 11, options)
     limits = batch_size.batch_limit(model, 7, options)
     assert (limits.min_limit_bytes, limits.other_order_min_limit_bytes) == (7 * MIB, 7 * MIB)
-    assert limits.close_to(8 * MIB) and not limits.close_to(9 * MIB)
 
 
 # -- bad input ---------------------------------------------------------------------------------
@@ -328,7 +327,15 @@ def test_cli_largest_batch_under_a_limit_json(capsys: pytest.CaptureFixture[str]
     failure = entry["failure"]
     assert failure["op"] == "gradient_tape/sequential_1/max_pooling2d_1/MaxPool2d/MaxPoolGrad"
     assert failure["requested_bytes"] == failure["request_bytes"] == 37 * 30 * 30 * 32 * 4
-    assert part["close"].startswith("close:")
+    # the band: every plausible run of batch 36 fits 15 MiB (the limit less a MiB), some run of batch 42 fits 17 MiB;
+    # TensorFlow's own largest batch under 16 MiB, 37, lies between (see the ladder tests)
+    assert (part["largest_batch_always"], part["largest_batch_possible"], part["orders"]) == (36, 42, 8)
+    assert part["search"]["monotone"] is True and part["search"]["step"] == 1 and part["extrapolated"] is None
+    assert "close" not in part and part["band"] is None
+    only = part["one_recording_only"]
+    assert [(o["recording"], o["batch"], o["allocations"]) for o in only] == [("small", 16, 0), ("large", 64, 6)]
+    assert [(op["op"], op["allocations"], op["largest_bytes"]) for op in only[1]["ops"]] == [
+        ("adam/AssignSubVariableOp_2", 3, 288000), ("(no op)", 3, 512)]
     assert [row["batch"] for row in part["limits"]] == [36, 37]
 
 
@@ -417,6 +424,8 @@ def test_tensorflow_smallest_limit_per_batch() -> None:
     seen = {}
     for entry in ladders()["limits"]:
         model, batch, tf = str(entry["model"]), int(str(entry["batch"])), int(str(entry["min_limit_mib"]))
+        if model not in ONE_THREAD:
+            continue
         row = predicted_limits(model, batch)
         seen[(model, batch)] = (tf, row.min_limit_bytes // MIB, row.other_order_min_limit_bytes // MIB)
         assert int(str(entry["ran_out_mib"])) == tf - 1  # a boundary bisected to 1 MiB
@@ -426,19 +435,35 @@ def test_tensorflow_smallest_limit_per_batch() -> None:
     assert seen == LIMITS_SEEN
 
 
-# (model, limit in MiB): (TF's largest batch, the predicted one, the band said close)
-LARGEST_SEEN = {("cnn", 16): (37, 36, (36, 42)), ("cnn", 24): (67, 68, (45, 72)), ("lstm", 5): (49, 49, (32, 69))}
+ONE_THREAD = ("cnn", "lstm")  # the programs recorded on one thread by train_on_batch (cnn3: the new user's, below)
+
+
+@cache
+def runs_16_64(model: str, orders: int = batch_band.DEFAULT_BATCH_ORDERS) -> batch_band.PlausibleRuns:
+    small, large = (requests_for(memtrace.load(profile(model, b)), CPU_BFC) for b in (16, 64))
+    return batch_band.PlausibleRuns(model_16_64(model), (small.threads, large.threads), CPU_OPTIONS, orders)
+
+
+# (model, limit in MiB): (TF's largest batch, the prediction's, every plausible run fits up to, some up to)
+LARGEST_SEEN = {("cnn", 16): (37, 36, 36, 42), ("cnn", 24): (67, 68, 61, 72), ("lstm", 5): (49, 49, 28, 73)}
 
 
 def test_tensorflow_largest_batch_per_limit() -> None:
+    # TensorFlow's largest batch lies in the band each time: between the largest batch every plausible run
+    # fits (with a MiB to spare) and the largest some plausible run fits (a MiB over); the prediction is
+    # within a batch of TF's.
     seen = {}
     for entry in ladders()["largest"]:
         model, limit_mib, tf = str(entry["model"]), int(str(entry["limit_mib"])), int(str(entry["largest_batch"]))
+        if model not in ONE_THREAD:
+            continue
         options = BFCOptions(limit_mib * MIB)
         assert int(str(entry["ran_out_batch"])) == tf + 1
-        band = batch_size.largest_band(model_16_64(model), options)
-        seen[(model, limit_mib)] = (tf, batch_size.largest_batch(model_16_64(model), options), band)
-        assert band[0] <= tf <= band[1]  # within 1 batch in each case, and inside the band said close
+        band = batch_band.largest_band(model_16_64(model), options, runs_16_64(model))
+        assert band.always is not None and band.possible is not None
+        seen[(model, limit_mib)] = (tf, band.recorded.batch, band.always.batch, band.possible.batch)
+        assert band.always.batch <= tf <= band.possible.batch and abs(band.recorded.batch - tf) <= 1
+        assert band.recorded.monotone and band.recorded.exhaustive
     assert seen == LARGEST_SEEN
 
 
@@ -449,18 +474,24 @@ DISAGREE = [("cnn", 37, 16, True), ("cnn", 48, 22, True), ("cnn", 64, 23, True),
 
 def test_tensorflow_outcome_of_every_ladder_run() -> None:
     # Every run of the ladders, completed or out of memory, against the prediction for its batch and limit:
-    # 53 of 59 agree. Of the six others, five lie within the two orders' spread (at least 1 MiB) of the
-    # predicted smallest limit, where the answer is said to be close; the sixth is the LSTM's other mode.
-    runs = ladders()["runs"]
-    disagree = []
+    # 53 of 59 agree. Against the band, 58: where TF completed, some plausible run fits the limit and a MiB
+    # more; where TF ran out, some plausible run fails the limit less a MiB (within a MiB, either may
+    # happen). The one left is the LSTM at 48 under 7 MiB: TF's run kept every time step's gradient alive,
+    # requests neither recording shows (test_lstm_runs_of_one_batch_need_5_or_8_mib).
+    runs = [run_ for run_ in ladders()["runs"] if run_["model"] in ONE_THREAD]
+    disagree, outside = [], []
     for run_ in runs:
         model, batch, limit_mib = str(run_["model"]), int(str(run_["batch"])), int(str(run_["limit_mib"]))
         if batch_size.fits_at(model_16_64(model), batch, BFCOptions(limit_mib * MIB)) != run_["completed"]:
             disagree.append((model, batch, limit_mib, run_["completed"]))
-            if (model, batch) != ("lstm", 48):
-                assert predicted_limits(model, batch).close_to(limit_mib * MIB)
+        plausible = runs_16_64(model)
+        if run_["completed"] and not plausible.possibly(batch, (limit_mib + 1) * MIB):
+            outside.append((model, batch, limit_mib, True))
+        if not run_["completed"] and limit_mib > 1 and plausible.always(batch, (limit_mib - 1) * MIB):
+            outside.append((model, batch, limit_mib, False))
     assert (len(runs) - len(disagree), len(runs)) == (53, 59)
     assert disagree == DISAGREE
+    assert outside == [("lstm", 48, 7, False)]
 
 
 def test_tensorflow_failing_request_is_the_predicted_one() -> None:
@@ -470,7 +501,7 @@ def test_tensorflow_failing_request_is_the_predicted_one() -> None:
     # lowest rungs (half the smallest limit and below), and the LSTM at 32 under 3 MiB.
     same, different = 0, []
     for run_ in ladders()["runs"]:
-        if run_["completed"]:
+        if run_["completed"] or run_["model"] not in ONE_THREAD:
             continue
         model, batch, limit_mib = str(run_["model"]), int(str(run_["batch"])), int(str(run_["limit_mib"]))
         found = fit_requests(model_16_64(model).requests_at(batch), BFCOptions(limit_mib * MIB),

@@ -14,45 +14,68 @@ The rules, each said where the answer is shown:
   the same key in the other; of those pairs, the longest run in the same order in both (a longest
   increasing subsequence) is kept as anchors, and between two anchors the events left over are
   paired again by key and order. ``tf.function`` changes the order of a few events from run to run
-  and names a few ops differently: such events are the ones left over.
+  and names a few ops differently: such events are the ones left over. A pair that grows faster
+  than the batch (:func:`unpair_faster_than_the_batch`) is two buffers paired by order: left over.
+  Two recordings whose buffers are not freed where their partners are are two programs, refused
+  (:func:`kept_lifetimes`).
 - **Sizes.** An aligned allocation of ``s1`` bytes at batch B1 and ``s2`` at B2 asks at batch N
   for ``s1 + (s2 - s1)(N - B1)/(B2 - B1)``: exact integers wherever the growth per sample
   ``(s2 - s1)/(B2 - B1)`` is a whole number of bytes (the *affine* allocations, nearly all); other
-  growing sizes are rounded up (never under-predicted); a size that shrinks as the batch grows is
-  no batch dimension (two small buffers that swapped places) and is held at the larger of its two
-  sizes; no prediction goes below 0.
+  growing sizes are rounded up (the size; the answer may still lie below TensorFlow's); a size that
+  shrinks as the batch grows is no batch dimension (two small buffers that swapped places) and is
+  held at the larger of its two sizes; no prediction goes below 0. Computed in Python ints where
+  int64 would overflow; a size above what the model holds is replayed as ``BEYOND_BYTES``.
 - **Order and what was left over.** Batch N's sequence is one recording's events in its order,
   that of the recording whose batch size is nearer N (the larger on a tie); its allocations that
-  aligned take their predicted sizes, those that did not keep their recorded size (they are
-  left-over scalars and bookkeeping, not batch-sized buffers); the other recording's left-overs
-  are not used.
-- **How close.** Replaying batch N in the *other* recording's order too shows how much the answer
-  moves with the order of a few events (what ``tf.function`` varies from run to run); a limit
-  within that spread (and at least 1 MiB, TF's limits being whole MiB) of a batch's smallest limit
-  is reported as close.
+  aligned take their predicted sizes, those that did not keep their recorded size; the other
+  recording's left-overs are not used. This is *the prediction*.
+- **What it does not know** (:mod:`memtrace.allocator.batch_band`): the other recording's order,
+  orders drawn from each, the requests in one recording only left out and grown, extrapolation
+  beyond the recorded batch sizes: the band of plausible runs, and the largest batch searched so
+  that no larger batch beats it.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections import defaultdict, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from ..errors import UsageError
 from ..trace.data import NO_OP, TraceData
-from ..units import MIB
+from .batch_band import (
+    BEYOND_BYTES,
+    CARD_SCAN_BUDGET_EVENTS,
+    DEFAULT_BATCH_ORDERS,
+    MAX_BATCH,
+    LargestBand,
+    LargestBatch,
+    OneRecordingOnly,
+    PlausibleRuns,
+    clamp_sizes,
+    extrapolation,
+    largest_band,
+    largest_recorded,
+    limit_band,
+)
 from .bfc import MAX_LIMIT_BYTES, BFCOptions, LimitSearch, Requests, fits, min_limit, outcome, search_min_limit
 from .defaults import card_limit_bytes, trace_defaults
 from .fit import FitResult, fit_requests
+from .orders import DEFAULT_SEED, DEFAULT_WINDOW_NS, OrderBand
 from .requests import requests_for
 
 # Below this share of the events aligned, two recordings are taken for two different steps.
 MIN_ALIGNED_SHARE = 0.5
-# The largest batch a search goes up to.
-MAX_BATCH = 1 << 40
+# Below this share of the aligned allocations freed where their partners are (or neither freed), the alignment
+# paired events of two different programs (by order alone, where the events name no op).
+MIN_KEPT_LIFETIMES = 0.5
+# A step at a larger batch asks for more: the aligned allocations that shrink may add up to at most this share of
+# the bytes by which the others grow.
+MAX_SHRINKING_SHARE = 0.5
 # Batch sizes whose request sequences (and what their replays proved) are kept at once.
 WRITTEN_KEPT = 24
 
@@ -222,7 +245,13 @@ class BatchScaling:
         return "small" if abs(batch - b1) < abs(batch - b2) else "large"
 
     def sizes_at(self, batch: int, base: str | None = None) -> np.ndarray:
-        """Requested bytes of each event of batch ``batch``'s sequence (0 for frees), in the base recording's rows."""
+        """Requested bytes of each event of batch ``batch``'s sequence (0 for frees), in the base recording's rows; a
+        size above what the model holds (8 TiB) is ``BEYOND_BYTES``, a request no limit the model holds serves."""
+        return clamp_sizes(self.exact_sizes_at(batch, base))
+
+    def exact_sizes_at(self, batch: int, base: str | None = None) -> np.ndarray:
+        """:meth:`sizes_at` before a size above what the model holds is replayed as ``BEYOND_BYTES``: int64, or
+        Python ints (an object array) where a batch that large would overflow int64."""
         if batch < 0:
             raise BatchInputError(f"a batch size must be 0 or more, not {batch}")
         base = base or self.base_for(batch)
@@ -232,12 +261,18 @@ class BatchScaling:
         s2 = self.large.requested_bytes[rows_large].astype(np.int64)
         grow = s2 - s1
         span = b2 - b1
-        # Exact where (s2 - s1)(N - B1) divides by B2 - B1; else rounded up (never under-predicted).
-        predicted = s1 - (-(grow * (batch - b1)) // span)
+        # Exact where (s2 - s1)(N - B1) divides by B2 - B1; else rounded up (the size, not the answer). In Python
+        # ints where int64 would overflow (a batch of 2**62 must not wrap round to a small one).
+        exact = int(np.abs(grow).max(initial=0)) * abs(batch - b1) >= 1 << 62
+        if exact:
+            predicted: np.ndarray = np.array([a - (-(g * (batch - b1)) // span) for a, g in zip(s1.tolist(), grow.tolist())],
+                                             dtype=object)
+        else:
+            predicted = s1 - (-(grow * (batch - b1)) // span)
         predicted = np.where(grow < 0, np.maximum(s1, s2), predicted)
         predicted = np.maximum(predicted, 0)
         own = self.small if base == "small" else self.large
-        sizes = own.requested_bytes.astype(np.int64).copy()
+        sizes = own.requested_bytes.astype(object if exact else np.int64).copy()
         sizes[rows_small if base == "small" else rows_large] = predicted
         return sizes
 
@@ -270,6 +305,8 @@ def batch_scaling(small: Requests, large: Requests, batch_sizes: Sequence[int], 
         raise BatchInputError(f"the two batch sizes are equal ({b1}): nothing says how the sizes grow")
     if b1 > b2:
         raise BatchInputError(f"the batch sizes must increase (the small recording first): {b1},{b2}")
+    if b2 > MAX_BATCH:
+        raise BatchInputError(f"batch size {b2:,} is beyond the largest memtrace predicts ({MAX_BATCH:,})")
     if not small.is_alloc.any() or not large.is_alloc.any():
         empty = names[0] if not small.is_alloc.any() else names[1]
         raise BatchInputError(f"{empty}: no allocations for this allocator")
@@ -289,6 +326,11 @@ def batch_scaling(small: Requests, large: Requests, batch_sizes: Sequence[int], 
             f"{names[1]} (batch {b2}) asks for no more than {names[0]} (batch {b1}): of {int(keep.sum()):,} aligned "
             f"allocations {int((grow > 0).sum()):,} grow; sizes that do not grow with the batch say nothing about "
             "larger batches (are the recordings in the right order, with the right batch sizes?)")
+    _refuse_two_programs(small, large, rows_small, rows_large, grow, names)
+    rows_small, rows_large = unpair_faster_than_the_batch(small, large, rows_small, rows_large, (b1, b2))
+    keep = small.is_alloc[rows_small] & large.is_alloc[rows_large]
+    grow = (large.requested_bytes[rows_large[keep]].astype(np.int64)
+            - small.requested_bytes[rows_small[keep]].astype(np.int64))
     affine = (grow >= 0) & (grow % (b2 - b1) == 0)
     return BatchScaling(
         small, large, (b1, b2), rows_small, rows_large,
@@ -298,6 +340,80 @@ def batch_scaling(small: Requests, large: Requests, batch_sizes: Sequence[int], 
         growing_allocations=int((grow > 0).sum()), shrinking_allocations=int((grow < 0).sum()),
         rounded_allocations=int(((grow > 0) & ~affine).sum()),
         left_over_small=len(small) - len(rows_small), left_over_large=len(large) - len(rows_large))
+
+
+def unpair_faster_than_the_batch(small: Requests, large: Requests, rows_small: np.ndarray, rows_large: np.ndarray,
+                                 batch_sizes: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The aligned rows less the allocations (and their frees) that grow faster than the batch: a buffer affine in the
+    batch with no negative part, a + bN, grows from B1 to B2 by at most B2 / B1 (256 bytes of rounding allowed). A
+    pair that grows faster is two buffers paired by order (an input's batch with a copy of the whole data set, a
+    scalar with an activation): each is then a request of its recording only, left over."""
+    b1, b2 = batch_sizes
+    both = small.is_alloc[rows_small] & large.is_alloc[rows_large]
+    s1 = small.requested_bytes[rows_small].astype(np.int64)
+    s2 = large.requested_bytes[rows_large].astype(np.int64)
+    faster = both & (s2 * b1 > (s1 + 256) * b2)
+    if not faster.any():
+        return rows_small, rows_large
+    drop = faster.copy()
+    free_small = np.full(len(small), -1, dtype=np.int64)
+    freed = np.flatnonzero(~small.is_alloc & (small.frees >= 0))
+    free_small[small.frees[freed]] = freed
+    free_large = np.full(len(large), -1, dtype=np.int64)
+    freed = np.flatnonzero(~large.is_alloc & (large.frees >= 0))
+    free_large[large.frees[freed]] = freed
+    pair_of = {(int(a), int(b)): k for k, (a, b) in enumerate(zip(rows_small.tolist(), rows_large.tolist()))}
+    for k in np.flatnonzero(faster).tolist():
+        freed_pair = pair_of.get((int(free_small[rows_small[k]]), int(free_large[rows_large[k]])))
+        if freed_pair is not None:
+            drop[freed_pair] = True
+    return rows_small[~drop], rows_large[~drop]
+
+
+def kept_lifetimes(first: Requests, second: Requests, rows_first: np.ndarray, rows_second: np.ndarray) -> tuple[int, int]:
+    """(aligned allocations freed by aligned frees, or by neither recording; aligned allocations).
+
+    One step at two batch sizes frees a buffer at the same place in both: the free of an allocation
+    pairs with the free of its partner. Two programs paired by order alone (events that name no op, as
+    XLA's) do not.
+    """
+    partner = np.full(len(first), -1, dtype=np.int64)
+    partner[rows_first] = rows_second
+    free_of_first = np.full(len(first), -1, dtype=np.int64)
+    freed = np.flatnonzero(~first.is_alloc & (first.frees >= 0))
+    free_of_first[first.frees[freed]] = freed
+    free_of_second = np.full(len(second), -1, dtype=np.int64)
+    freed = np.flatnonzero(~second.is_alloc & (second.frees >= 0))
+    free_of_second[second.frees[freed]] = freed
+    both = rows_first[first.is_alloc[rows_first] & second.is_alloc[rows_second]]
+    mine, theirs = free_of_first[both], free_of_second[partner[both]]
+    kept = ((mine < 0) & (theirs < 0)) | ((mine >= 0) & (theirs >= 0) & (partner[np.maximum(mine, 0)] == theirs))
+    return int(kept.sum()), len(both)
+
+
+def _refuse_two_programs(small: Requests, large: Requests, rows_small: np.ndarray, rows_large: np.ndarray,
+                         grow: np.ndarray, names: tuple[str, str]) -> None:
+    """Refuse an alignment that pairs two programs rather than one step at two batch sizes: buffers freed at other
+    places, or sizes that shrink about as much as they grow (pairs made by order alone, of events naming no op)."""
+    keep = small.is_alloc[rows_small] & large.is_alloc[rows_large]
+    unknown = np.array([name in ("", NO_OP) for name in small.op_names] + [True], dtype=np.bool_)
+    ops = small.op[rows_small[keep]].astype(np.int64)
+    nameless = unknown[np.where(ops >= 0, ops, len(small.op_names))]  # aligned allocations that name no op
+    by_order = 2 * int(nameless.sum()) > len(nameless)  # most pairs made by order alone: no op name vouches for them
+    why = ": events that name no op were paired by order alone" if by_order else " (are they recordings of one program?)"
+    kept, aligned = kept_lifetimes(small, large, rows_small, rows_large)
+    if aligned and kept < MIN_KEPT_LIFETIMES * aligned:
+        raise BatchInputError(
+            f"{names[0]} and {names[1]} do not look like one step at two batch sizes: of {aligned:,} aligned "
+            f"allocations only {kept:,} ({kept / aligned:.0%}) are freed where their partners are (at least "
+            f"{MIN_KEPT_LIFETIMES:.0%} needed){why}")
+    # Where most pairs were made by order alone, a larger batch asks for more: most of their bytes grow.
+    grown, shrunk = int(grow[nameless & (grow > 0)].sum()), int(-grow[nameless & (grow < 0)].sum())
+    if by_order and shrunk > MAX_SHRINKING_SHARE * grown:
+        raise BatchInputError(
+            f"{names[0]} and {names[1]} do not look like one step at two batch sizes: of the aligned allocations that "
+            f"name no op, those that shrink as the batch grows lose {shrunk:,} bytes and those that grow gain "
+            f"{grown:,} (at most {MAX_SHRINKING_SHARE:.0%} of that may shrink){why}")
 
 
 # -- questions about batch sizes ---------------------------------------------------------------
@@ -312,21 +428,18 @@ def fits_at(scaling: BatchScaling, batch: int, options: BFCOptions, base: str | 
 
 
 def largest_batch(scaling: BatchScaling, options: BFCOptions, base: str | None = None) -> int:
-    """The largest batch whose predicted requests fit under ``options`` (0: not even batch 1); assumes monotone."""
-    if not fits_at(scaling, 1, options, base):
-        return 0
-    low, high = 1, max(2, scaling.batch_sizes[1])
-    while fits_at(scaling, high, options, base):
-        low, high = high, high * 2
-        if high > MAX_BATCH:
-            raise BatchInputError(f"batch {MAX_BATCH:,} still fits: the sizes hardly grow with the batch")
-    while high - low > 1:
-        middle = (low + high) // 2
-        if fits_at(scaling, middle, options, base):
-            low = middle
-        else:
-            high = middle
-    return low
+    """The largest batch whose predicted requests fit under ``options`` (0: not even batch 1), in ``base``'s order
+    (default: the nearer recording's at each batch); no larger batch fits, of those tried (fitting need not be
+    monotone in the batch: :func:`memtrace.allocator.batch_band.largest_where`)."""
+    return _largest(lambda: largest_recorded(scaling, options, base)).batch
+
+
+def _largest(search: Callable[[], LargestBand | LargestBatch]) -> Any:
+    """A search for the largest batch, its ValueError (batch MAX_BATCH still fits) said as bad input."""
+    try:
+        return search()
+    except ValueError as exc:
+        raise BatchInputError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -344,9 +457,7 @@ class BatchLimit:
         """How far the answer moves with the order of the few events the two recordings order differently."""
         return abs(self.min_limit_bytes - self.other_order_min_limit_bytes)
 
-    def close_to(self, limit_bytes: int) -> bool:
-        """Whether ``limit_bytes`` lies within the order's spread (at least 1 MiB) of this batch's smallest limit."""
-        return abs(limit_bytes - self.min_limit_bytes) <= max(self.spread_bytes, MIB)
+    band: OrderBand | None = None  # over the batch's plausible runs (memtrace.allocator.batch_band), where made
 
 
 def batch_limit(scaling: BatchScaling, batch: int, options: BFCOptions) -> BatchLimit:
@@ -367,6 +478,8 @@ class Card:
     size_gb: int
     limit_bytes: int
     largest_batch: int
+    largest_batch_always: int | None = None  # every plausible run fits (in each recording's own order); None: no band
+    largest_batch_possible: int | None = None  # some plausible run fits
 
 
 def table_batches(scaling: BatchScaling, upto_bytes: int, options: BFCOptions) -> list[int]:
@@ -378,24 +491,6 @@ def table_batches(scaling: BatchScaling, upto_bytes: int, options: BFCOptions) -
         if not fits_at(scaling, b2 * factor, _with_limit(options, upto_bytes)):
             break
     return batches
-
-
-def largest_band(scaling: BatchScaling, options: BFCOptions, margin_bytes: int = MIB) -> tuple[int, int]:
-    """The least and most of the largest batches under the limit +- ``margin_bytes``, in both recordings' orders.
-
-    TF's limits are whole MiB, and the order of a few events (which ``tf.function`` varies from run
-    to run) moves a batch's smallest limit by about that much: within this band TF itself may fit
-    in one run and run out in the next.
-    """
-    found = []
-    for delta in (-margin_bytes, 0, margin_bytes):
-        limit = min(options.limit_bytes + delta, MAX_LIMIT_BYTES)  # (no band above what the model holds)
-        if limit <= 0:
-            found.append(0)
-            continue
-        for base in ("small", "large"):
-            found.append(largest_batch(scaling, _with_limit(options, limit), base))
-    return min(found), max(found)
 
 
 # -- checking the prediction against a third recording -----------------------------------------
@@ -495,8 +590,11 @@ class BatchFit:
     ``fit`` describes batch ``described_batch``: the batch asked for; under a limit without one,
     ``largest_batch + 1`` (the first batch that does not fit, with its failure); with neither,
     the large recording's batch size. ``limits`` are the batches whose smallest limit was
-    searched (the table, or the batches around the answer); ``close`` says where the answer lies
-    within what the order of a few events changes.
+    searched (the table, or the batches around the answer). What the two recordings do not say
+    (:mod:`memtrace.allocator.batch_band`): ``only`` names each recording's requests the other
+    lacks; under a limit, ``band`` holds the largest batch where every plausible run fits and where
+    some does; with ``batch``, ``limit_band`` the limits over that batch's plausible runs; None
+    with ``orders`` 0 (the prediction alone).
     """
 
     allocator: str
@@ -510,20 +608,44 @@ class BatchFit:
     limits: tuple[BatchLimit, ...]
     cards: tuple[Card, ...]
     check: BatchCheck | None
-    close: str | None
     cpu: bool  # TF's CPU BFC allocator (its limit is TF_CPU_BFC_MEM_LIMIT_IN_MB, not a card)
     assumptions: tuple[str, ...]
+    only: tuple[OneRecordingOnly, OneRecordingOnly] | None = None
+    band: LargestBand | None = None  # under a limit: the three largest batches (recorded only with orders 0)
+    limit_band: OrderBand | None = None  # with --batch: the limits over its plausible runs
+    orders: int = 0  # orders of each recording's requests the band replays (0: no band)
 
     @property
     def fits(self) -> bool:
-        """The answer to the question asked, as the exit code gives it: batch ``batch`` fits (with ``batch``);
-        under a limit without one, some batch fits (``largest_batch`` at least 1); with neither, True (each
-        batch fits its own smallest limit). ``fit.fits`` is batch ``described_batch``'s own verdict."""
+        """The answer to the question asked, as the exit code gives it: batch ``batch`` fits, in every plausible run
+        where a band was made (with ``batch``); under a limit without one, some batch fits in every plausible run
+        (``largest_batch_always`` at least 1, else ``largest_batch``); with neither, True (each batch fits its own
+        smallest limit). ``fit.fits`` is batch ``described_batch``'s own verdict, in the prediction."""
         if self.batch is not None:
-            return self.fit.fits
+            every = self.limit_band.all_fit if self.limit_band is not None else None
+            return self.fit.fits and every is not False
         if self.largest_batch is not None:
-            return self.largest_batch >= 1
+            always = self.largest_batch_always
+            return (self.largest_batch if always is None else always) >= 1
         return True
+
+    @property
+    def largest_batch_always(self) -> int | None:
+        """Under a limit, the largest batch every plausible run of which fits (None: no band, or no limit)."""
+        return None if self.band is None or self.band.always is None else self.band.always.batch
+
+    @property
+    def largest_batch_possible(self) -> int | None:
+        """Under a limit, the largest batch some plausible run of which fits (None: no band, or no limit)."""
+        return None if self.band is None or self.band.possible is None else self.band.possible.batch
+
+    @property
+    def extrapolated(self) -> float | None:
+        """How far beyond the recorded batch sizes the answer lies (N / B2, or B1 / N below them); None within."""
+        batch = self.batch if self.batch is not None else self.largest_batch
+        if batch is None:
+            return None
+        return extrapolation(self.batch_sizes, max(batch, 1))
 
 
 def _sizes_from_traces(small: TraceData, large: TraceData, allocator: str, first: Requests,
@@ -544,13 +666,17 @@ def _sizes_from_traces(small: TraceData, large: TraceData, allocator: str, first
 def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes: Sequence[int] | None = None, *,
                 batch: int | None = None, limit: int | None = None, allow_growth: bool | None = None,
                 garbage_collection: bool | None = None, fragmentation_fraction: float | None = None,
-                check_with: tuple[TraceData, int] | None = None, compute_capability: int = 8) -> BatchFit:
+                check_with: tuple[TraceData, int] | None = None, compute_capability: int = 8,
+                orders: int = DEFAULT_BATCH_ORDERS, window_ns: int = DEFAULT_WINDOW_NS,
+                seed: int = DEFAULT_SEED) -> BatchFit:
     """The largest batch under ``limit``, or whether batch ``batch`` fits, or the table of batch sizes and cards.
 
     ``small`` and ``large`` are two recordings of one step at ``batch_sizes`` (B1 < B2; read from
     the inputs' leading dimension when None and the traces carry shapes). Options left None take
     the defaults of the runtime that recorded ``small`` (TF's or XLA's). ``check_with`` = (trace, B3): a recording of a third batch
     size to hold the prediction to. ``compute_capability`` (major) decides TF's reserve on the cards.
+    ``orders`` orders of each recording's requests make the band (:mod:`memtrace.allocator.batch_band`;
+    0: the prediction alone), drawn within ``window_ns`` with ``seed``.
     """
     first, second = requests_for(small, allocator), requests_for(large, allocator)
     sizes_from = None
@@ -559,6 +685,8 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
     scaling = batch_scaling(first.requests, second.requests, batch_sizes, names=(small.path, large.path))
     if batch is not None and batch < 1:
         raise BatchInputError(f"--batch must be 1 or more, not {batch}")
+    if orders < 0:
+        raise BatchInputError(f"orders must be 0 or more, not {orders}")
     defaults = trace_defaults(small, allocator)
     try:
         options = defaults.options(limit if limit is not None else 0, allow_growth, garbage_collection,
@@ -566,38 +694,81 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
     except ValueError as error:
         raise UsageError(str(error)) from None
     given = limit is not None
+    threads = (first.threads, second.threads)
+    runs = PlausibleRuns(scaling, threads, options, orders, window_ns, seed) if orders else None
     largest = None
-    close = None
+    band = None
+    limit_bands: OrderBand | None = None
     card_rows: tuple[Card, ...] = ()
     if batch is not None:
         described = batch
-        limits: tuple[BatchLimit, ...] = (batch_limit(scaling, batch, options),)
-        if given and limits[0].close_to(options.limit_bytes):
-            close = _close_words([limits[0]], options.limit_bytes)
+        limits: tuple[BatchLimit, ...] = tuple(_limits_held(scaling, (batch,), options))
+        if runs is not None and limits:  # (a batch beyond any limit the model holds has no band: it fits none)
+            limit_bands = _limit_band(runs, batch, options.limit_bytes if given else None)
     elif given:
-        largest = largest_batch(scaling, options)
+        band = _largest(lambda: largest_band(scaling, options, runs))
+        largest = band.recorded.batch
         described = largest + 1
         limits = tuple(_limits_held(scaling, (largest, largest + 1), options))
-        band = largest_band(scaling, options)
-        if band != (largest, largest):
-            close = (f"close: within 1 MiB of the limit, or in the other recording's order, the largest batch is "
-                     f"between {band[0]:,} and {band[1]:,}. {VARIES}")
     else:
         described = scaling.batch_sizes[1]
-        # Each card's limit under this allocator's options (a CPU allocator's: the limit to set, not a card).
-        card_rows = tuple(Card(gb, card_limit_bytes(gb * GB, compute_capability, defaults.runtime), largest_batch(
-            scaling, _with_limit(options, card_limit_bytes(gb * GB, compute_capability, defaults.runtime))))
-            for gb in CARDS_GB)
+        # Each card's limit under this allocator's options (a CPU allocator's: the limit to set, not a card); the
+        # band in each recording's own order only (one order of each: the cards lie far beyond the recordings).
+        own = PlausibleRuns(scaling, threads, options, 1, window_ns, seed) if orders else None
+        card_rows = tuple(_card(scaling, own, options, gb, card_limit_bytes(gb * GB, compute_capability,
+                                                                             defaults.runtime)) for gb in CARDS_GB)
         limits = tuple(batch_limit(scaling, n, options) for n in table_batches(scaling, card_rows[-1].limit_bytes, options))
-    result = fit_requests(scaling.requests_at(described), options, allocator=allocator, limit_given=given,
-                          defaults=defaults.source, runtime=defaults.runtime)
+        if own is not None:
+            limits = tuple(replace(row, band=_limit_band(own, row.batch, None)) for row in limits)
+    result = _described(scaling, described, options, given, allocator, defaults.source, defaults.runtime)
     checked = None
     if check_with is not None:
         third, b3 = check_with
         checked = check(scaling, requests_for(third, allocator).requests, b3, options)
     notes = tuple(dict.fromkeys(first.assumptions + second.assumptions))
     return BatchFit(allocator, scaling.batch_sizes, sizes_from, scaling, batch, largest, described, result, limits,
-                    card_rows, checked, close, defaults.limit_bytes is not None, notes)
+                    card_rows, checked, defaults.limit_bytes is not None, notes,
+                    runs.only if runs is not None else None, band, limit_bands, orders)
+
+
+def _card(scaling: BatchScaling, runs: PlausibleRuns | None, options: BFCOptions, size_gb: int, limit_bytes: int) -> Card:
+    found = _largest(lambda: largest_band(scaling, _with_limit(options, limit_bytes), runs,
+                                          budget_events=CARD_SCAN_BUDGET_EVENTS))
+    return Card(size_gb, limit_bytes, found.recorded.batch, None if found.always is None else found.always.batch,
+                None if found.possible is None else found.possible.batch)
+
+
+def _limit_band(runs: PlausibleRuns, batch: int, limit: int | None) -> OrderBand | None:
+    """The band of limits over batch ``batch``'s plausible runs; None where some run fits no limit the model holds."""
+    try:
+        return limit_band(runs, batch, limit)
+    except ValueError:
+        return None
+
+
+def _described(scaling: BatchScaling, batch: int, options: BFCOptions, given: bool, allocator: str, defaults: str,
+               runtime: str) -> FitResult:
+    """``memtrace fit``'s answer for batch ``batch``'s prediction. A batch whose requests fit no limit the model holds
+    is described under the largest it holds (8 TiB), and a request above it is said at its true size."""
+    requests = scaling.requests_at(batch)
+    beyond = not given and requests.peak_rounded_live_bytes() > MAX_LIMIT_BYTES
+    under = _with_limit(options, MAX_LIMIT_BYTES) if beyond else options
+    result = fit_requests(requests, under, allocator=allocator, limit_given=given or beyond, defaults=defaults,
+                          runtime=runtime)
+    exact = scaling.exact_sizes_at(batch)
+    clamped = requests.requested_bytes >= BEYOND_BYTES
+    if not clamped.any():
+        return result
+    failure = result.failure
+    if failure is not None and clamped[failure.row]:
+        size = int(exact[failure.row])
+        failure = replace(failure, requested_bytes=size, request_bytes=-(-size // 256) * 256)
+    rounded = [-(-int(x) // 256) * 256 if a else 0 for x, a in zip(exact.tolist(), requests.is_alloc.tolist())]
+    live, peak = 0, 0
+    for row, (is_alloc, frees) in enumerate(zip(requests.is_alloc.tolist(), requests.frees.tolist())):
+        live += rounded[row] if is_alloc else -rounded[frees] if frees >= 0 else 0
+        peak = max(peak, live)
+    return replace(result, failure=failure, requested_peak_bytes=peak)
 
 
 def _limits_held(scaling: BatchScaling, batches: Sequence[int], options: BFCOptions) -> list[BatchLimit]:
@@ -612,16 +783,3 @@ def _limits_held(scaling: BatchScaling, batches: Sequence[int], options: BFCOpti
         except ValueError:  # no limit the model holds fits batch n
             continue
     return found
-
-
-VARIES = ("tf.function orders a few events differently from run to run, so near a boundary TensorFlow itself may "
-          "fit in one run and run out in the next")
-
-
-def _close_words(rows: Sequence[BatchLimit], limit_bytes: int) -> str:
-    parts = []
-    for row in rows:
-        other = (f" ({row.other_order_min_limit_bytes / MIB:,.0f} MiB in the other recording's order)"
-                 if row.spread_bytes else "")
-        parts.append(f"batch {row.batch} needs {row.min_limit_bytes / MIB:,.0f} MiB{other}")
-    return f"close: {'; '.join(parts)}, and the limit is {limit_bytes / MIB:,.0f} MiB. {VARIES}"

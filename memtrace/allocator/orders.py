@@ -182,6 +182,16 @@ class SampledOrder:
         rows = len(self.requests)
         return lambda start: _Retry(plan, rows, start)
 
+    def resized(self, requested_bytes: IntArray) -> SampledOrder:
+        """This order of the same events with other sizes (``requested_bytes`` per row of the recorded order):
+        a prediction of another batch size keeps the events, and so the orders drawn from them
+        (:mod:`memtrace.allocator.batch_band`)."""
+        q = self.graph.requests
+        if len(requested_bytes) != len(q):
+            raise ValueError("one size per request row")
+        graph = replace(self.graph, requests=replace(q, requested_bytes=np.asarray(requested_bytes, dtype=np.int64)))
+        return _in_order(graph, self.units)
+
 
 def sample_orders(graph: OrderGraph, count: int, seed: int = DEFAULT_SEED) -> list[SampledOrder]:
     """``count`` orders of ``graph``'s units: the recorded one first, then orders drawn at random (seeded)."""

@@ -31,8 +31,9 @@ def run_batches(args: argparse.Namespace, limit: int | None, card: tuple[int, in
     whose limit is the runtime's that recorded the traces; None where not given."""
     from dataclasses import replace
 
-    from ..allocator.batch_size import MAX_BATCH, fit_batches
+    from ..allocator.batch_size import DEFAULT_BATCH_ORDERS, MAX_BATCH, fit_batches
     from ..allocator.defaults import limit_on_card, parse_compute_capability
+    from ..allocator.orders import DEFAULT_SEED, DEFAULT_WINDOW_NS
     from ..allocator.requests import bfc_allocators
     from ..errors import UsageError
     from ..reporters import batch_size as report
@@ -74,7 +75,10 @@ def run_batches(args: argparse.Namespace, limit: int | None, card: tuple[int, in
     results = [fit_batches(small, large, name, sizes, batch=args.batch, limit=limits[name], allow_growth=args.allow_growth,
                            garbage_collection=args.garbage_collection,
                            fragmentation_fraction=args.fragmentation_fraction, check_with=check_with,
-                           compute_capability=parse_compute_capability(args.compute_capability))
+                           compute_capability=parse_compute_capability(args.compute_capability),
+                           orders=DEFAULT_BATCH_ORDERS if args.orders is None else args.orders,
+                           window_ns=DEFAULT_WINDOW_NS if args.window is None else args.window,
+                           seed=DEFAULT_SEED if args.seed is None else args.seed)
                for name in allocators]
     results = [replace(r, fit=replace(r.fit, assumptions=(*r.fit.assumptions, card_notes[r.allocator])))
                if r.allocator in card_notes else r for r in results]

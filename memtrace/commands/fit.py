@@ -56,8 +56,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--no-alternatives", dest="alternatives", action="store_false",
                         help="do not replay the other options (faster on large traces)")
     parser.add_argument("--orders", type=order_count, default=None, metavar="N",
-                        help="orders to sample from each recording for the band, its own included (default 16); 0: "
-                        "replay only the recorded order")
+                        help="orders to sample from each recording for the band, its own included (default 32; with "
+                        "--vs, 8 of each recording's requests); 0: replay only the recorded order")
     parser.add_argument("--window", type=_milliseconds, default=None, metavar="MS",
                         help="the scheduling window in milliseconds: events of other threads further apart than this "
                         "keep their recorded order (default 10)")
@@ -102,9 +102,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--partitioning and --gap-split are not taken with --vs (it uses the runtime's default)")
     more = list(args.files)
     if args.vs is not None:
-        if more or args.orders is not None or args.window is not None or args.seed is not None:
-            raise UsageError("fit --vs reads two recordings at two batch sizes: more recordings, --orders, --window "
-                             "and --seed are for fit without --vs")
+        if more:
+            raise UsageError("fit --vs reads two recordings at two batch sizes: more recordings are for fit without --vs")
         return run_batches(args, limit, card)
     if more and args.html:
         raise UsageError("fit --html draws one recording: give one TRACE")
