@@ -591,11 +591,22 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
         shared = None
     complete = False  # the checkpoints hold every region the unlimited replay made (not only the shared ones)
     memo: dict[int, bool] = {}
+    # From the first request, a limit's replay is the plain one until a request fails (a schedule only serves the
+    # rows otherwise from there): what the sequence's plain replays proved answers every limit under which it
+    # fits, and the schedule is asked only where it fails.
+    limits = _limits(requests, options) if shared is None else None
 
     def check(units: int) -> bool:
         if units in memo:
             return memo[units]
         limit = units * granularity
+        if limits is not None:
+            ok = limits.fits(limit, snapshots=True)
+            if not ok and schedule is not None:
+                ok = _served(requests, _with_limit(options, limit), None, schedule)
+            tried.append((limit, ok))
+            memo[units] = ok
+            return ok
         start = None
         if reuse and complete:
             start = next((c for c in checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None)
@@ -637,6 +648,10 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
         hi = h
     elif fitting_hint is not None and not reuse:
         hi = fitting_hint
+    elif reuse and limits is not None:
+        hi = max(lo + 1, -(-limits.unlimited((floor + 1) * granularity) // granularity))
+        tried.append((hi * granularity, True))
+        memo[hi] = True
     elif reuse:
         if shared is not None:
             checkpoints.extend(shared.checkpoints())
@@ -695,6 +710,8 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
             check(units)
     answer = hi * granularity
     monotone = all(ok == (limit >= answer) for limit, ok in tried if limit > 0)
+    if limits is not None:
+        limits.drop_snapshots()
     return LimitSearch(answer, monotone, tuple(tried), step)
 
 

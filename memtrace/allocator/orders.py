@@ -144,18 +144,26 @@ def order_graph(requests: Requests, threads: IntArray | None, *, window_ns: int 
     unit_of = np.repeat(np.arange(units, dtype=np.int64), np.diff(unit_rows))
     unit_thread = thread[first] if units else np.zeros(0, dtype=np.int64)
     # Program order: each unit follows the one before it on its thread.
-    by_thread = np.lexsort((np.arange(units), unit_thread))
+    by_thread = np.argsort(unit_thread, kind="stable")
     same = unit_thread[by_thread[1:]] == unit_thread[by_thread[:-1]]
     # Data: a unit that frees a buffer follows the unit that allocated it.
     freed = np.flatnonzero(~is_alloc & (requests.frees >= 0))
     src = np.concatenate([by_thread[:-1][same], unit_of[requests.frees[freed]]])
     dst = np.concatenate([by_thread[1:][same], unit_of[freed]])
     keep = src != dst
-    pairs = np.unique(np.stack([dst[keep], src[keep]], axis=1), axis=0) if keep.any() else np.zeros((0, 2), np.int64)
-    pred_offsets = np.searchsorted(pairs[:, 0], np.arange(units + 1)).astype(np.int64)
+    # Each (unit, what it follows) once, by unit then predecessor: one integer a pair (units < 2**31), sorted.
+    pairs = _sorted_unique(dst[keep].astype(np.int64) * max(units, 1) + src[keep])
+    pair_dst, pair_src = np.divmod(pairs, max(units, 1))
+    pred_offsets = np.searchsorted(pair_dst, np.arange(units + 1)).astype(np.int64)
     time = requests.time_ns[first].astype(np.int64) if units else np.zeros(0, dtype=np.int64)
-    return OrderGraph(requests, unit_rows, time, pred_offsets, pairs[:, 1].astype(np.int64),
-                      len(np.unique(thread)) if n else 0, int(window_ns))
+    return OrderGraph(requests, unit_rows, time, pred_offsets, pair_src.astype(np.int64),
+                      len(_sorted_unique(thread)) if n else 0, int(window_ns))
+
+
+def _sorted_unique(values: IntArray) -> IntArray:
+    """``np.unique`` of integers by sorting (numpy's own hashes them first, several times slower on large arrays)."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if len(ordered) else ordered
 
 
 # -- sampled orders -------------------------------------------------------------------------------
