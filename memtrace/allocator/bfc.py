@@ -601,12 +601,12 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
             return memo[units]
         limit = units * granularity
         if limits is not None:
-            ok = limits.fits(limit, snapshots=True)
-            if not ok and schedule is not None:
-                ok = _served(requests, _with_limit(options, limit), None, schedule)
-            tried.append((limit, ok))
-            memo[units] = ok
-            return ok
+            plain = limits.fits(limit, snapshots=True)
+            if not plain and schedule is not None:
+                plain = _served(requests, _with_limit(options, limit), None, schedule)
+            tried.append((limit, plain))
+            memo[units] = plain
+            return plain
         start = None
         if reuse and complete:
             start = next((c for c in checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None)
