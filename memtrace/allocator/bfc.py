@@ -1143,10 +1143,11 @@ def _period(requests: Requests) -> _Period | None:
     return found
 
 
-def _repeated(repeats: _Period, begin: int, until: int, before: dict[int, int],
+def _repeated(repeats: _Period, period: int, begin: int, until: int, before: dict[int, int],
               addr_of: dict[int, int]) -> tuple[int, dict[int, int]] | None:
-    """A replay whose state at ``begin`` is the one it had a period earlier (every chunk where it was), with the
-    events repeating up to ``until``: the row it may move on to, and the allocations live there (row: address).
+    """A replay whose state at ``begin`` is the one it had ``period`` rows earlier (every chunk where it was; a
+    multiple of the events' period: chunks kept from one step to the next may take turns between two places), with
+    the events repeating up to ``until``: the row it may move on to, and the allocations live there (row: address).
 
     ``before`` and ``addr_of`` are the allocations live a period earlier and now. The replay repeats for as long
     as every free in it frees a chunk where the period before freed one: an allocation live now that a free in
@@ -1155,7 +1156,7 @@ def _repeated(repeats: _Period, begin: int, until: int, before: dict[int, int],
     live at the end are those live now that outlive it, and those made in it that do, each where its
     counterpart of the period before ``begin`` is. None where the window holds no whole period.
     """
-    period, free_row = repeats.rows, repeats.free_row
+    free_row = repeats.free_row
     end = until
     for row, addr in addr_of.items():
         if before.get(row - period) != addr:
@@ -1337,7 +1338,7 @@ class _Run:
         # for as long as the events do: the replay moves on by whole periods (not where it records every event).
         repeats = None if schedule is not None or record else _period(self.requests)
         period = repeats.rows if repeats is not None else 0
-        saved: tuple[Any, ...] | None = None  # the state at the start of a period, to compare with a period later
+        saved: list[tuple[Any, ...]] = []  # the states a period and two earlier, to compare with
         cursor = [first_row]  # where the next block begins
 
         def in_order() -> Iterator[int]:
@@ -1353,22 +1354,27 @@ class _Run:
             cursor[0] = end
             if period and begin % period == 0 and repeats is not None:
                 run_end = repeats.run_end(begin)
-                if saved is not None and saved[0] == begin - period and run_end >= begin + period and (
-                        saved[1] == keys and saved[2] == used and saved[3] == regions and saved[4] == region_slope
-                        and saved[5] == (pool, in_use, growth_size, len(region_rows), tfree, tsize, tend, pool_slope,
-                                         growth_slope, track, ftrack)):
-                    moved = _repeated(repeats, begin, run_end - (run_end - begin) % period, saved[6], addr_of)
-                    if moved is not None:
-                        cursor[0] = moved[0]
-                        addr_of.clear()
-                        addr_of.update(moved[1])
-                        saved = None
-                        continue
-                saved = None
+                scalars = (pool, in_use, growth_size, len(region_rows), tfree, tsize, tend, pool_slope, growth_slope,
+                           track, ftrack)
+                for state in saved:  # the state a period earlier, then two (chunks may take turns between steps)
+                    span = begin - state[0]
+                    if run_end >= begin + span and (state[1] == keys and state[2] == used and state[3] == regions
+                                                    and state[4] == region_slope and state[5] == scalars):
+                        moved = _repeated(repeats, span, begin, run_end - (run_end - begin) % span, state[6], addr_of)
+                        if moved is not None:
+                            break
+                else:
+                    moved = None
+                if moved is not None:
+                    cursor[0] = moved[0]
+                    addr_of.clear()
+                    addr_of.update(moved[1])
+                    saved = []
+                    continue
+                saved = [state for state in saved[:1] if state[0] == begin - period]
                 if run_end >= begin + 3 * period and len(keys) + len(used) <= period:
-                    saved = (begin, list(keys), dict(used), dict(regions), dict(region_slope),
-                             (pool, in_use, growth_size, len(region_rows), tfree, tsize, tend, pool_slope,
-                              growth_slope, track, ftrack), dict(addr_of))
+                    saved.insert(0, (begin, list(keys), dict(used), dict(regions), dict(region_slope), scalars,
+                                     dict(addr_of)))
             block = (enumerate(events[begin:end].tolist(), begin) if schedule is None
                      else ((row, listed[row]) for row in schedule))
             # A snapshot copies the state: taken where that costs little beside the events replayed since the last.
