@@ -344,3 +344,66 @@ def test_the_limit_search_keeps_states_only_where_a_searched_limit_can_cut_a_reg
     kept = bfc._limits(requests, BFCOptions(0)).checkpoints
     assert search.limit_bytes == 1000 * MIB and kept is not None and 1 <= len(kept) <= 2
     assert all(c.pool + c.region_bytes > 1000 * MIB and isinstance(c.used_sizes, np.ndarray) for c in kept)
+
+
+def repeated_steps(seed: int, steps: int, per_step: int) -> Requests:
+    """Training-like steps that repeat: weights, then each step the same requests (some freed at once, some in the
+    step, a few kept to the next step and freed there), one step with a request 4 KiB larger (the events stop
+    repeating there)."""
+    rng = np.random.default_rng(seed)
+    events: list[tuple] = [("a", int(2 ** rng.uniform(8, 22))) for _ in range(int(rng.integers(0, 30)))]
+    sizes = [int(2 ** rng.uniform(8, 24)) for _ in range(per_step)]
+    kinds = rng.uniform(size=per_step)
+    odd = int(rng.integers(0, steps))
+    kept = int(rng.integers(0, 4))
+    carried: list[int] = []
+    for step in range(steps):
+        live: list[int] = []
+        for j, size in enumerate(sizes):
+            live.append(len(events))
+            events.append(("a", size + (4 * KIB if step == odd and j == 0 else 0)))
+            if kinds[j] < 0.3:
+                events.append(("f", live.pop()))
+            elif kinds[j] < 0.5 and len(live) > 2:
+                events.append(("f", live.pop(0)))
+        events.extend(("f", row) for row in carried)
+        carried = live[:kept]
+        events.extend(("f", row) for row in reversed(live[kept:]))
+    return seq(*events)
+
+
+@pytest.mark.parametrize(("growth", "gc", "fraction"), OPTION_SETS)
+def test_a_replay_moves_on_by_whole_periods_where_its_state_and_the_events_repeat(
+        monkeypatch: pytest.MonkeyPatch, growth: bool, gc: bool, fraction: float) -> None:
+    # GIVEN sequences of repeated steps (periods from 32 events up looked for), and a count of the periods skipped
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 32)
+    skipped = []
+    repeated = bfc._repeated
+
+    def counted(*args: object) -> object:
+        found = repeated(*args)  # type: ignore[arg-type]
+        skipped.append(0 if found is None else found[0] - args[2])  # type: ignore[operator]
+        return found
+
+    monkeypatch.setattr(bfc, "_repeated", counted)
+    for seed in range(10):
+        requests = repeated_steps(seed, 12 + seed, 20 + 7 * seed)
+        found = bfc._period(requests)
+        assert found is not None and found.rows >= 32
+        rng = np.random.default_rng(seed)
+        for limit in (int(requests.peak_rounded_live_bytes() * rng.uniform(0.95, 1.6)) // 256 * 256, bfc.MAX_LIMIT_BYTES):
+            options = BFCOptions(limit, growth, gc, fraction)
+            # WHEN it is replayed (tracking the limits that decide alike), and again with no period to move on by
+            runs = []
+            for period in (found, None):
+                bfc._PERIODS[requests] = period
+                runs.append(bfc._Run(requests, options, record=False, track=True))
+            # THEN both end alike: the failure, the peaks, the limits proven, and the allocator's state at the end
+            ours, plain = runs
+            assert (ours.failed_at, ours.peaks, ours.proven_low, ours.proven_high) == (
+                plain.failed_at, plain.peaks, plain.proven_low, plain.proven_high)
+            assert (ours._end, ours.used, ours.addr_of, ours.regions) == (plain._end, plain.used, plain.addr_of,
+                                                                          plain.regions)
+            bfc._PERIODS[requests] = found
+    # AND whole periods were skipped (thousands of events in all)
+    assert sum(skipped) > 1000

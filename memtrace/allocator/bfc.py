@@ -591,11 +591,22 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
         shared = None
     complete = False  # the checkpoints hold every region the unlimited replay made (not only the shared ones)
     memo: dict[int, bool] = {}
+    # From the first request, a limit's replay is the plain one until a request fails (a schedule only serves the
+    # rows otherwise from there): what the sequence's plain replays proved answers every limit under which it
+    # fits, and the schedule is asked only where it fails.
+    limits = _limits(requests, options) if shared is None else None
 
     def check(units: int) -> bool:
         if units in memo:
             return memo[units]
         limit = units * granularity
+        if limits is not None:
+            plain = limits.fits(limit, snapshots=True)
+            if not plain and schedule is not None:
+                plain = _served(requests, _with_limit(options, limit), None, schedule)
+            tried.append((limit, plain))
+            memo[units] = plain
+            return plain
         start = None
         if reuse and complete:
             start = next((c for c in checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None)
@@ -637,6 +648,10 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
         hi = h
     elif fitting_hint is not None and not reuse:
         hi = fitting_hint
+    elif reuse and limits is not None:
+        hi = max(lo + 1, -(-limits.unlimited((floor + 1) * granularity) // granularity))
+        tried.append((hi * granularity, True))
+        memo[hi] = True
     elif reuse:
         if shared is not None:
             checkpoints.extend(shared.checkpoints())
@@ -695,6 +710,8 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
             check(units)
     answer = hi * granularity
     monotone = all(ok == (limit >= answer) for limit, ok in tried if limit > 0)
+    if limits is not None:
+        limits.drop_snapshots()
     return LimitSearch(answer, monotone, tuple(tried), step)
 
 
@@ -1055,6 +1072,114 @@ def _events(requests: Requests) -> IntArray:
     return found
 
 
+@dataclass(frozen=True, eq=False)
+class _Period:
+    """A sequence whose events repeat every ``rows`` rows (a training step's requests, step after step): where a
+    replay's state at a row is the one it had ``rows`` earlier and the events from there repeat those of the period
+    before, the replay repeats too (the allocator is deterministic), so it moves on by whole periods without
+    replaying them (see :meth:`_Run._skip`)."""
+
+    rows: int
+    breaks: IntArray  # the rows t >= rows whose event is not the one at t - rows (a free: the same distance back)
+    free_row: IntArray  # per row: the row that frees its allocation (len: never freed, or not an allocation)
+    allocates: BoolArray  # per row: the event takes a chunk
+
+    def run_end(self, row: int) -> int:
+        """The first row at or after ``row`` whose event differs from the one a period before (or the end)."""
+        at = int(np.searchsorted(self.breaks, row))
+        return int(self.breaks[at]) if at < len(self.breaks) else len(self.free_row)
+
+
+_PERIODS: weakref.WeakKeyDictionary[Requests, _Period | None] = weakref.WeakKeyDictionary()
+_MIN_PERIOD_ROWS = 512  # shorter repeats are not looked for (a comparison of states costs about a period's events)
+_PERIOD_WINDOW = 16  # events hashed together to find where a stretch of events repeats
+_PERIOD_ANCHORS = (0.55, 0.7, 0.85, 0.97)  # where in the sequence such stretches are looked up
+
+
+def _period(requests: Requests) -> _Period | None:
+    """The sequence's period, if its events repeat: made once per sequence.
+
+    A few stretches of events late in the sequence are looked up earlier in it (a hash of each window of
+    events); the distances at which every one of them recurs are the candidates, and the one under which the
+    most events equal the event a period before wins. None where nothing repeats at
+    ``_MIN_PERIOD_ROWS`` rows or more.
+    """
+    if requests in _PERIODS:
+        return _PERIODS[requests]
+    events = _events(requests)
+    n = len(events)
+    found: _Period | None = None
+    if n >= 4 * _MIN_PERIOD_ROWS:
+        rows = np.arange(n, dtype=np.int64)
+        # Frees compared by how far back their allocation is (odd, so never equal to an allocation's even bytes).
+        rel = np.where(events < 0, -2 * (rows - ~events) - 1, events)
+        width = n - _PERIOD_WINDOW + 1
+        digest = np.zeros(width, dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for k in range(_PERIOD_WINDOW):
+                digest = digest * np.uint64(0x9E3779B97F4A7C15) + rel[k:k + width].astype(np.uint64)
+        common: set[int] | None = None
+        for share in _PERIOD_ANCHORS:
+            anchor = min(width - 1, int(n * share))
+            earlier = np.flatnonzero(digest[:anchor - _MIN_PERIOD_ROWS + 1] == digest[anchor])
+            distances = set((anchor - earlier).tolist())
+            common = distances if common is None else common & distances
+        candidates = sorted(common or ())[:8]
+        best, best_same = 0, 0
+        for period in candidates:
+            same = int(np.count_nonzero(rel[period:] == rel[:-period]))
+            if same > best_same:
+                best, best_same = period, same
+        if best and best_same >= 4 * best:
+            breaks = np.flatnonzero(rel[best:] != rel[:-best]) + best
+            frees = requests.frees.astype(np.int64)
+            freeing = np.flatnonzero(~requests.is_alloc & (frees >= 0) & (frees < rows))
+            freed = frees[freeing]
+            real = requests.is_alloc[freed]
+            free_row = np.full(n, n, dtype=np.int64)
+            free_row[freed[real][::-1]] = freeing[real][::-1]  # the earliest free of an allocation counts
+            found = _Period(best, breaks.astype(np.int64), free_row, events > 0)
+    _PERIODS[requests] = found
+    return found
+
+
+def _repeated(repeats: _Period, period: int, begin: int, until: int, before: dict[int, int],
+              addr_of: dict[int, int]) -> tuple[int, dict[int, int]] | None:
+    """A replay whose state at ``begin`` is the one it had ``period`` rows earlier (every chunk where it was; a
+    multiple of the events' period: chunks kept from one step to the next may take turns between two places), with
+    the events repeating up to ``until``: the row it may move on to, and the allocations live there (row: address).
+
+    ``before`` and ``addr_of`` are the allocations live a period earlier and now. The replay repeats for as long
+    as every free in it frees a chunk where the period before freed one: an allocation live now that a free in
+    the window frees must have been live a period earlier, a period's rows back, at the same address (and
+    conversely); one that is not must outlive the window, which ends before its free. Then the allocations
+    live at the end are those live now that outlive it, and those made in it that do, each where its
+    counterpart of the period before ``begin`` is. None where the window holds no whole period.
+    """
+    free_row = repeats.free_row
+    end = until
+    for row, addr in addr_of.items():
+        if before.get(row - period) != addr:
+            freed = int(free_row[row])
+            if freed < end:
+                end = begin + (freed - begin) // period * period
+    for row, addr in before.items():
+        if addr_of.get(row + period) != addr:
+            freed = int(free_row[row])
+            if freed + period < end:
+                end = begin + (freed + period - begin) // period * period
+    if end <= begin:
+        return None
+    live = {row: addr for row, addr in addr_of.items() if free_row[row] >= end}
+    made = np.flatnonzero(repeats.allocates[begin:end] & (free_row[begin:end] >= end)) + begin
+    for row in made.tolist():
+        where = addr_of.get(row - ((row - begin) // period + 1) * period)
+        if where is None:  # (cannot happen where the events repeat: its counterpart is live now)
+            return None
+        live[row] = where
+    return end, live
+
+
 def _keep(value: int, slope: int, low: int, high: int) -> tuple[int, int]:
     """Narrow ``[low, high]`` (offsets d of the limit) to where ``value + slope * d >= 0`` is what it is at d = 0."""
     if slope > 0:
@@ -1209,16 +1334,51 @@ class _Run:
         key_pop, free_pop, start_pop, used_pop, addr_pop = keys.pop, free_size.pop, free_start.pop, used.pop, addr_of.pop
 
         schedule = None if self._schedule is None else self._schedule(first_row)
-        blocks: Iterator[tuple[int, Iterator[tuple[int, int]]]]
-        if schedule is None:  # the rows in order, a block at a time
-            blocks = ((begin, enumerate(events[begin:begin + every].tolist(), begin)) for begin in range(first_row, n, every))
-        else:  # the rows as the schedule serves them
-            listed = events.tolist()
-            blocks = iter([(first_row, ((row, listed[row]) for row in schedule))])
+        # Where the events repeat every period (steps of training), a state that repeats one period later repeats
+        # for as long as the events do: the replay moves on by whole periods (not where it records every event).
+        repeats = None if schedule is not None or record else _period(self.requests)
+        period = repeats.rows if repeats is not None else 0
+        saved: list[tuple[Any, ...]] = []  # the states a period and two earlier, to compare with
+        cursor = [first_row]  # where the next block begins
+
+        def in_order() -> Iterator[int]:
+            while cursor[0] < n:
+                yield cursor[0]
+
+        listed = events.tolist() if schedule is not None else []
         last_snapshot = first_row
-        for begin, block in blocks:
+        for begin in in_order() if schedule is None else iter([first_row]):
+            end = min(n, begin - (begin - first_row) % every + every)  # a block, up to the next multiple of every
+            if period:
+                end = min(end, (begin // period + 1) * period)  # ... or of the period
+            cursor[0] = end
+            if period and begin % period == 0 and repeats is not None:
+                run_end = repeats.run_end(begin)
+                scalars = (pool, in_use, growth_size, len(region_rows), tfree, tsize, tend, pool_slope, growth_slope,
+                           track, ftrack)
+                for state in saved:  # the state a period earlier, then two (chunks may take turns between steps)
+                    span = begin - state[0]
+                    if run_end >= begin + span and (state[1] == keys and state[2] == used and state[3] == regions
+                                                    and state[4] == region_slope and state[5] == scalars):
+                        moved = _repeated(repeats, span, begin, run_end - (run_end - begin) % span, state[6], addr_of)
+                        if moved is not None:
+                            break
+                else:
+                    moved = None
+                if moved is not None:
+                    cursor[0] = moved[0]
+                    addr_of.clear()
+                    addr_of.update(moved[1])
+                    saved = []
+                    continue
+                saved = [state for state in saved[:1] if state[0] == begin - period]
+                if run_end >= begin + 3 * period and len(keys) + len(used) <= period:
+                    saved.insert(0, (begin, list(keys), dict(used), dict(regions), dict(region_slope), scalars,
+                                     dict(addr_of)))
+            block = (enumerate(events[begin:end].tolist(), begin) if schedule is None
+                     else ((row, listed[row]) for row in schedule))
             # A snapshot copies the state: taken where that costs little beside the events replayed since the last.
-            if (snapshots is not None and begin > first_row and track
+            if (snapshots is not None and begin > first_row and track and (begin - first_row) % every == 0
                     and len(keys) + len(used) <= 4 * (begin - last_snapshot)):
                 last_snapshot = begin
                 snapshots.append(_Snapshot(begin, limit, limit + dlo, limit + dhi, list(keys), dict(free_size),

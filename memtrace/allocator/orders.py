@@ -144,18 +144,26 @@ def order_graph(requests: Requests, threads: IntArray | None, *, window_ns: int 
     unit_of = np.repeat(np.arange(units, dtype=np.int64), np.diff(unit_rows))
     unit_thread = thread[first] if units else np.zeros(0, dtype=np.int64)
     # Program order: each unit follows the one before it on its thread.
-    by_thread = np.lexsort((np.arange(units), unit_thread))
+    by_thread = np.argsort(unit_thread, kind="stable")
     same = unit_thread[by_thread[1:]] == unit_thread[by_thread[:-1]]
     # Data: a unit that frees a buffer follows the unit that allocated it.
     freed = np.flatnonzero(~is_alloc & (requests.frees >= 0))
     src = np.concatenate([by_thread[:-1][same], unit_of[requests.frees[freed]]])
     dst = np.concatenate([by_thread[1:][same], unit_of[freed]])
     keep = src != dst
-    pairs = np.unique(np.stack([dst[keep], src[keep]], axis=1), axis=0) if keep.any() else np.zeros((0, 2), np.int64)
-    pred_offsets = np.searchsorted(pairs[:, 0], np.arange(units + 1)).astype(np.int64)
+    # Each (unit, what it follows) once, by unit then predecessor: one integer a pair (units < 2**31), sorted.
+    pairs = _sorted_unique(dst[keep].astype(np.int64) * max(units, 1) + src[keep])
+    pair_dst, pair_src = np.divmod(pairs, max(units, 1))
+    pred_offsets = np.searchsorted(pair_dst, np.arange(units + 1)).astype(np.int64)
     time = requests.time_ns[first].astype(np.int64) if units else np.zeros(0, dtype=np.int64)
-    return OrderGraph(requests, unit_rows, time, pred_offsets, pairs[:, 1].astype(np.int64),
-                      len(np.unique(thread)) if n else 0, int(window_ns))
+    return OrderGraph(requests, unit_rows, time, pred_offsets, pair_src.astype(np.int64),
+                      len(_sorted_unique(thread)) if n else 0, int(window_ns))
+
+
+def _sorted_unique(values: IntArray) -> IntArray:
+    """``np.unique`` of integers by sorting (numpy's own hashes them first, several times slower on large arrays)."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if len(ordered) else ordered
 
 
 # -- sampled orders -------------------------------------------------------------------------------
@@ -208,6 +216,10 @@ def _topological(key: np.ndarray, offsets: list[int], preds: list[int]) -> IntAr
     """The units in order of ``key`` as far as each follows what it must: a unit's key is raised to the largest
     of what it follows (every edge points forward in the recorded order, so one pass in that order does it),
     then the units are sorted by it, ties in recorded order."""
+    if len(preds):
+        owner = np.repeat(np.arange(len(key)), np.diff(np.asarray(offsets)))
+        if bool(np.all(key[np.asarray(preds)] <= key[owner])):  # nothing to raise (the recorded order, in time order)
+            return np.lexsort((np.arange(len(key)), key)).astype(np.int64)
     keys = key.tolist()
     for u in range(len(keys)):
         lo, hi = offsets[u], offsets[u + 1]
@@ -495,6 +507,7 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
         recorded.append(recording.min_limit_bytes if recording.min_limit_bytes is not None else
                         bfc.search_min_limit(graph.requests, own, granularity).limit_bytes)
         can_change = graph.reorderable()
+        in_time_order = bool(np.all(np.diff(graph.unit_time_ns) >= 0))
         fixed = fixed and not can_change
         seen: dict[bytes, tuple[int, tuple[tuple[int, bool], ...], dict[int, bool]]] = {}
         sampled = sample_orders(graph, orders if can_change else 1, seed)
@@ -510,7 +523,9 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
                 break  # the budget is spent: the orders drawn so far make the band
             key = order.units.tobytes()
             if key not in seen:  # an order drawn again (a recording with little to reorder) is not replayed again
-                schedule = order.schedule()
+                # Where no unit could come before one it follows in the recording, and the units began in time order,
+                # nothing can run while a request waits: the retry serves the rows as the plain replay does.
+                schedule = order.schedule() if can_change or not in_time_order else None
                 drawn = number > 0
                 # the answers seen so far, the recorded order's first, the latest others after it (three at most)
                 hints = [recorded[-1], *[least for least in dict.fromkeys(
