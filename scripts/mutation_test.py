@@ -48,16 +48,15 @@ ROOT = Path(__file__).resolve().parent.parent
 EQUIVALENT = ROOT / "scripts" / "mutation_equivalent.toml"
 
 # The allocator stage and the replay, the default subject (issue 38).
-DEFAULT_MODULES = ("memtrace/allocator/bfc.py", "memtrace/allocator/requests.py", "memtrace/allocator/fit.py",
-                   "memtrace/allocator/reproduce.py", "memtrace/allocator/batch_size.py",
-                   "memtrace/allocator/regions.py", "memtrace/allocator/address_space.py",
-                   "memtrace/allocator/oom_fit.py", "memtrace/allocator/orders.py", "memtrace/trace/replay.py")
+DEFAULT_MODULES = (*(f"memtrace/allocator/{name}.py" for name in (
+    "bfc", "requests", "fit", "reproduce", "batch_size", "batch_band", "regions", "address_space", "oom_fit",
+    "orders")), "memtrace/trace/replay.py")
 # The test files that exercise the allocator stage and the replay (the default): the ones that record with
 # TensorFlow or drive a browser are slow, and not where these rules are pinned.
 ALLOCATOR_TESTS = tuple(f"tests/test_{name}.py" for name in (
-    "bfc", "bfc_partitioned", "fit", "fit_xla", "fit_evidence", "fit_recorded", "batch_size", "address_space",
-    "frag_regions", "frag", "oom_fit", "orders", "check", "testing", "replay", "peak", "timeline", "xla_profile",
-    "api", "fuzz_fit", "proto_replay", "run_orders"))
+    "bfc", "bfc_partitioned", "fit", "fit_xla", "fit_evidence", "fit_recorded", "batch_size", "batch_band",
+    "address_space", "frag_regions", "frag", "oom_fit", "orders", "check", "testing", "replay", "peak", "timeline",
+    "xla_profile", "api", "fuzz_fit", "proto_replay", "run_orders"))
 
 _BINARY_SWAPS: dict[type[ast.operator], tuple[type[ast.operator], ...]] = {
     ast.Add: (ast.Sub,), ast.Sub: (ast.Add,), ast.Mult: (ast.FloorDiv,), ast.FloorDiv: (ast.Mult,),
