@@ -412,10 +412,10 @@ def _buffers_from_the_proto(path: Path, allocator: str) -> list[tuple[str, int, 
             for index, out in enumerate(outputs) if out.buffer == index and out.allocation_id and out.allocated_bytes > 0]
 
 
-@pytest.mark.parametrize("path", [*REAL_TRACES, *sorted(TINY.glob("*.pbtxt"))], ids=lambda p: p.name)
+# TF 1.4's MemoryStats fields, which today's proto lacks, are left out (the going-by-buffer side cannot read them).
+@pytest.mark.parametrize("path", [p for p in [*REAL_TRACES, *sorted(TINY.glob("*.pbtxt"))]
+                                  if p.name != "tf14_memory_stats.pbtxt"], ids=lambda p: p.name)
 def test_sums_order_and_anomalies_equal_going_buffer_by_buffer(path: Path) -> None:
-    if path.name == "tf14_memory_stats.pbtxt":  # TF 1.4's MemoryStats fields, which today's proto lacks
-        return
     trace = memtrace.load(path)
     for allocator in trace.allocators:
         f = fragmentation(trace, allocator)

@@ -197,10 +197,10 @@ def _node_rows_one_by_one(trace: memtrace.Trace, path: Path, allocators: list[st
     return [(*row, at_peak.get(name, 0), waste.get(name, 0)) for name, row in rows.items()]
 
 
-@pytest.mark.parametrize("path", [*REAL_TRACES, *sorted(TINY.glob("*.pbtxt"))], ids=lambda p: p.name)
+# TF 1.4's MemoryStats fields, which today's proto lacks, are left out (the one-by-one side cannot read them).
+@pytest.mark.parametrize("path", [p for p in [*REAL_TRACES, *sorted(TINY.glob("*.pbtxt"))]
+                                  if p.name != "tf14_memory_stats.pbtxt"], ids=lambda p: p.name)
 def test_node_rows_equal_adding_up_one_execution_at_a_time(path: Path) -> None:
-    if path.name == "tf14_memory_stats.pbtxt":  # TF 1.4's MemoryStats fields, which today's proto lacks
-        return
     trace = memtrace.load(path)
     # The at-peak column over the allocators replayed from records, where the proto says the peak.
     replayed = [p.allocator for p in trace.peaks() if p.source == "records"]

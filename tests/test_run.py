@@ -16,7 +16,7 @@ import pytest
 
 import memtrace
 
-from .conftest import ROOT, as_unprivileged
+from .conftest import ROOT, as_unprivileged, under_ci
 from .run_scripts import run_stubbed, stub_tensorflow
 from .xspace_events import memory_events as profile_events
 
@@ -25,7 +25,7 @@ BFC = "bfc_cpu_allocator_for_gpu"
 
 def require_tensorflow() -> None:
     """Skip where TensorFlow is missing, except under MEMTRACE_CI, where the check must run."""
-    if os.environ.get("MEMTRACE_CI"):
+    if under_ci():
         import tensorflow  # noqa: F401  (an ImportError here fails the test, as it must in CI)
     else:
         pytest.importorskip("tensorflow")

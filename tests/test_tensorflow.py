@@ -13,7 +13,7 @@ import memtrace.testing
 from memtrace.errors import MemtraceError
 from memtrace.read import load_bytes
 
-from .conftest import ROOT, require
+from .conftest import ROOT, require, under_ci
 
 # TensorFlow made unimportable, as where it is not installed: `import tensorflow` raises ImportError.
 WITHOUT_TF = "import sys\nsys.modules['tensorflow'] = None\n"
@@ -208,7 +208,7 @@ def test_use_cpu_bfc_sets_one_thread_and_profile_warms_up_until_the_step_settles
     import json
     import os
 
-    if os.environ.get("MEMTRACE_CI"):
+    if under_ci():
         import tensorflow  # noqa: F401  (an ImportError fails the test in CI)
     pytest.importorskip("tensorflow")
     env = {k: v for k, v in os.environ.items() if k not in ("TF_CPU_ALLOCATOR_USE_BFC", "TF_ENABLE_ONEDNN_OPTS")}
@@ -259,7 +259,7 @@ def test_the_documented_route_records_with_onednn_off_unless_the_user_chose(
     import os
     import platform
 
-    if os.environ.get("MEMTRACE_CI"):
+    if under_ci():
         import tensorflow  # noqa: F401  (an ImportError fails the test in CI)
     pytest.importorskip("tensorflow")
     if on and user is None and platform.machine() not in ("x86_64", "AMD64"):
