@@ -13,6 +13,7 @@ of memory again.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from memtrace.cli import main
 from memtrace.read.oom import load_oom_dumps
 
 from .conftest import FIXTURES
+from .xspace_events import memory_events
 
 FIT = FIXTURES / "fit"
 PROGRAMS = sorted(p.name.removesuffix(".json") for p in FIT.glob("*.json"))
@@ -53,6 +55,24 @@ def test_the_self_check_reproduces_every_event(name: str) -> None:
     assert p is not None and p.exact and p.first_difference is None
     assert p.events == e["birth"]["events"] and p.regions_descending  # mmap put later regions lower
     assert result.requested_peak_bytes <= e["birth"]["counters"]["peak"]
+    assert result.requested_peak_bytes == rounded_requested_peak(FIT / e["birth"]["profile"])
+
+
+def rounded_requested_peak(profile: Path) -> int:
+    """The most bytes ever alive at once, each request rounded up to 256 bytes, from the profile read with
+    protobuf alone: an allocation is alive from its event until the deallocation of its address (a deallocation
+    of an address nothing alive holds changes nothing)."""
+    alive: dict[int, int] = {}
+    live = peak = 0
+    for event in memory_events(profile, BFC):
+        if event["alloc"]:
+            if event["requested_bytes"] > 0:
+                alive[event["addr"]] = -(-event["requested_bytes"] // 256) * 256
+                live += alive[event["addr"]]
+                peak = max(peak, live)
+        else:
+            live -= alive.pop(event["addr"], 0)
+    return peak
 
 
 RUNS = [(name, run) for name in PROGRAMS for run in [evidence(name)["birth"], *evidence(name)["ladder"]]
