@@ -175,6 +175,28 @@ def test_garbage_collection_frees_wholly_free_regions_and_retries() -> None:
     assert sim.pool_bytes.tolist() == [2 * MIB, 2 * MIB, 3 * MIB]
 
 
+def test_garbage_collection_across_regions_worked_by_hand() -> None:
+    # GIVEN a 12 MiB limit with growth; by TF's Extend each region is min(the next region size, what the limit
+    # leaves), the next size doubling after each region: 2 MiB (a0), 4 MiB (a1), then min(8, 12 - 6) = 6 MiB for a2
+    # (1 MiB; 5 MiB of that region left free); a0 and a1 freed: regions 0 and 1 wholly free, region 2 in use
+    head = [("a", 2 * MIB), ("a", 4 * MIB), ("a", MIB), ("f", 0), ("f", 1)]
+    # WHEN 6 MiB is asked for: no free chunk holds it, the limit leaves nothing to extend by; DeallocateFreeRegions
+    # finds 6 MiB wholly free and 6 <= 12 - 12 + 6, so regions 0 and 1 go back and Extend makes min(16, 6) = 6 MiB;
+    # 5 MiB then takes region 2's free 5 MiB; 1 KiB finds no free chunk, nothing to extend by, no region wholly free
+    events = seq(*head, ("a", 6 * MIB), ("a", 5 * MIB), ("a", KIB))
+    sim = simulate(events, BFCOptions(12 * MIB, garbage_collection=True))
+    # THEN the regions left are 2 and 3, 6 MiB each; the run is out of memory at the 1 KiB request
+    assert sim.regions == ((2, 6 * MIB), (3, 6 * MIB)) and not sim.fits and sim.failed_at == 7
+    assert list(zip(sim.region.tolist(), sim.offset.tolist())) == [(0, 0), (1, 0), (2, 0), (0, 0), (1, 0), (3, 0),
+                                                                   (2, MIB)]
+    assert sim.pool_bytes.tolist() == [2 * MIB, 6 * MIB, *[12 * MIB] * 5]
+    # WHEN collection is off: the 6 MiB request fails (nothing given back)
+    assert simulate(events, BFCOptions(12 * MIB)).failed_at == 5
+    # WHEN 7 MiB is asked for instead: giving back 6 MiB leaves 6 < 7: nothing is given back, out of memory there
+    sim = simulate(seq(*head, ("a", 7 * MIB)), BFCOptions(12 * MIB, garbage_collection=True))
+    assert sim.failed_at == 5 and sim.regions == ((0, 2 * MIB), (1, 4 * MIB), (2, 6 * MIB))
+
+
 def test_without_growth_one_region_of_the_limit() -> None:
     # the limit rounded down to 256: 10,000 -> 9,984
     sim = simulate(seq(("a", 1000), ("a", 1000)), BFCOptions(10_000, allow_growth=False))
