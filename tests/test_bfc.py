@@ -8,6 +8,8 @@ with the arithmetic in comments.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -26,6 +28,7 @@ from memtrace.allocator.bfc import (
     search_min_limit,
     simulate,
 )
+from memtrace.allocator.reproduce import learned_order
 from memtrace.units import KIB, MIB
 
 
@@ -195,6 +198,44 @@ def test_garbage_collection_across_regions_worked_by_hand() -> None:
     # WHEN 7 MiB is asked for instead: giving back 6 MiB leaves 6 < 7: nothing is given back, out of memory there
     sim = simulate(seq(*head, ("a", 7 * MIB)), BFCOptions(12 * MIB, garbage_collection=True))
     assert sim.failed_at == 5 and sim.regions == ((0, 2 * MIB), (1, 4 * MIB), (2, 6 * MIB))
+
+
+def test_equal_free_chunks_go_to_the_lowest_address_by_the_region_order_worked_by_hand() -> None:
+    # GIVEN three regions (growth: 2, 4 and 8 MiB), each filled by splits, then one 1 MiB chunk freed in each
+    # (region 0 at 0, region 1 at 2 MiB, region 2 at 6 MiB; their neighbours in use, so none merges)
+    events = seq(("a", MIB), ("a", MIB), ("a", 2 * MIB), ("a", MIB), ("a", MIB), ("a", 4 * MIB), ("a", 2 * MIB),
+                 ("a", MIB), ("a", MIB), ("f", 0), ("f", 3), ("f", 7), ("a", MIB))
+
+    def last_chunk(**order: Any) -> tuple[int, int]:
+        sim = simulate(events, BFCOptions(64 * MIB, **order))
+        assert [size for _, size in sim.regions] == [2 * MIB, 4 * MIB, 8 * MIB]
+        return int(sim.region[-1]), int(sim.offset[-1])
+
+    # WHEN 1 MiB is asked for: BFC's bin holds the three equal chunks by address, and the lowest is taken
+    # THEN ascending: region 0's; descending: region 2's (the latest region lies lowest)
+    assert last_chunk() == (0, 0) and last_chunk(regions_descending=True) == (2, 6 * MIB)
+    # a partial order (region 1 below region 0), later regions ascending beyond both: region 1's
+    assert last_chunk(region_order=(1, 0)) == (1, 2 * MIB)
+    # the same partial order with later regions descending: region 2 lies below both
+    assert last_chunk(region_order=(1, 0), regions_descending=True) == (2, 6 * MIB)
+    # every region ranked: the one ranked 0 wins
+    assert last_chunk(region_order=(2, 0, 1)) == (1, 2 * MIB) and last_chunk(region_order=(0, 2, 1)) == (0, 0)
+
+
+def test_the_region_order_learned_from_the_bases_worked_by_hand() -> None:
+    options = BFCOptions(64 * MIB)
+    # wholly one way: a direction, no ranks
+    assert (learned_order(options, [300, 200, 100]).regions_descending,
+            learned_order(options, [300, 200, 100]).region_order) == (True, ())
+    assert (learned_order(options, [100, 200]).regions_descending, learned_order(options, [100, 200]).region_order) \
+        == (False, ())
+    # one step down, one up: not most of them down, so later regions ascend; the ranks of the addresses
+    assert learned_order(options, [100, 50, 200]) == replace(options, regions_descending=False, region_order=(1, 0, 2))
+    # two of three steps down: later regions descend
+    assert learned_order(options, [300, 200, 100, 400]) == replace(options, regions_descending=True,
+                                                                   region_order=(2, 1, 0, 3))
+    # no regions, or one: nothing learned
+    assert learned_order(options, []) == options and learned_order(options, [5]) == options
 
 
 def test_without_growth_one_region_of_the_limit() -> None:
