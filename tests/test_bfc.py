@@ -470,3 +470,64 @@ def test_a_replay_moves_on_by_whole_periods_where_its_state_and_the_events_repea
             bfc._PERIODS[requests] = found
     # AND whole periods were skipped (thousands of events in all)
     assert sum(skipped) > 1000
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.01, 0.1])
+def test_shared_rows_give_the_state_and_the_smallest_limit_a_replay_from_the_first_request_gives(
+        fraction: float) -> None:
+    # GIVEN random sequences (growth on; with a fraction the split threshold moves with the limit, so a replay under
+    # one limit is not the unlimited one up to the first region it cuts), each with a second sequence that begins
+    # as it does (its first half) and then goes on in another order (its second half's frees reversed)
+    for seed in range(8):
+        source = random_sequence(300 + seed, 160, 14 + seed % 8)
+        rows = len(source) // 2
+        options = BFCOptions(0, True, False, fraction)
+        shared = bfc.SharedStart(source, options, rows)
+        head = Requests(source.is_alloc[:rows], source.requested_bytes[:rows], source.frees[:rows], source.op[:rows],
+                        source.time_ns[:rows], source.op_names)
+        rng = np.random.default_rng(seed)
+        peak = source.peak_rounded_live_bytes()
+        for limit in sorted({int(peak * f) // 256 * 256 for f in rng.uniform(0.5, 1.6, 6)}):
+            # WHEN the state before row ``rows`` is asked for under a limit
+            state = shared.at(limit)
+            fresh = bfc._Run(head, BFCOptions(limit, True, False, fraction), record=False)
+            # THEN it is the state a replay of those rows from the first request ends in (None where it fails)
+            if fresh.failed_at is not None:
+                assert state is None
+                continue
+            expected = fresh.state(rows)
+            assert state is not None and state.regions == expected.regions and state.in_use == expected.in_use
+            for name in ("free_sizes", "free_addresses", "used_rows", "used_addresses", "used_sizes"):
+                assert np.array_equal(getattr(state, name), getattr(expected, name)), (seed, limit, name)
+        # AND the smallest limit searched from the shared rows is the one searched from the first request
+        alone = search_min_limit(seq_copy(source), options, 64 * KIB)
+        assert search_min_limit(seq_copy(source), options, 64 * KIB, shared=shared).limit_bytes == alone.limit_bytes
+
+
+def test_a_search_counts_the_events_its_replays_ran_worked_by_hand() -> None:
+    # GIVEN 100 requests of 1 KiB (region 0, 2 MiB), one of 3 MiB (a new region), 50 more of 1 KiB
+    requests = seq(*[("a", KIB)] * 100, ("a", 3 * MIB), *[("a", KIB)] * 50)
+    # WHEN its smallest limit is searched for (with growth: the unlimited replay, then replays from its state before
+    # the 3 MiB request: the regions before it are the same under every limit above them)
+    search = search_min_limit(requests, BFCOptions(0))
+    # THEN 5 MiB (2 + min(4, 3) MiB); three replays: the unlimited one (151 events), 4 MiB from row 100 (the 3 MiB
+    # request fails: 2 MiB left, 1 event), 5 MiB from row 100 (51 events); 4 MiB is not replayed again below it
+    assert search.limit_bytes == 5 * MIB and {(4 * MIB, False), (5 * MIB, True)} <= set(search.tried)
+    assert (search.replays, search.replayed_events) == (3, 151 + 1 + 51)
+
+
+@pytest.mark.parametrize(("growth", "gc", "fraction"), OPTION_SETS)
+def test_the_outcome_under_a_limit_off_the_256_byte_grid_is_a_fresh_replays(growth: bool, gc: bool,
+                                                                             fraction: float) -> None:
+    # GIVEN random sequences whose smallest limit was searched (the replays' proofs remembered for each sequence)
+    for seed in range(3):
+        requests = random_sequence(100 + seed, 120, 14 + seed % 8)
+        search = search_min_limit(requests, BFCOptions(0, growth, gc, fraction), 64 * KIB)
+        # WHEN the outcome is asked under limits beside those tried, off the 256-byte grid (a user's --limit in bytes)
+        for limit, _ in search.tried:
+            for odd in (limit + 1, limit - 255, limit + 100):
+                options = BFCOptions(odd, growth, gc, fraction)
+                # THEN it is what a replay from the first request of a fresh copy says
+                theirs = simulate(seq_copy(requests), options)
+                assert outcome(requests, options) == Outcome(theirs.fits, theirs.failed_at, theirs.peak_in_use_bytes,
+                                                             theirs.max_pool_bytes), (seed, odd)
