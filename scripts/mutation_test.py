@@ -33,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -249,8 +250,13 @@ def run_tests(package_root: Path, tests: list[str], timeout: float) -> tuple[str
     seconds = time.perf_counter() - start
     if done.returncode == 0:
         return "survived", "", seconds
+    said = (done.stdout + done.stderr).strip()
+    if done.returncode in (4, 5) and "found no collectors" in said:
+        # the test module no longer imports with the mutant in place (it ran unmutated): the change broke it
+        return "killed", "collection: " + next((line for line in said.splitlines() if "found no collectors" in line), ""), \
+            seconds
     if done.returncode in (4, 5):  # pytest's usage error or no tests collected: the run says nothing of the mutant
-        return "error", (done.stdout + done.stderr).strip().splitlines()[-1:][0] if (done.stdout + done.stderr).strip() else "", seconds
+        return "error", said.splitlines()[-1] if said else "", seconds
     failed = next((line.split()[1] for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))), "")
     return "killed", failed, seconds
 
@@ -264,11 +270,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, help="run only N mutants per module, drawn at random")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lines", help="only mutants on these lines, A-B")
+    parser.add_argument("--report-only", action="store_true",
+                        help="write OUT/report.md and report.json from OUT/progress.jsonl (the latest verdict of each "
+                             "mutant, from every run into OUT) without running anything")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the kills already in OUT/progress.jsonl and run only the other mutants (after new "
+                             "tests: the survivors again)")
     args = parser.parse_args(argv)
     modules = [m for m in args.modules if (ROOT / m).exists()]
     tests = args.tests or [t for t in ALLOCATOR_TESTS if (ROOT / t).exists()]
     args.out.mkdir(parents=True, exist_ok=True)
     equivalent = tomllib.loads(EQUIVALENT.read_text(encoding="utf-8")) if EQUIVALENT.exists() else {}
+    if args.report_only:
+        write_report(recorded(args.out / "progress.jsonl", equivalent), args.out, equivalent)
+        return 0
 
     print(f"coverage of {len(modules)} modules by {len(tests)} test files ...", flush=True)
     covered = coverage_map(modules, tests, args.out)
@@ -284,6 +299,15 @@ def main(argv: list[str] | None = None) -> int:
             m.tests = sorted({t for line in lines_of(module, m.number) for t in covered[module].get(line, [])})
         mutants += found
 
+    progress = args.out / "progress.jsonl"
+    done_before: dict[tuple[str, int, str], dict] = {}
+    if args.resume and progress.exists():
+        for line in progress.read_text(encoding="utf-8").splitlines():
+            entry = json.loads(line)
+            if entry["verdict"] in ("killed", "timeout"):
+                done_before[(entry["module"], entry["number"], entry["change"])] = entry
+    elif progress.exists():
+        progress.unlink()
     # A copy of the package per worker; the baseline (unmutated, unparsed) must pass first.
     scratch = Path(tempfile.mkdtemp(prefix="memtrace-mutants-"))
     workers = [scratch / f"w{i}" for i in range(max(1, args.jobs))]
@@ -296,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     for module in modules:
         target = workers[0] / module
         target.write_text(ast.unparse(ast.parse((ROOT / module).read_text(encoding="utf-8"))) + "\n", encoding="utf-8")
-        module_tests = sorted({t for m in mutants if m.module == module for t in m.tests})
+        module_tests = sorted({t for m in mutants if m.module == module and (m.module, m.number, m.change)
+                               not in done_before for t in m.tests})
         verdict, failed, seconds = run_tests(workers[0], module_tests, 3600) if module_tests else ("survived", "", 0.0)
         shutil.copy(ROOT / module, target)
         if verdict != "survived":
@@ -306,9 +331,14 @@ def main(argv: list[str] | None = None) -> int:
         baseline[module] = seconds
 
     free = list(workers)
+    lock = threading.Lock()
 
     def one(m: Mutant) -> Mutant:
         reason = equivalent.get(m.module, {}).get(f"{m.line}: {m.change}")
+        before = done_before.get((m.module, m.number, m.change))
+        if before is not None:
+            m.verdict, m.killed_by, m.seconds = before["verdict"], before["killed_by"], before["seconds"]
+            return m
         if not m.tests:
             m.verdict = "no tests"
         else:
@@ -323,6 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         if m.verdict == "survived" and reason:
             m.verdict, m.reason = "equivalent", reason
         print(f"{m.verdict:>10}  {m.module}:{m.line}  {m.change}  {m.killed_by}", flush=True)
+        with lock, progress.open("a", encoding="utf-8") as f:  # a run stopped half way keeps what it found
+            f.write(json.dumps(asdict(m)) + "\n")
         return m
 
     with ThreadPoolExecutor(max_workers=len(workers)) as pool:
@@ -330,6 +362,23 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(scratch, ignore_errors=True)
     write_report(done, args.out, equivalent)
     return 0
+
+
+def recorded(progress: Path, equivalent: dict[str, dict[str, str]]) -> list[Mutant]:
+    """Every mutant in ``progress`` (the runs' verdicts, one JSON object a line), the latest verdict of each, with
+    the equivalence file's reasons applied to the survivors."""
+    latest: dict[tuple[str, int, str], Mutant] = {}
+    for line in progress.read_text(encoding="utf-8").splitlines():
+        m = Mutant(**json.loads(line))
+        latest[(m.module, m.number, m.change)] = m
+    found = sorted(latest.values(), key=lambda m: (m.module, m.number))
+    for m in found:
+        reason = equivalent.get(m.module, {}).get(f"{m.line}: {m.change}")
+        if m.verdict in ("survived", "equivalent") and reason:
+            m.verdict, m.reason = "equivalent", reason
+        elif m.verdict == "equivalent":  # its reason was taken back: a survivor again
+            m.verdict, m.reason = "survived", ""
+    return found
 
 
 def write_report(mutants: list[Mutant], out: Path, equivalent: dict[str, dict[str, str]]) -> None:
