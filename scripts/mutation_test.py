@@ -295,8 +295,14 @@ def main(argv: list[str] | None = None) -> int:
             found = [m for m in found if int(first) <= m.line <= int(last or first)]
         if args.sample and len(found) > args.sample:
             found = sorted(random.Random(args.seed).sample(found, args.sample), key=lambda m: m.number)
+        # Lines run only on import (decorators, class bodies, constants) have no test's context: their mutants run
+        # the test file that covers most of the module's lines, whole.
+        files = [t.split("::")[0] for tests_of_line in covered[module].values() for t in tests_of_line]
+        main_file = max(set(files), key=files.count) if files else None
         for m in found:
             m.tests = sorted({t for line in lines_of(module, m.number) for t in covered[module].get(line, [])})
+            if not m.tests and main_file is not None:
+                m.tests = [main_file]
         mutants += found
 
     progress = args.out / "progress.jsonl"

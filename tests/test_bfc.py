@@ -531,3 +531,19 @@ def test_the_outcome_under_a_limit_off_the_256_byte_grid_is_a_fresh_replays(grow
                 theirs = simulate(seq_copy(requests), options)
                 assert outcome(requests, options) == Outcome(theirs.fits, theirs.failed_at, theirs.peak_in_use_bytes,
                                                              theirs.max_pool_bytes), (seed, odd)
+
+
+def test_moving_on_by_periods_stops_before_a_free_of_a_chunk_that_moved_worked_by_hand() -> None:
+    # GIVEN events that repeat every 10 rows, a replay at row 20 whose state is the one at row 10, but whose
+    # allocation of row 15 (live now at address 100) had its counterpart (row 5) at 200 a period earlier; row 15 is
+    # freed at row 37, row 12 (at 300, as its counterpart row 2 was) outlives the window
+    free_row = np.full(80, 80, dtype=np.int64)
+    free_row[15] = 37
+    repeats = bfc._Period(10, np.zeros(0, dtype=np.int64), free_row, np.zeros(80, dtype=bool))
+    before, now = {5: 200, 2: 300}, {15: 100, 12: 300}
+    # WHEN it may move on up to row 60
+    # THEN only to row 30, the last whole period before that free (which frees another chunk than a period before)
+    assert bfc._repeated(repeats, 10, 20, 60, before, now) == (30, {15: 100, 12: 300})
+    # and not at all where that free comes within the first period
+    free_row[15] = 27
+    assert bfc._repeated(repeats, 10, 20, 60, before, now) is None

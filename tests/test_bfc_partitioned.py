@@ -261,3 +261,15 @@ def test_the_smallest_limit_of_a_lower_end_sequence_is_its_high_water_mark() -> 
     assert not bfc.fits(requests, partitioned(3584 - 256))
     assert bfc.simulate(requests, partitioned(3584)).offset.tolist() == [0, 1024, 0, 2048]
     assert np.array_equal(bfc.simulate(requests, partitioned(3584)).region, [0, 0, 0, 0])
+
+
+def test_a_0_byte_request_and_a_free_of_an_unknown_allocation_are_events_that_change_nothing() -> None:
+    # GIVEN a 0-byte request and its free, 1,000 bytes, and a free of an allocation made before the sequence
+    requests = Requests(np.array([True, False, True, False]), np.array([0, 0, 1000, 0]), np.array([-1, 0, -1, -1]),
+                        np.full(4, -1, dtype=np.int32), np.arange(4), ())
+    # WHEN replayed through the partitioned pool and the classic one
+    for options in (partitioned(MIB), BFCOptions(MIB, allow_growth=False)):
+        sim = bfc.simulate(requests, options)
+        # THEN each of the four events has its row: only the 1,000 bytes take a chunk (1,024 bytes, at 0)
+        assert sim.fits and sim.bytes_in_use.tolist() == [0, 0, 1024, 1024]
+        assert sim.region.tolist() == [-1, -1, 0, -1] and sim.chunk_bytes.tolist()[2] == 1024
