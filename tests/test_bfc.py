@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -547,3 +548,20 @@ def test_moving_on_by_periods_stops_before_a_free_of_a_chunk_that_moved_worked_b
     # and not at all where that free comes within the first period
     free_row[15] = 27
     assert bfc._repeated(repeats, 10, 20, 60, before, now) is None
+
+
+def test_the_limits_under_which_the_moving_chunk_splits_alike_worked_by_hand() -> None:
+    # GIVEN a free chunk of 1,500 bytes whose size moves with the limit (the cut region's last), 1,000 bytes asked
+    # for, fragmentation_fraction 0.5: it splits under limit L + d when 1500 + d >= 2,000 or
+    # 1500 + d - 1000 >= int(0.5 * (L + d))
+    def bound(limit: int) -> tuple[int, int]:
+        run = SimpleNamespace(options=BFCOptions(limit, fragmentation_fraction=0.5))
+        return bfc._Run._tail_split_bound(run, 1000, 1500, -10_000, 10_000)  # type: ignore[arg-type]
+
+    # WHEN L = 1,001: 500 >= int(500.5) splits; one byte less, 499 >= int(500) does not
+    # THEN the limits that split alike begin at d = 0
+    assert bound(1001) == (0, 10_000)
+    # WHEN L = 1,000: 500 >= 500 and 499 >= int(499.5) split, 498 >= int(499) does not: from d = -1
+    assert bound(1000) == (-1, 10_000)
+    # WHEN L = 1,003: 500 >= int(501.5) does not split; 501 >= int(502) neither, 502 >= int(502.5) does: up to d = 1
+    assert bound(1003) == (-10_000, 1)
