@@ -431,3 +431,31 @@ def test_card_leaves_the_pinned_host_allocator_its_own_limit(capsys: pytest.Capt
 
     assert limit_on_card("xla_gpu_host_bfc", "XLA", 16 * 10**9, 8)[0] == 64 << 30
     assert limit_on_card("GPU_0_bfc", "TensorFlow", 16 * 10**9, 8) == (16 * 10**9 - 1536 * MIB, None)
+
+
+def test_an_allocator_that_only_frees_is_one_line_and_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a profile whose allocator's only event frees a chunk allocated before the profile began
+    path = write_profile(tmp_path / "frees.xplane.pb", [(False, 0, 256, 4096, 0, 0.0, "")])
+    # WHEN fit is asked about it
+    code, out, err = run(capsys, "fit", str(path))
+    # THEN there is nothing to fit: one line naming the file and the allocator, exit 2
+    assert code == 2 and out == ""
+    assert err.strip() == (f"memtrace: error: {path}: the allocator 'bfc_cpu_allocator_for_gpu' made no allocations "
+                           "in this trace: nothing to fit")
+
+
+def test_the_requests_of_a_stepstats_trace_worked_by_hand() -> None:
+    # GIVEN fixtures/tiny/frag_bfc.pbtxt, worked in its header: gpu_bfc's records, the step starting at 100 us:
+    # +1024 a@101 (a's output, 1,000 requested), +512 a@102 (a temporary: no output, its chunk stands for the
+    # request), -512 a@105, +1024 b@121 (b's output, 300 requested), -1024 a@150, +8192 e@161 (4,096 requested),
+    # -1024 b@200
+    found = requests_for(memtrace.load(FIXTURES / "tiny" / "frag_bfc.pbtxt"), "gpu_bfc")
+    q = found.requests
+    # THEN the requests are the outputs' requested bytes (the temporary's chunk), each free names its allocation's
+    # row, and the times are from the step's start
+    assert q.is_alloc.tolist() == [True, True, False, True, False, True, False]
+    assert q.requested_bytes[q.is_alloc].tolist() == [1000, 512, 300, 4096]
+    assert q.frees[~q.is_alloc].tolist() == [1, 0, 3]
+    assert q.time_ns.tolist() == [1000, 2000, 5000, 21000, 50000, 61000, 100000]
+    assert [q.op_names[i] for i in q.op[q.is_alloc].tolist()] == ["a", "a", "b", "e"]
+    assert (found.source, found.from_birth, found.dropped_frees) == ("records", False, 0)
