@@ -13,9 +13,11 @@ import pytest
 
 import memtrace
 import memtrace.testing
+from memtrace.allocator import bfc
 from memtrace.allocator.bfc import BFCOptions, Requests
 from memtrace.allocator.defaults import defaults_for, gpu_limit_bytes
 from memtrace.allocator.fit import fit, fit_requests
+from memtrace.allocator.reproduce import Reproduction
 from memtrace.allocator.requests import requests_for
 from memtrace.errors import UsageError
 from memtrace.units import KIB, MIB
@@ -459,3 +461,17 @@ def test_the_requests_of_a_stepstats_trace_worked_by_hand() -> None:
     assert q.time_ns.tolist() == [1000, 2000, 5000, 21000, 50000, 61000, 100000]
     assert [q.op_names[i] for i in q.op[q.is_alloc].tolist()] == ["a", "a", "b", "e"]
     assert (found.source, found.from_birth, found.dropped_frees) == ("records", False, 0)
+
+
+@pytest.mark.parametrize(("counts", "exact"), [
+    ((2, 2, 2, 4, 4, 4), True),  # every address, chunk, bytes in use and fragmentation value
+    ((2, 2, 2, 4, 4, 3), False),  # one fragmentation value differs
+    ((2, 2, 2, 4, 3, 4), False),  # one bytes-in-use value differs
+    ((2, 1, 2, 4, 4, 4), False),  # one address differs
+    ((2, 2, 1, 4, 4, 4), False),  # one chunk differs
+])
+def test_a_reproduction_is_exact_only_where_every_event_is(counts: tuple[int, ...], exact: bool) -> None:
+    allocations, addresses, chunks, events, in_use, fragmentation = counts
+    sim = bfc.simulate(Requests.from_events([("a", 256), ("a", 256), ("f", 0), ("f", 1)]), BFCOptions(MIB))
+    found = Reproduction(allocations, addresses, chunks, events, in_use, fragmentation, False, (), MIB, None, sim)
+    assert found.exact is exact
