@@ -123,7 +123,9 @@ def test_cli_a_huge_batch_simply_does_not_fit(capsys: pytest.CaptureFixture[str]
     assert (code, err) == (1, "") and entry["fits"] is False and entry["batch"]["described_fits"] is False
     failure = entry["failure"]
     assert failure["requested_bytes"] > MAX_LIMIT_BYTES  # said at its true size, not wrapped and not clamped
-    assert entry["requested_peak_bytes"] >= failure["request_bytes"]
+    # ... and rounded up to BFC's 256 bytes at its true size
+    assert failure["request_bytes"] == -(-failure["requested_bytes"] // 256) * 256
+    assert entry["requested_peak_bytes"] >= failure["request_bytes"] and entry["requested_peak_bytes"] % 256 == 0
     code, out, err = fit_cnn(capsys, "--batch", batch, *limit)
     assert (code, err) == (1, "") and "does NOT fit" in out
 
@@ -303,3 +305,20 @@ def test_new_user_every_ladder_run_against_the_band(new_user: PlausibleRuns) -> 
                 not completed and new_user.always(batch, limit - MIB)):
             outside.append((batch, limit // MIB, completed))
     assert len(runs) == 28 and outside == NEW_USER_OUTSIDE
+
+
+def test_cli_each_batch_rows_band_holds_tensorflows_smallest_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN the CNN recorded at batch 16 and 64, and TensorFlow's own smallest limits at those batches (its ladder of
+    # TF_CPU_BFC_MEM_LIMIT_IN_MB runs, fixtures/batches/ladders.json: 8 and 23 MiB)
+    ladders = json.loads((BATCHES / "ladders.json").read_text())
+    tf = {e["batch"]: e["min_limit_mib"] * MIB for e in ladders["limits"] if e["model"] == "cnn"}
+    # WHEN fit --vs writes its table of batch sizes
+    code, out, _ = run(capsys, "fit", str(BATCHES / "cnn_b16.xplane.pb.gz"), "--vs", str(BATCHES / "cnn_b64.xplane.pb.gz"),
+                       "--json", "--no-alternatives")
+    rows = {row["batch"]: row for row in json.loads(out)["allocators"][0]["batch"]["limits"]}
+    # THEN each recorded batch's row carries the band over its plausible runs, and TF's limit lies inside it
+    assert code == 0 and {16, 64} <= set(rows)
+    for batch in (16, 64):
+        band = rows[batch]["band"]
+        assert band is not None and band["first_fit_bytes"] <= tf[batch] <= band["always_fits_bytes"], batch
+    assert (rows[64]["band"]["first_fit_bytes"], rows[64]["band"]["always_fits_bytes"]) == (23 * MIB, 24 * MIB)
