@@ -19,6 +19,7 @@ from memtrace.allocator.regions import regions_of
 from memtrace.analyses.frag import fragmentation
 from memtrace.cli import main
 
+from .memory_profiles import write_profile
 from .xspace_events import memory_events
 
 PROFILE = Path(__file__).parent.parent / "fixtures" / "profiles" / "cpu_bfc_regions.xplane.pb.gz"
@@ -88,3 +89,26 @@ def test_without_known_regions_the_walk_is_as_before() -> None:
     assert moment is not None and moment.external is not None and moment.external.regions == ()
     e = moment.external
     assert e.span_bytes == e.end - e.start == 316_160 and len(e.holes) == 7
+
+
+def test_an_address_is_found_in_its_region_and_outside_every_one_in_none(trace: memtrace.Trace) -> None:
+    regions = regions_of(trace, ALLOCATOR)
+    assert regions is not None
+    for index, region in enumerate(regions.regions):
+        assert regions.index_of(region.start) == index and regions.index_of(region.end - 1) == index
+    first = regions.regions[0]
+    assert regions.index_of(first.end) == -1  # 4 KiB between the first region and the next: in none
+    assert regions.index_of(0) == -1
+
+
+def test_addresses_the_model_does_not_reproduce_give_no_regions(tmp_path: Path) -> None:
+    # GIVEN a from-birth profile whose second 1 KiB chunk lies 4 MiB above the first (the model, growing from an
+    # empty allocator, puts it right after the first, in the same 2 MiB region)
+    events = [(True, 1024, 1024, 1 << 30, 1024, 0.0, "a"), (True, 1024, 1024, (1 << 30) + 4 * MIB, 2048, 1.0, "b")]
+    trace = memtrace.load(write_profile(tmp_path / "scattered.xplane.pb", events))
+    # THEN the regions are not known (holes between chunks cannot be told from the space between regions)
+    assert regions_of(trace, ALLOCATOR) is None
+    # AND where the addresses are the model's, they are: one region of 2 MiB from the first chunk
+    events[1] = (True, 1024, 1024, (1 << 30) + 1024, 2048, 1.0, "b")
+    found = regions_of(memtrace.load(write_profile(tmp_path / "packed.xplane.pb", events)), ALLOCATOR)
+    assert found is not None and [(r.start, r.bytes) for r in found.regions] == [(1 << 30, 2 * MIB)]
