@@ -112,3 +112,8 @@ def test_addresses_the_model_does_not_reproduce_give_no_regions(tmp_path: Path) 
     events[1] = (True, 1024, 1024, (1 << 30) + 1024, 2048, 1.0, "b")
     found = regions_of(memtrace.load(write_profile(tmp_path / "packed.xplane.pb", events)), ALLOCATOR)
     assert found is not None and [(r.start, r.bytes) for r in found.regions] == [(1 << 30, 2 * MIB)]
+
+
+def test_no_regions_for_an_allocator_the_profile_does_not_have_or_a_stepstats_trace(trace: memtrace.Trace) -> None:
+    assert regions_of(trace, "GPU_0_bfc") is None
+    assert regions_of(memtrace.load(PROFILE.parent.parent / "tiny" / "frag_bfc.pbtxt"), "gpu_bfc") is None
