@@ -1,7 +1,7 @@
 """Mutation testing: does the test suite notice when a rule of the code changes?
 
     python scripts/mutation_test.py [MODULE.py ...] [--tests TEST.py ...] [--out mutation-out]
-                                    [--jobs 2] [--sample N --seed S] [--lines A-B]
+                                    [--jobs 2] [--sample N --seed S] [--lines A-B] [--resume] [--report-only]
 
 Each *mutant* is the module with one small change: an operator (``<`` for ``<=``, ``-`` for ``+``,
 ``or`` for ``and``, ``|`` for ``&``), a constant (``n`` for ``n + 1``, ``False`` for ``True``), a
@@ -13,7 +13,10 @@ covering tests take unmutated (at least 20 s); the mutant is **killed** when a t
 an independent expectation, or, where the change cannot alter any behaviour (a cache key, a value
 only logged), a line in the committed ``scripts/mutation_equivalent.toml`` saying why. The report
 (``OUT/report.md`` and ``OUT/report.json``) lists every mutant: module, line, the change, the verdict,
-and the test that killed it.
+and the test that killed it. Each verdict is also appended to ``OUT/progress.jsonl`` as it comes: ``--resume``
+keeps the kills there and runs the other mutants again (after tests were added: the survivors), and
+``--report-only`` writes the report from every run into OUT (the latest verdict of each mutant), so that
+modules may be run in several sittings, with different samples.
 
 Mutants are generated from the module's syntax tree and written out with ``ast.unparse`` (comments
 and layout are lost in the copy, the meaning is not); the unmutated module, written out the same
@@ -275,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "mutation-out")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--sample", type=int, help="run only N mutants per module, drawn at random")
+    parser.add_argument("--sample-of", action="append", default=[], metavar="MODULE=N",
+                        help="another sample size for one module (repeatable)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lines", help="only mutants on these lines, A-B")
     parser.add_argument("--report-only", action="store_true",
@@ -300,8 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.lines:
             first, _, last = args.lines.partition("-")
             found = [m for m in found if int(first) <= m.line <= int(last or first)]
-        if args.sample and len(found) > args.sample:
-            found = sorted(random.Random(args.seed).sample(found, args.sample), key=lambda m: m.number)
+        size = dict(entry.rsplit("=", 1) for entry in args.sample_of).get(module, args.sample)
+        if size and len(found) > int(size):
+            found = sorted(random.Random(args.seed).sample(found, int(size)), key=lambda m: m.number)
         # Lines run only on import (decorators, class bodies, constants) have no test's context: their mutants run
         # the test file that covers most of the module's lines, whole.
         files = [t.split("::")[0] for tests_of_line in covered[module].values() for t in tests_of_line]
