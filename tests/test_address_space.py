@@ -507,3 +507,18 @@ def test_fits_text_map_numbers_the_regions_as_its_page_does(tmp_path: Path, caps
         value, unit = size.split()
         assert abs(summed[number] - float(value) * units[unit]) <= 0.01 * float(value) * units[unit]
     assert drawn["1"] == "2 MiB"  # the first region (growth's 2 MiB) lies lowest: number 1 on both
+
+
+def test_a_first_request_that_fails_lays_out_nothing() -> None:
+    # GIVEN 8 KiB asked of an allocator without growth under a 4 KiB limit
+    space = lay_out(bfc.Requests.from_events([("a", 8192, "big")]), bfc.BFCOptions(4096, allow_growth=False), "hand")
+    # THEN no event was served: no chunk, nothing in use, the failure is the first event's 8 KiB
+    assert (space.events, space.boxes, space.peak_event, space.peak_in_use_bytes) == (0, (), None, 0)
+    assert (space.failed_event, space.failed_request_bytes, space.failed_op) == (0, 8192, "big")
+
+
+def test_a_profile_after_the_allocators_birth_is_the_models_layout_not_the_allocators() -> None:
+    # GIVEN a Keras profile that starts after the allocator's birth (chunks in use before it, addresses unknown)
+    space = address_space(memtrace.load(FIXTURES / "profiles" / "keras_cnn.xplane.pb.gz"), CPU)
+    # THEN the layout is the model's from an empty allocator, and says so
+    assert not space.exact and "the trace starts after the allocator's birth" in space.note
