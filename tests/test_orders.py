@@ -325,3 +325,48 @@ def test_the_band_of_one_gpu_recording_holds_every_limit_where_xlas_runs_disagre
     # the orders it samples need what the recorded orders of this program needed: 897 (mlp_9538's), 929 or 961
     assert {o.min_limit_bytes // MIB for o in band.orders} <= {897, 929, 961}
     assert {929, 961} <= {o.min_limit_bytes // MIB for o in band.orders}
+
+
+def test_where_the_dumps_failed_request_goes_worked_by_hand() -> None:
+    from types import SimpleNamespace
+
+    from memtrace.allocator.oom_fit import failed_request_place
+
+    # GIVEN 1 KiB, 2 KiB, the 1 KiB freed, 1 KiB again (the last allocation), the rest freed: bytes in use after
+    # each number of events 0..6: 0, 1024, 3072, 2048, 3072, 1024, 0
+    def place(in_use: int, times: list[int]) -> int | None:
+        requests = Requests(np.array([True, True, False, True, False, False]), np.array([1024, 2048, 0, 1024, 0, 0]),
+                            np.array([-1, -1, 0, -1, 1, 3]), np.full(6, -1, dtype=np.int32), np.array(times), ())
+        replay = bfc.simulate(requests, BFCOptions(MIB * 64))
+        event = SimpleNamespace(in_use_bytes=in_use, pool_bytes=None, largest_free_bytes=None)
+        return failed_request_place(requests, replay, event)  # type: ignore[arg-type]
+
+    steady = [0, 1, 2, 3, 4, 5]
+    # WHEN the dump's bytes in use are 3,072: after 2 events and after 4; the last allocation is event 3
+    # THEN the first place after the last allocation (4), unless the clock stops for ~10 s before event 2 (TF's retry)
+    assert place(3072, steady) == 4
+    assert place(3072, [0, 1, 10 * 10**9 + 1, 10 * 10**9 + 2, 10 * 10**9 + 3, 10 * 10**9 + 4]) == 2
+    # 2,048 only before the last allocation: there; 1,024 at 1 and 5: 5; 0 at 0 and 6 (the end): 6; 999: nowhere
+    assert (place(2048, steady), place(1024, steady), place(0, steady), place(999, steady)) == (3, 5, 6, None)
+
+
+def test_the_dumps_pool_and_largest_free_chunk_pick_among_equal_bytes_in_use_worked_by_hand() -> None:
+    from types import SimpleNamespace
+
+    from memtrace.allocator.oom_fit import failed_request_place
+
+    # GIVEN 1 KiB (a 2 MiB region), 3 MiB (a 4 MiB region), the 3 MiB freed: 1 KiB in use after 1 event (pool
+    # 2 MiB, largest free chunk 2 MiB - 1 KiB) and after 3 (pool 6 MiB, largest free 4 MiB)
+    requests = Requests.from_events([("a", 1024), ("a", 3 * MIB), ("f", 1)])
+    replay = bfc.simulate(requests, BFCOptions(64 * MIB))
+    assert replay.pool_bytes.tolist() == [2 * MIB, 6 * MIB, 6 * MIB]
+
+    def place(pool: int | None, largest: int | None) -> int | None:
+        event = SimpleNamespace(in_use_bytes=1024, pool_bytes=pool, largest_free_bytes=largest)
+        return failed_request_place(requests, replay, event)  # type: ignore[arg-type]
+
+    # THEN the bytes in use alone give the place after the last allocation (3); the dump's pool or largest free
+    # chunk, where it says them, pick the state they describe
+    assert place(None, None) == 3
+    assert place(2 * MIB, None) == 1 and place(None, 2 * MIB - 1024) == 1
+    assert place(6 * MIB, None) == 3 and place(None, 4 * MIB) == 3
