@@ -141,6 +141,11 @@ def test_the_band_over_orders_that_need_different_limits() -> None:
     assert at.fitting_at_limit == 16 and at.all_fit
     below = orders.order_band([orders.Recording("hand-made", g)], NO_GROWTH, orders=16, granularity=256, limit=768)
     assert below.fitting_at_limit == 0 and below.all_fit is False
+    # one order asked for: the recorded one alone, which needs 1.5 KiB with the retry (its 512 B wait); none: refused
+    one = orders.order_band([orders.Recording("hand-made", g)], NO_GROWTH, orders=1, granularity=256)
+    assert [o.min_limit_bytes for o in one.orders] == [1536] and one.recorded_limits == (2048,)
+    with pytest.raises(ValueError, match="at least one order"):
+        orders.order_band([orders.Recording("hand-made", g)], NO_GROWTH, orders=0, granularity=256)
 
 
 def test_one_chain_is_one_order_and_a_narrow_band() -> None:
