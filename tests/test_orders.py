@@ -375,3 +375,30 @@ def test_the_dumps_pool_and_largest_free_chunk_pick_among_equal_bytes_in_use_wor
     assert place(None, None) == 3
     assert place(2 * MIB, None) == 1 and place(None, 2 * MIB - 1024) == 1
     assert place(6 * MIB, None) == 3 and place(None, 4 * MIB) == 3
+
+
+def test_the_retry_serves_every_row_once_and_the_failed_one_again_worked_by_hand() -> None:
+    # GIVEN thread 1: 1 KiB (row 0), its free (row 2); thread 2: 512 B (row 1), its free (row 3); the recorded order
+    g = graph([("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)], [1, 2, 1, 2], window_ns=100)
+    schedule = orders.sample_orders(g, 1)[0].schedule()(0)
+    served: list[int] = []
+    for row in schedule:
+        served.append(row)
+        if row == 1 and served.count(1) == 1:
+            assert schedule.blocked(1)  # WHEN the 512 B fail the first time
+    # THEN thread 1 runs on (its free, row 2), the 512 B are tried again after that free, and only then does their
+    # free (row 3, which follows them) come
+    assert served == [0, 1, 2, 1, 3]
+    # GIVEN thread 2's next op (128 B, row 2: it follows the 512 B on their thread), then 256 B on thread 3 (row 3),
+    # and thread 1's free last (row 4)
+    g = graph([("a", 1024, "p"), ("a", 512, "q"), ("a", 128, "s"), ("a", 256, "r"), ("f", 0)], [1, 2, 2, 3, 1],
+              window_ns=100)
+    schedule = orders.sample_orders(g, 1)[0].schedule()(0)
+    served = []
+    for row in schedule:
+        served.append(row)
+        if row == 1 and served.count(1) == 1:
+            assert schedule.blocked(1)
+    # THEN thread 2's next op is held back behind the waiting request, thread 3 and thread 1 run on, the 512 B are
+    # tried again after thread 1's free, and the held-back op comes after them
+    assert served == [0, 1, 3, 4, 1, 2]
