@@ -63,6 +63,21 @@ def test_free_without_allocation_is_kept_apart(tmp_path: Path) -> None:
     r = replay(memtrace.load(path), "bfc")
     assert r.unpaired_free_events.tolist() == [0]
     assert r.live_bytes.tolist() == [-64, 192]
+    assert r.peak_event() == 1
+
+
+def test_live_bytes_that_never_rise_above_0_have_no_peak_event(tmp_path: Path) -> None:
+    # GIVEN a free of 256 bytes allocated before the step, then 256 bytes allocated: live bytes -256, then 0
+    path = tmp_path / "t.pbtxt"
+    path.write_text(
+        'dev_stats { device: "/device:GPU:0" node_stats { node_name: "n" all_start_micros: 10 all_end_rel_micros: 5 '
+        "memory { allocator_name: \"bfc\" allocation_records { alloc_micros: 11 alloc_bytes: -256 } "
+        "allocation_records { alloc_micros: 12 alloc_bytes: 256 } } } }"
+    )
+    r = replay(memtrace.load(path), "bfc")
+    assert r.live_bytes.tolist() == [-256, 0]
+    # THEN the step never held more than it began with: no peak event
+    assert r.peak_event() is None
 
 
 def test_outputs_mode_lifetimes_follow_consumers_and_aliases() -> None:
@@ -243,3 +258,20 @@ def test_outputs_mode_buffer_allocated_and_freed_between_two_snapshots_changes_n
     rec = found.reconciliation
     assert rec.model_agrees is True and rec.before_step_outputs == ("image:0", "DW:0", "DW2:0")
     assert (found.baseline_bytes, found.peak_bytes) == (6656, 7936)
+
+
+def test_an_allocator_whose_records_add_up_past_int64_is_uncounted_and_says_why(tmp_path: Path) -> None:
+    from memtrace.errors import BeyondInt64Error
+    from memtrace.trace.replay import uncounted
+
+    # GIVEN three records of 2**62 bytes each: 1.38e19 in all, past int64
+    path = tmp_path / "t.pbtxt"
+    records = " ".join(f"allocation_records {{ alloc_micros: {11 + i} alloc_bytes: {2**62} }}" for i in range(3))
+    path.write_text('dev_stats { device: "/device:GPU:0" node_stats { node_name: "n" all_start_micros: 10 '
+                    f'all_end_rel_micros: 5 memory {{ allocator_name: "bfc" {records} }} }} }}')
+    trace = memtrace.load(path)
+    # THEN it has no replay, and says why in words
+    found = uncounted(trace, "bfc")
+    assert found is not None and found.reason == "beyond int64: its records add up to 1.38e+19 bytes"
+    with pytest.raises(BeyondInt64Error):
+        replay(trace, "bfc")
