@@ -186,6 +186,14 @@ def test_sizes_that_do_not_grow_are_refused() -> None:
         batch_scaling(LARGE, SMALL, (2, 8))
     with pytest.raises(BatchInputError, match="0 grow"):
         batch_scaling(SMALL, SMALL, (2, 8))
+    # one allocation grows by 50 B, the other shrinks by as much: the step asks for no more in all, refused
+    with pytest.raises(BatchInputError, match="asks for no more .* 1 grow"):
+        batch_scaling(seq((A, 100, "x"), (A, 200, "y"), (F, 0), (F, 1)), seq((A, 150, "x"), (A, 150, "y"), (F, 0), (F, 1)),
+                      (1, 2))
+    # one byte more for one sample more: it grows (a byte a sample), accepted
+    model = batch_scaling(seq((A, 100, "x"), (A, 200, "y"), (F, 0), (F, 1)), seq((A, 101, "x"), (A, 200, "y"), (F, 0),
+                                                                               (F, 1)), (1, 2))
+    assert model.growing_allocations == 1 and model.sizes_at(3).tolist()[:2] == [102, 200]
 
 
 def test_different_steps_are_refused_saying_how_much_aligned() -> None:
