@@ -565,3 +565,38 @@ def test_the_limits_under_which_the_moving_chunk_splits_alike_worked_by_hand() -
     assert bound(1000) == (-1, 10_000)
     # WHEN L = 1,003: 500 >= int(501.5) does not split; 501 >= int(502) neither, 502 >= int(502.5) does: up to d = 1
     assert bound(1003) == (-10_000, 1)
+
+
+def big_first(seed: int) -> Requests:
+    """A request of 4 to 64 KiB first (under a limit near the peak it takes its whole region: the chunk that moves
+    with the limit is in use), then 30 to 120 events: small requests, 0-byte ones, frees at random."""
+    rng = np.random.default_rng(seed)
+    events: list[tuple] = [("a", int(2 ** rng.uniform(12, 16)))]
+    live = [0]
+    for _ in range(int(rng.integers(30, 120))):
+        r = rng.uniform()
+        if live and r < 0.4:
+            events.append(("f", live.pop(int(rng.integers(0, len(live))))))
+        elif r < 0.55:
+            events.append(("a", 0))
+        else:
+            live.append(len(events))
+            events.append(("a", int(2 ** rng.uniform(8, 13))))
+    return seq(*events)
+
+
+@pytest.mark.parametrize(("seed", "growth", "fraction"), [(4, False, 0.1), (9, True, 0.1), (11, False, 0.0),
+                                                          (11, True, 0.0)])
+def test_replays_resumed_where_the_moving_chunk_is_in_use_decide_as_fresh_ones(
+        monkeypatch: pytest.MonkeyPatch, seed: int, growth: bool, fraction: float) -> None:
+    # GIVEN a sequence whose first request fills the region the limit cuts, snapshots every 8 rows or so
+    monkeypatch.setattr(bfc, "_SNAPSHOT_ROWS", 8)
+    requests = big_first(seed)
+    options = BFCOptions(0, growth, False, fraction)
+    # WHEN its smallest limit is searched to 256 bytes (replays resume from snapshots taken under other limits)
+    search = search_min_limit(requests, options, 256)
+    # THEN every limit tried says what a fresh replay says, and no limit below the answer fits
+    assert all(fits(seq_copy(requests), BFCOptions(limit, growth, False, fraction)) == ok for limit, ok in search.tried)
+    assert fits(seq_copy(requests), BFCOptions(search.limit_bytes, growth, False, fraction))
+    assert not any(fits(seq_copy(requests), BFCOptions(limit, growth, False, fraction))
+                   for limit in range(256, search.limit_bytes, 256))
