@@ -199,6 +199,23 @@ def _replace(tree: ast.AST, old: ast.AST, new: ast.AST) -> None:
 # -- which tests cover which line ----------------------------------------------------------------
 
 
+def changed_tests_since(commit: str) -> set[str]:
+    """The test functions (``tests/test_x.py::test_y``) added or changed since ``commit``: their source differs."""
+    found: set[str] = set()
+    names = subprocess.run(["git", "diff", "--name-only", commit, "HEAD", "--", "tests"], cwd=ROOT, check=True,
+                           capture_output=True, text=True).stdout.split()
+    for path in names:
+        if not path.startswith("tests/test_") or not (ROOT / path).exists():
+            continue
+        old = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, capture_output=True, text=True,
+                             check=False).stdout
+        before = {n.name: ast.dump(n) for n in ast.parse(old).body if isinstance(n, ast.FunctionDef)} if old else {}
+        for node in ast.parse((ROOT / path).read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef) and before.get(node.name) != ast.dump(node):
+                found.add(f"{path}::{node.name}")
+    return found
+
+
 def coverage_map(modules: list[str], tests: list[str], out: Path) -> dict[str, dict[int, list[str]]]:
     """For each module, line -> the pytest node ids (test functions) that ran it, from one coverage run."""
     rc = out / "coveragerc"
@@ -285,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report-only", action="store_true",
                         help="write OUT/report.md and report.json from OUT/progress.jsonl (the latest verdict of each "
                              "mutant, from every run into OUT) without running anything")
+    parser.add_argument("--new-tests-since", metavar="COMMIT",
+                        help="with --resume, where tests were only added or strengthened since COMMIT (every earlier "
+                             "test still there): run a mutant not killed before against its covering test functions "
+                             "added or changed since COMMIT alone; one they do not kill keeps its earlier verdict")
     parser.add_argument("--resume", action="store_true",
                         help="keep the kills already in OUT/progress.jsonl and run only the other mutants (after new "
                              "tests: the survivors again)")
@@ -320,13 +341,24 @@ def main(argv: list[str] | None = None) -> int:
 
     progress = args.out / "progress.jsonl"
     done_before: dict[tuple[str, int, str], dict] = {}
+    not_killed: dict[tuple[str, int, str], dict] = {}
     if args.resume and progress.exists():
         for line in progress.read_text(encoding="utf-8").splitlines():
             entry = json.loads(line)
             if entry["verdict"] in ("killed", "timeout"):
                 done_before[(entry["module"], entry["number"], entry["change"])] = entry
+            else:
+                not_killed[(entry["module"], entry["number"], entry["change"])] = entry
     elif progress.exists():
         progress.unlink()
+    changed = changed_tests_since(args.new_tests_since) if args.new_tests_since else None
+    for m in mutants:
+        earlier = not_killed.get((m.module, m.number, m.change))
+        if changed is not None and earlier is not None and earlier["verdict"] == "survived" and m.reason != ANNOTATION:
+            m.tests = [t for t in m.tests if t in changed]
+            if not m.tests:  # no added or changed test covers it: the earlier run's verdict stands
+                m.verdict = earlier["verdict"]
+
     # A copy of the package per worker; the baseline (unmutated, unparsed) must pass first.
     scratch = Path(tempfile.mkdtemp(prefix="memtrace-mutants-"))
     workers = [scratch / f"w{i}" for i in range(max(1, args.jobs))]
@@ -340,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         target = workers[0] / module
         target.write_text(ast.unparse(ast.parse((ROOT / module).read_text(encoding="utf-8"))) + "\n", encoding="utf-8")
         module_tests = sorted({t for m in mutants if m.module == module and (m.module, m.number, m.change)
-                               not in done_before for t in m.tests})
+                               not in done_before and not m.verdict for t in m.tests})
         verdict, failed, seconds = run_tests(workers[0], module_tests, 3600) if module_tests else ("survived", "", 0.0)
         shutil.copy(ROOT / module, target)
         if verdict != "survived":
@@ -358,7 +390,9 @@ def main(argv: list[str] | None = None) -> int:
         if before is not None:
             m.verdict, m.killed_by, m.seconds = before["verdict"], before["killed_by"], before["seconds"]
             return m
-        if m.reason == ANNOTATION:
+        if m.verdict:  # kept from the earlier run (no added or changed test covers it)
+            pass
+        elif m.reason == ANNOTATION:
             m.verdict = "equivalent"
         elif not m.tests:
             m.verdict = "no tests"
