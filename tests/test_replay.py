@@ -78,6 +78,12 @@ def test_live_bytes_that_never_rise_above_0_have_no_peak_event(tmp_path: Path) -
     assert r.live_bytes.tolist() == [-256, 0]
     # THEN the step never held more than it began with: no peak event
     assert r.peak_event() is None
+    # AND before its first event nothing is live; after it, -256 bytes (relative to the step's start)
+    assert (r.live_at(r.time_ns[0] - 1), r.live_at(r.time_ns[0])) == (0, -256)
+    # GIVEN one byte allocated instead: the peak is that event
+    path.write_text(path.read_text().replace("alloc_bytes: -256 } ", "alloc_bytes: 1 } ").replace(
+        "allocation_records { alloc_micros: 12 alloc_bytes: 256 } ", ""))
+    assert replay(memtrace.load(path), "bfc").peak_event() == 0
 
 
 def test_outputs_mode_lifetimes_follow_consumers_and_aliases() -> None:
