@@ -354,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     changed = changed_tests_since(args.new_tests_since) if args.new_tests_since else None
     for m in mutants:
         earlier = not_killed.get((m.module, m.number, m.change))
-        if changed is not None and earlier is not None and earlier["verdict"] == "survived" and m.reason != ANNOTATION:
+        if changed is not None and earlier is not None and earlier["verdict"] in ("survived", "equivalent") \
+                and m.reason != ANNOTATION:
             m.tests = [t for t in m.tests if t in changed]
             if not m.tests:  # no added or changed test covers it: the earlier run's verdict stands
                 m.verdict = earlier["verdict"]
