@@ -190,8 +190,10 @@ def test_sizes_that_do_not_grow_are_refused() -> None:
     with pytest.raises(BatchInputError, match="asks for no more .* 1 grow"):
         batch_scaling(seq((A, 100, "x"), (A, 200, "y"), (F, 0), (F, 1)), seq((A, 150, "x"), (A, 150, "y"), (F, 0), (F, 1)),
                       (1, 2))
-    # one allocation grows by a byte, the other shrinks by 50: refused, and the one that grows is counted
-    with pytest.raises(BatchInputError, match="asks for no more .* 1 grow"):
+    # one allocation grows by a byte, the other shrinks by 50: refused, naming each recording, and the one that grows
+    # is counted
+    with pytest.raises(BatchInputError, match=r"^LARGE \(batch 2\) asks for no more than SMALL \(batch 1\): of 2 "
+                                              "aligned allocations 1 grow;"):
         batch_scaling(seq((A, 100, "x"), (A, 200, "y"), (F, 0), (F, 1)), seq((A, 101, "x"), (A, 150, "y"), (F, 0), (F, 1)),
                       (1, 2))
     # one byte more for one sample more: it grows (a byte a sample), accepted
