@@ -412,14 +412,7 @@ def largest_where(passes: Callable[[int], bool], within: Callable[[int], bool], 
     low, high = 1, max(2, start)
     while high <= MAX_BATCH and within(high):
         low, high = high, high * 2
-    high = min(high, MAX_BATCH + 1)
-    while high - low > 1:
-        middle = (low + high) // 2
-        if within(middle):
-            low = middle
-        else:
-            high = middle
-    top = low
+    top = _bisect(within, low, min(high, MAX_BATCH + 1))
     # the boundary: doubling (or galloping from the hint) and bisection on the test, inside [1, top]
     if hint is not None and 1 < hint <= top:
         low, high = _gallop(passes, hint, top)
@@ -431,13 +424,7 @@ def largest_where(passes: Callable[[int], bool], within: Callable[[int], bool], 
         low, high = 0, 1
     if low == MAX_BATCH:
         raise ValueError(f"batch {MAX_BATCH:,} still fits: the sizes hardly grow with the batch")
-    while high - low > 1:
-        middle = (low + high) // 2
-        if passes(middle):
-            low = middle
-        else:
-            high = middle
-    boundary = low
+    boundary = _bisect(passes, low, high)
     # above it, every batch up to top (from the top down: the first that passes is the answer), within the budget;
     # a budget of 0 tries none of them (step 0: the boundary is the answer, fitting taken for monotone above it)
     span = top - boundary
@@ -479,6 +466,17 @@ def largest_recorded(scaling: Prediction, options: BFCOptions, base: str | None 
 
     return largest_where(passes, within, start=scaling.batch_sizes[1], cost=lambda n: len(scaling.requests_at(n, base)),
                          budget_events=budget_events)
+
+
+def _bisect(test: Callable[[int], bool], low: int, high: int) -> int:
+    """The last batch in [low, high) that passes ``test``, where ``low`` passes (or is 0) and ``high`` does not."""
+    while high - low > 1:
+        middle = (low + high) // 2
+        if test(middle):
+            low = middle
+        else:
+            high = middle
+    return low
 
 
 def _gallop(passes: Callable[[int], bool], hint: int, top: int) -> tuple[int, int]:

@@ -356,12 +356,8 @@ def unpair_faster_than_the_batch(small: Requests, large: Requests, rows_small: n
     if not faster.any():
         return rows_small, rows_large
     drop = faster.copy()
-    free_small = np.full(len(small), -1, dtype=np.int64)
-    freed = np.flatnonzero(~small.is_alloc & (small.frees >= 0))
-    free_small[small.frees[freed]] = freed
-    free_large = np.full(len(large), -1, dtype=np.int64)
-    freed = np.flatnonzero(~large.is_alloc & (large.frees >= 0))
-    free_large[large.frees[freed]] = freed
+    free_small = small.free_rows()
+    free_large = large.free_rows()
     pair_of = {(int(a), int(b)): k for k, (a, b) in enumerate(zip(rows_small.tolist(), rows_large.tolist()))}
     for k in np.flatnonzero(faster).tolist():
         freed_pair = pair_of.get((int(free_small[rows_small[k]]), int(free_large[rows_large[k]])))
@@ -379,12 +375,8 @@ def kept_lifetimes(first: Requests, second: Requests, rows_first: np.ndarray, ro
     """
     partner = np.full(len(first), -1, dtype=np.int64)
     partner[rows_first] = rows_second
-    free_of_first = np.full(len(first), -1, dtype=np.int64)
-    freed = np.flatnonzero(~first.is_alloc & (first.frees >= 0))
-    free_of_first[first.frees[freed]] = freed
-    free_of_second = np.full(len(second), -1, dtype=np.int64)
-    freed = np.flatnonzero(~second.is_alloc & (second.frees >= 0))
-    free_of_second[second.frees[freed]] = freed
+    free_of_first = first.free_rows()
+    free_of_second = second.free_rows()
     both = rows_first[first.is_alloc[rows_first] & second.is_alloc[rows_second]]
     mine, theirs = free_of_first[both], free_of_second[partner[both]]
     kept = ((mine < 0) & (theirs < 0)) | ((mine >= 0) & (theirs >= 0) & (partner[np.maximum(mine, 0)] == theirs))

@@ -247,6 +247,13 @@ class Requests:
                    None if plain else np.array(upper, dtype=np.bool_),
                    None if plain else np.array(alignment, dtype=np.int64))
 
+    def free_rows(self) -> IntArray:
+        """Per row: the row of the free that frees its allocation; -1 where none does (or the row is a free)."""
+        found = np.full(len(self.is_alloc), -1, dtype=np.int64)
+        freed = np.flatnonzero(~self.is_alloc & (self.frees >= 0))
+        found[self.frees[freed]] = freed
+        return found
+
     def peak_rounded_live_bytes(self) -> int:
         """The most rounded bytes alive at once: no limit below it can fit, whatever the allocator does."""
         sizes = np.where(self.is_alloc, (self.requested_bytes + 255) // 256 * 256, 0)
