@@ -53,14 +53,16 @@ def test_snapshots_reconcile_to_baseline() -> None:
     assert (rec.snapshots, rec.matched, rec.max_abs_error_bytes, rec.baseline_bytes) == (2, 2, 0, 10000)
 
 
+def records_trace(path: Path, *alloc_bytes: int) -> memtrace.Trace:
+    """A StepStats trace of one node whose "bfc" records are ``alloc_bytes``, one a microsecond from 11 us."""
+    records = " ".join(f"allocation_records {{ alloc_micros: {11 + i} alloc_bytes: {b} }}" for i, b in enumerate(alloc_bytes))
+    path.write_text('dev_stats { device: "/device:GPU:0" node_stats { node_name: "n" all_start_micros: 10 '
+                    f'all_end_rel_micros: 5 memory {{ allocator_name: "bfc" {records} }} }} }}')
+    return memtrace.load(path)
+
+
 def test_free_without_allocation_is_kept_apart(tmp_path: Path) -> None:
-    path = tmp_path / "t.pbtxt"
-    path.write_text(
-        'dev_stats { device: "/device:GPU:0" node_stats { node_name: "n" all_start_micros: 10 all_end_rel_micros: 5 '
-        "memory { allocator_name: \"bfc\" allocation_records { alloc_micros: 11 alloc_bytes: -64 } "
-        "allocation_records { alloc_micros: 12 alloc_bytes: 256 } } } }"
-    )
-    r = replay(memtrace.load(path), "bfc")
+    r = replay(records_trace(tmp_path / "t.pbtxt", -64, 256), "bfc")
     assert r.unpaired_free_events.tolist() == [0]
     assert r.live_bytes.tolist() == [-64, 192]
     assert r.peak_event() == 1
@@ -68,22 +70,14 @@ def test_free_without_allocation_is_kept_apart(tmp_path: Path) -> None:
 
 def test_live_bytes_that_never_rise_above_0_have_no_peak_event(tmp_path: Path) -> None:
     # GIVEN a free of 256 bytes allocated before the step, then 256 bytes allocated: live bytes -256, then 0
-    path = tmp_path / "t.pbtxt"
-    path.write_text(
-        'dev_stats { device: "/device:GPU:0" node_stats { node_name: "n" all_start_micros: 10 all_end_rel_micros: 5 '
-        "memory { allocator_name: \"bfc\" allocation_records { alloc_micros: 11 alloc_bytes: -256 } "
-        "allocation_records { alloc_micros: 12 alloc_bytes: 256 } } } }"
-    )
-    r = replay(memtrace.load(path), "bfc")
+    r = replay(records_trace(tmp_path / "t.pbtxt", -256, 256), "bfc")
     assert r.live_bytes.tolist() == [-256, 0]
     # THEN the step never held more than it began with: no peak event
     assert r.peak_event() is None
     # AND before its first event nothing is live; after it, -256 bytes (relative to the step's start)
     assert (r.live_at(r.time_ns[0] - 1), r.live_at(r.time_ns[0])) == (0, -256)
     # GIVEN one byte allocated instead: the peak is that event
-    path.write_text(path.read_text().replace("alloc_bytes: -256 } ", "alloc_bytes: 1 } ").replace(
-        "allocation_records { alloc_micros: 12 alloc_bytes: 256 } ", ""))
-    assert replay(memtrace.load(path), "bfc").peak_event() == 0
+    assert replay(records_trace(tmp_path / "one.pbtxt", 1), "bfc").peak_event() == 0
 
 
 def test_outputs_mode_lifetimes_follow_consumers_and_aliases() -> None:
@@ -271,11 +265,7 @@ def test_an_allocator_whose_records_add_up_past_int64_is_uncounted_and_says_why(
     from memtrace.trace.replay import uncounted
 
     # GIVEN three records of 2**62 bytes each: 1.38e19 in all, past int64
-    path = tmp_path / "t.pbtxt"
-    records = " ".join(f"allocation_records {{ alloc_micros: {11 + i} alloc_bytes: {2**62} }}" for i in range(3))
-    path.write_text('dev_stats { device: "/device:GPU:0" node_stats { node_name: "n" all_start_micros: 10 '
-                    f'all_end_rel_micros: 5 memory {{ allocator_name: "bfc" {records} }} }} }}')
-    trace = memtrace.load(path)
+    trace = records_trace(tmp_path / "t.pbtxt", 2**62, 2**62, 2**62)
     # THEN it has no replay, and says why in words
     found = uncounted(trace, "bfc")
     assert found is not None and found.reason == "beyond int64: its records add up to 1.38e+19 bytes"
