@@ -29,9 +29,9 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import hashlib
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -82,9 +82,10 @@ class Mutant:
     """One change to one module: where, what, and (once run) what the tests made of it."""
 
     module: str
-    number: int  # the n-th site visited in the module's tree (stable for unchanged code)
+    number: int  # the n-th site visited in the module's tree (what the mutant changes in this code)
     line: int
     change: str
+    site: str = ""  # who it is, stable while its line and function stand: "function: change in `the line`"
     verdict: str = ""  # killed, survived, timeout, equivalent, no tests, error (the tests could not run)
     killed_by: str = ""
     seconds: float = 0.0
@@ -92,8 +93,9 @@ class Mutant:
     reason: str = ""  # for an equivalent mutant: why no behaviour can change
 
     @property
-    def key(self) -> str:
-        return f"{self.module}:{self.line}:{self.change}"
+    def key(self) -> tuple[str, str]:
+        """The mutant's identity across runs: its module and site (a line moved by other code keeps it)."""
+        return self.module, self.site
 
 
 def _docstring(node: ast.AST, parent: ast.AST | None) -> bool:
@@ -152,13 +154,39 @@ def _in_annotation(node: ast.AST, parents: dict[int, ast.AST]) -> bool:
 ANNOTATION = "a type annotation: never evaluated (every module has `from __future__ import annotations`)"
 
 
-def mutants_of(module: str) -> list[Mutant]:
-    """Every mutant of ``module``, numbered in walk order; an operator in a type annotation is equivalent by rule."""
-    tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
+def mutants_of(module: str, source: str | None = None) -> list[Mutant]:
+    """Every mutant of ``module`` (or of ``source``, that module's text at another commit), numbered in walk order,
+    each named by its site; an operator in a type annotation is equivalent by rule."""
+    source = (ROOT / module).read_text(encoding="utf-8") if source is None else source
+    tree = ast.parse(source)
+    lines = source.splitlines()
     parents = {id(child): parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
-    return [Mutant(module, n, getattr(node, "lineno", 0), change,
-                   reason=ANNOTATION if isinstance(node, ast.BinOp) and _in_annotation(node, parents) else "")
-            for n, (node, change, _) in enumerate(_sites(tree))]
+    found, seen = [], {}
+    for n, (node, change, _) in enumerate(_sites(tree)):
+        line = getattr(node, "lineno", 0)
+        site = f"{_qualname(node, parents)}: {change} in `{lines[line - 1].strip() if line else ''}`"
+        seen[site] = seen.get(site, 0) + 1
+        if seen[site] > 1:  # the same change twice on one line: the second is "#2", in walk order
+            site += f" #{seen[site]}"
+        found.append(Mutant(module, n, line, change, site,
+                            reason=ANNOTATION if isinstance(node, ast.BinOp) and _in_annotation(node, parents) else ""))
+    return found
+
+
+def _qualname(node: ast.AST, parents: dict[int, ast.AST]) -> str:
+    """The dotted name of the functions and classes around ``node`` ("<module>" at the top level)."""
+    names = []
+    child: ast.AST | None = node
+    while child is not None:
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and child is not node:
+            names.append(child.name)
+        child = parents.get(id(child))
+    return ".".join(reversed(names)) or "<module>"
+
+
+def _draw(seed: int, mutant: Mutant) -> str:
+    """The mutant's place in a seeded random order that depends on its site alone."""
+    return hashlib.sha256(f"{seed}\0{mutant.module}\0{mutant.site}".encode()).hexdigest()
 
 
 def mutated_source(module: str, number: int) -> str:
@@ -327,8 +355,8 @@ def main(argv: list[str] | None = None) -> int:
             first, _, last = args.lines.partition("-")
             found = [m for m in found if int(first) <= m.line <= int(last or first)]
         size = dict(entry.rsplit("=", 1) for entry in args.sample_of).get(module, args.sample)
-        if size and len(found) > int(size):
-            found = sorted(random.Random(args.seed).sample(found, int(size)), key=lambda m: m.number)
+        if size and len(found) > int(size):  # drawn by site: code changed elsewhere in the module keeps the draw
+            found = sorted(sorted(found, key=lambda m: _draw(args.seed, m))[:int(size)], key=lambda m: m.number)
         # Lines run only on import (decorators, class bodies, constants) have no test's context: their mutants run
         # the test file that covers most of the module's lines, whole.
         files = [t.split("::")[0] for tests_of_line in covered[module].values() for t in tests_of_line]
@@ -340,20 +368,20 @@ def main(argv: list[str] | None = None) -> int:
         mutants += found
 
     progress = args.out / "progress.jsonl"
-    done_before: dict[tuple[str, int, str], dict] = {}
-    not_killed: dict[tuple[str, int, str], dict] = {}
+    done_before: dict[tuple[str, str], dict] = {}
+    not_killed: dict[tuple[str, str], dict] = {}
     if args.resume and progress.exists():
         for line in progress.read_text(encoding="utf-8").splitlines():
             entry = json.loads(line)
             if entry["verdict"] in ("killed", "timeout"):
-                done_before[(entry["module"], entry["number"], entry["change"])] = entry
+                done_before[(entry["module"], entry["site"])] = entry
             else:
-                not_killed[(entry["module"], entry["number"], entry["change"])] = entry
+                not_killed[(entry["module"], entry["site"])] = entry
     elif progress.exists():
         progress.unlink()
     changed = changed_tests_since(args.new_tests_since) if args.new_tests_since else None
     for m in mutants:
-        earlier = not_killed.get((m.module, m.number, m.change))
+        earlier = not_killed.get(m.key)
         if changed is not None and earlier is not None and earlier["verdict"] in ("survived", "equivalent") \
                 and m.reason != ANNOTATION:
             m.tests = [t for t in m.tests if t in changed]
@@ -372,8 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     for module in modules:
         target = workers[0] / module
         target.write_text(ast.unparse(ast.parse((ROOT / module).read_text(encoding="utf-8"))) + "\n", encoding="utf-8")
-        module_tests = sorted({t for m in mutants if m.module == module and (m.module, m.number, m.change)
-                               not in done_before and not m.verdict for t in m.tests})
+        module_tests = sorted({t for m in mutants if m.module == module and m.key not in done_before
+                               and not m.verdict for t in m.tests})
         verdict, failed, seconds = run_tests(workers[0], module_tests, 3600) if module_tests else ("survived", "", 0.0)
         shutil.copy(ROOT / module, target)
         if verdict != "survived":
@@ -386,8 +414,8 @@ def main(argv: list[str] | None = None) -> int:
     lock = threading.Lock()
 
     def one(m: Mutant) -> Mutant:
-        reason = equivalent.get(m.module, {}).get(f"{m.line}: {m.change}")
-        before = done_before.get((m.module, m.number, m.change))
+        reason = equivalent.get(m.module, {}).get(m.site)
+        before = done_before.get(m.key)
         if before is not None:
             m.verdict, m.killed_by, m.seconds = before["verdict"], before["killed_by"], before["seconds"]
             return m
@@ -423,13 +451,13 @@ def main(argv: list[str] | None = None) -> int:
 def recorded(progress: Path, equivalent: dict[str, dict[str, str]]) -> list[Mutant]:
     """Every mutant in ``progress`` (the runs' verdicts, one JSON object a line), the latest verdict of each, with
     the equivalence file's reasons applied to the survivors."""
-    latest: dict[tuple[str, int, str], Mutant] = {}
+    latest: dict[tuple[str, str], Mutant] = {}
     for line in progress.read_text(encoding="utf-8").splitlines():
         m = Mutant(**json.loads(line))
-        latest[(m.module, m.number, m.change)] = m
+        latest[m.key] = m
     found = sorted(latest.values(), key=lambda m: (m.module, m.number))
     for m in found:
-        reason = equivalent.get(m.module, {}).get(f"{m.line}: {m.change}")
+        reason = equivalent.get(m.module, {}).get(m.site)
         if m.verdict in ("survived", "equivalent") and reason:
             m.verdict, m.reason = "equivalent", reason
         elif m.verdict == "equivalent" and m.reason != ANNOTATION:  # its reason was taken back: a survivor again
@@ -438,7 +466,7 @@ def recorded(progress: Path, equivalent: dict[str, dict[str, str]]) -> list[Muta
 
 
 def write_report(mutants: list[Mutant], out: Path, equivalent: dict[str, dict[str, str]]) -> None:
-    (out / "report.json").write_text(json.dumps([{**asdict(m), "key": m.key} for m in mutants], indent=1) + "\n",
+    (out / "report.json").write_text(json.dumps([asdict(m) for m in mutants], indent=1) + "\n",
                                      encoding="utf-8")
     lines = ["# Mutation testing report", "",
              "| module | mutants | killed | survived | equivalent | no tests | killed of the non-equivalent |",
@@ -451,11 +479,11 @@ def write_report(mutants: list[Mutant], out: Path, equivalent: dict[str, dict[st
         lines.append(f"| `{module}` | {len(ms)} | {killed} | {sum(m.verdict == 'survived' for m in ms)} | {eq} | "
                      f"{sum(m.verdict == 'no tests' for m in ms)} | {100 * killed / rest if rest else 100:.1f}% |")
     lines += ["", "## Survivors", ""]
-    lines += [f"- `{m.module}:{m.line}` {m.change}" for m in mutants if m.verdict in ("survived", "no tests")]
+    lines += [f"- `{m.module}:{m.line}` {m.site}" for m in mutants if m.verdict in ("survived", "no tests")]
     lines += ["", "## Equivalent (scripts/mutation_equivalent.toml)", ""]
-    lines += [f"- `{m.module}:{m.line}` {m.change}: {m.reason}" for m in mutants if m.verdict == "equivalent"]
-    stale = [f"{module} {key}" for module, keys in equivalent.items() for key in keys
-             if not any(m.module == module and f"{m.line}: {m.change}" == key for m in mutants)]
+    lines += [f"- `{m.module}:{m.line}` {m.site}: {m.reason}" for m in mutants if m.verdict == "equivalent"]
+    sites = {module: {m.site for m in mutants_of(module)} for module in equivalent if (ROOT / module).exists()}
+    stale = [f"{module} {key}" for module, keys in equivalent.items() for key in keys if key not in sites.get(module, ())]
     if stale:
         lines += ["", "## Stale equivalence entries (no such mutant any more)", ""] + [f"- {s}" for s in stale]
     (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -522,3 +522,33 @@ def test_a_profile_after_the_allocators_birth_is_the_models_layout_not_the_alloc
     space = address_space(memtrace.load(FIXTURES / "profiles" / "keras_cnn.xplane.pb.gz"), CPU)
     # THEN the layout is the model's from an empty allocator, and says so
     assert not space.exact and "the trace starts after the allocator's birth" in space.note
+
+
+def test_a_gpu_trace_without_a_limit_is_laid_out_in_twice_its_rounded_peak(tmp_path: Path) -> None:
+    # GIVEN a GPU allocator (its limit depends on the card, the trace does not say it) whose step holds
+    # 40 GiB and 256 bytes at once: more than half the 64 GiB the picture otherwise lays out in
+    big = 40 << 30
+    events = [_event("alloc", 10, big, big, 0x1000, "big/a", allocator="GPU_0_bfc"),
+              _event("alloc", 20, 256, big + 256, 0x1000 + big, "small/b", allocator="GPU_0_bfc"),
+              _event("dealloc", 30, big, 256, 0x1000, allocator="GPU_0_bfc")]
+    space = address_space(memtrace.load(_write(tmp_path, _space(events))), "GPU_0_bfc")
+    # THEN one region of twice the rounded peak (2 x (40 GiB + 256)), and the note says that limit
+    assert space.regions == ((0, 2 * (big + 256)),)
+    assert "in one region of a limit larger than the trace needs (85,899,346,432 bytes)" in space.note
+
+
+def test_step_markers_sit_where_each_steps_own_picture_puts_them() -> None:
+    # GIVEN a Keras profile of three steps, drawn whole and one step at a time
+    path = FIXTURES / "profiles" / "keras_cnn.xplane.pb.gz"
+    whole = address_space(memtrace.load(path), CPU)
+    first = 0  # the index, in the whole picture, of each step's first memory event
+    for number in range(3):
+        alone = address_space(memtrace.load(path, step=number), CPU)
+        # THEN each step's picture marks its own step only, before its first memory event (time 0 there) ...
+        ((marked, start),) = alone.step_starts_ns
+        assert marked == number and start < 0
+        # ... and the whole picture marks the step as far before that event as the step's own picture does
+        assert whole.step_starts_ns[number][0] == number
+        assert whole.time_ns[first] - whole.step_starts_ns[number][1] == -start
+        first += len(alone.time_ns)
+    assert first == len(whole.time_ns) and len(whole.step_starts_ns) == 3

@@ -156,6 +156,19 @@ def test_the_largest_batch_is_one_no_larger_batch_beats() -> None:
     assert found.exhaustive and not found.monotone
 
 
+def test_a_scan_budget_of_one_test_tries_the_top_alone_and_none_tries_nothing() -> None:
+    model = batch_scaling(three_allocations(100), three_allocations(200), (100, 200))
+    # GIVEN the budget of one replayed event: the scan above the boundary (4,032) steps by the whole span and
+    # tries the last batch within the limit's bytes, 7,876, which fits (as every batch replayed says above)
+    one = largest_recorded(model, NOT_MONOTONE, budget_events=1)
+    assert (one.batch, one.boundary, one.top, one.counterexample) == (7876, 4032, 7876, (4033, 7876))
+    assert one.step == 6 * (7876 - 4032) and one.exhaustive  # a test replays the step's 6 events
+    # GIVEN no budget: no batch above the boundary is tried, the boundary is the answer and says it is not exhaustive
+    none = largest_recorded(model, NOT_MONOTONE, budget_events=0)
+    assert (none.batch, none.boundary, none.top, none.step, none.counterexample) == (4032, 4032, 7876, 0, None)
+    assert not none.exhaustive
+
+
 def write_step(path: Path, requests: Requests) -> Path:
     """A from-birth profile of ``requests`` (addresses made up: fit --vs reads the requests and their order)."""
     events, in_use, address = [], 0, 1 << 20
