@@ -21,6 +21,7 @@ from memtrace.cli import main
 from memtrace.read.oom import load_oom_dumps
 
 OOM = Path(__file__).parent.parent / "fixtures" / "oom"
+ORDERS = Path(__file__).parent.parent / "fixtures" / "orders"
 ALLOCATOR = "bfc_cpu_allocator_for_gpu"
 MIB = 1 << 20
 
@@ -119,3 +120,44 @@ def test_oom_html_with_trace_has_the_replay(tmp_path: Path) -> None:
     items = [li.text for li in dom.find("li")]
     assert "a limit of at least 50 MiB (52,428,800 bytes) (same options)" in items
     assert not dom.find("script")
+
+
+@pytest.mark.parametrize(("log", "profile"), [
+    (OOM / "cpu_regions_40mib.log", OOM / "cpu_regions_40mib.xplane.pb.gz"),
+    (OOM / "cpu_regions_49mib.log", OOM / "cpu_regions_49mib.xplane.pb.gz"),
+    (ORDERS / "default.oom.86mib.log", ORDERS / "default.oom.86mib.xplane.pb.gz"),
+    (ORDERS / "steady.oom.112mib.log", ORDERS / "steady.oom.112mib.xplane.pb.gz"),
+])
+def test_the_failures_regions_are_numbered_in_the_address_order_of_tensorflows_dump(log: Path, profile: Path) -> None:
+    # GIVEN TensorFlow's dump (its regions in address order: on CPU the first, 2 MiB, from the heap, the later ones
+    # mmapped, each below the one before, or not) and the profile of the same run
+    [event] = analyse_all(load_oom_dumps(log))
+    failure = avoidance(event, memtrace.load(profile)).result.failure
+    assert failure is not None
+    # THEN the model's regions, numbered 1.. as the text and the page number them, have the dump's sizes in its order
+    size = dict(failure.regions)
+    assert [size[region] for region, _ in sorted(failure.numbers, key=lambda pair: pair[1])] == \
+        [region.size_bytes for region in event.dump.regions]
+
+
+def test_the_dumps_request_goes_first_after_the_last_allocation_where_the_state_is_the_dumps() -> None:
+    from dataclasses import replace
+
+    from memtrace.allocator import bfc
+    from memtrace.allocator.oom_fit import _with_failed_request, failed_request_place
+
+    # GIVEN a failed run's profile by hand: x (256 B), y (512 B, the last allocation), a free of a tensor from before
+    # the profile (it frees nothing the profile holds), x and y freed: bytes in use after each 256, 768, 768, 512, 0
+    requests = bfc.Requests.from_events([("a", 256, "x"), ("a", 512, "y"), ("f", -1), ("f", 0), ("f", 1)])
+    replay = bfc.simulate(requests, bfc.BFCOptions(1 << 20, allow_growth=False))
+    # AND a dump of 768 bytes in use (its pool and chunk map left out) failing on 1,000 bytes
+    [real] = analyse_all(load_oom_dumps(OOM / "cpu_regions_40mib.log"))
+    event = replace(real, in_use_bytes=768, pool_bytes=None, largest_free_bytes=None, request_bytes=1000)
+    # THEN the request goes after 2 events: the first state after the last allocation that is the dump's (after 3
+    # events is one too; the failure comes first, then the unwinding frees)
+    assert failed_request_place(requests, replay, event) == 2
+    moved, where = _with_failed_request(requests, replay, event)
+    assert where == ("after event 2 of 5, after the trace's last allocation, where the model's state is the dump's "
+                     "(768 bytes in use)")
+    assert moved.requested_bytes.tolist() == [256, 512, 1000, 0, 0, 0]
+    assert moved.op_names[int(moved.op[2])] == "Fill"

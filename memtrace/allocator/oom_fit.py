@@ -70,7 +70,7 @@ def avoidance(event: OomEvent, trace: TraceData, allocator: str | None = None) -
     notes = list(found.assumptions)
     if found.from_birth and found.addresses is not None:
         check = reproduce(found, options)
-        options = replace(options, regions_descending=check.regions_descending)
+        options = replace(options, regions_descending=check.regions_descending, region_order=check.region_order)
     requests = found.requests
     appended = False
     replay = bfc.simulate(requests, options)
