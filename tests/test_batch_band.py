@@ -108,6 +108,19 @@ def test_sizes_of_huge_batches_are_exact_and_beyond_what_the_model_holds(batch: 
     assert not fits(GROWING.requests_at(batch), BFCOptions(MAX_LIMIT_BYTES))
 
 
+
+def test_a_huge_batchs_requested_peak_is_its_true_size_rounded_to_256_bytes() -> None:
+    from memtrace.allocator.batch_size import _described
+
+    # GIVEN batch 2**62 + 1 of 100 B a sample: one allocation of 100 * (2**62 + 1) bytes, beyond what the model holds
+    batch = 2**62 + 1
+    result = _described(GROWING, batch, BFCOptions(MAX_LIMIT_BYTES), False, CPU_BFC, "TF", "TensorFlow")
+    # THEN it does not fit, and the most requested bytes alive at once are that allocation rounded up to 256 bytes,
+    # at its true size: 461,168,601,842,738,790,500 bytes -> 1,801,439,850,948,198,401 chunks of 256
+    assert not result.fits and result.failure is not None
+    assert result.failure.requested_bytes == 461_168_601_842_738_790_500
+    assert result.requested_peak_bytes == result.failure.request_bytes == 1_801_439_850_948_198_401 * 256
+
 def test_the_largest_size_the_model_holds_is_still_replayed() -> None:
     batch = MAX_LIMIT_BYTES // 100  # 100 B a sample: just under 8 TiB
     assert GROWING.sizes_at(batch).tolist() == [batch * 100, 0] and fits_at(GROWING, batch, BFCOptions(MAX_LIMIT_BYTES))

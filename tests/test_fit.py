@@ -463,6 +463,24 @@ def test_the_requests_of_a_stepstats_trace_worked_by_hand() -> None:
     assert (found.source, found.from_birth, found.dropped_frees) == ("records", False, 0)
 
 
+def test_the_first_difference_is_the_first_event_the_model_gets_wrong_in_any_count(tmp_path: Path) -> None:
+    from memtrace.allocator.reproduce import reproduce
+
+    # GIVEN a from-birth profile whose allocator says 768 bytes in use after its second 256-byte chunk (its addresses,
+    # chunks and fragmentation are the model's: both chunks in the first 2 MiB region, side by side, no hole)
+    at = 1 << 30
+    events = [(True, 256, 256, at, 256, 0.0, "a"), (True, 256, 256, at + 256, 768, 0.0, "b"),
+              (False, 256, 256, at + 256, 512, 0.0, "")]
+    found = requests_for(memtrace.load(write_profile(tmp_path / "off.xplane.pb", events)), "bfc_cpu_allocator_for_gpu")
+    check = reproduce(found, BFCOptions(1 << 30))
+    # THEN every address and chunk is the model's, the bytes in use of the first event only, and the first
+    # difference is the second event's bytes in use
+    assert (check.addresses_equal, check.chunks_equal, check.bytes_in_use_equal, check.fragmentation_equal) == (2, 2, 1, 3)
+    assert check.first_difference == ("event 1 (allocation): the trace says chunk 256 B at region offset 256, 768 B in "
+                                      "use, fragmentation 0; the model 256 B at 256, 512 B, 0")
+    assert not check.exact
+
+
 @pytest.mark.parametrize(("counts", "exact"), [
     ((2, 2, 2, 4, 4, 4), True),  # every address, chunk, bytes in use and fragmentation value
     ((2, 2, 2, 4, 4, 3), False),  # one fragmentation value differs

@@ -117,3 +117,25 @@ def test_addresses_the_model_does_not_reproduce_give_no_regions(tmp_path: Path) 
 def test_no_regions_for_an_allocator_the_profile_does_not_have_or_a_stepstats_trace(trace: memtrace.Trace) -> None:
     assert regions_of(trace, "GPU_0_bfc") is None
     assert regions_of(memtrace.load(PROFILE.parent.parent / "tiny" / "frag_bfc.pbtxt"), "gpu_bfc") is None
+
+
+def test_a_profile_that_starts_after_the_allocators_birth_has_no_regions_even_where_its_chunks_look_fresh(
+        tmp_path: Path) -> None:
+    # GIVEN the packed profile above, but with 4 KiB in use before its first event: the allocator was born earlier
+    events = [(True, 1024, 1024, 1 << 30, 5120, 0.0, "a"), (True, 1024, 1024, (1 << 30) + 1024, 6144, 1.0, "b")]
+    trace = memtrace.load(write_profile(tmp_path / "later.xplane.pb", events))
+    # THEN its regions are not known (the chunks from before the profile lie somewhere in them), though an empty
+    # allocator would place these two chunks just so
+    assert regions_of(trace, ALLOCATOR) is None
+
+
+def test_a_gpu_allocators_regions_may_grow_past_half_of_64_gib(tmp_path: Path) -> None:
+    # GIVEN a GPU allocator grown from birth (its limit depends on the card, the profile does not say it): 256 bytes
+    # in a first region of 2 MiB, then 32 GiB, for which TF's Extend doubles the next region's size from 4 MiB until
+    # it holds the request: a region of 32 GiB, which a limit under 32 GiB + 2 MiB could not have made
+    gib = 1 << 30
+    events = [(True, 256, 256, 1 << 44, 256, 0.0, "a"), (True, 32 * gib, 32 * gib, 1 << 45, 32 * gib + 256, 1.0, "b")]
+    trace = memtrace.load(write_profile(tmp_path / "gpu.xplane.pb", events, allocator="GPU_0_bfc"))
+    # THEN both regions are found where the profile put them
+    found = regions_of(trace, "GPU_0_bfc")
+    assert found is not None and [(r.start, r.bytes) for r in found.regions] == [(1 << 44, 2 * MIB), (1 << 45, 32 * gib)]

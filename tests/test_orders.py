@@ -104,6 +104,19 @@ def test_a_failing_request_waits_for_another_threads_free() -> None:
     assert not bfc.fits(g.requests, at_1k, orders.sample_orders(narrow, 1)[0].schedule())
 
 
+
+def test_a_free_lets_the_waiting_request_go_before_the_next_unit() -> None:
+    # rows: 0 thread 1 takes the 1 KiB region (x); 1 thread 2 asks for y, finds no room and waits; 2 thread 1 frees x;
+    # 3 thread 3 asks for z; thread 2 then frees y (4), runs an op w that asks for nothing (5) and frees z (6): the
+    # unit of w and z's free follows z and thread 2's free of y, which waits on y
+    g = graph([("a", 1024, "x"), ("a", 1024, "y"), ("f", 0), ("a", 1024, "z"), ("f", 1), ("a", 0, "w"), ("f", 3)],
+              [1, 2, 1, 3, 2, 2, 2], window_ns=100)
+    assert preds(g) == [[], [], [0], [], [1], [3, 4]]
+    at_1k = BFCOptions(1024, allow_growth=False)
+    # THEN x's free hands the room to the waiting y first (TF's retry wakes on a free); z then waits for y's free.
+    # Were z served first, y could never be (z's free follows y's thread) and the run would fail.
+    assert bfc.fits(g.requests, at_1k, orders.sample_orders(g, 1)[0].schedule())
+
 def test_a_waiting_request_holds_back_what_depends_on_it() -> None:
     # as above, but thread 1 frees thread 2's buffer (row 2 follows row 1's unit by data) and thread 2 frees
     # thread 1's (row 3 follows thread 2's unit on its thread): nothing can run while row 1 waits
