@@ -276,6 +276,27 @@ def test_limit_search_reports_what_it_tried() -> None:
     assert (3 * MIB, False) in search.tried and (4 * MIB, True) in search.tried
 
 
+
+@pytest.mark.parametrize("hint", [None, 4096])
+def test_a_limit_search_to_the_byte_and_a_granularity_of_0_refused(hint: int | None) -> None:
+    # 1,000 bytes are a 1,024-byte chunk (256-byte rounding): to the byte, that is the smallest limit, with growth
+    # (the first region is what the limit leaves, under 2 MiB) and without (one region of the limit)
+    for growth in (True, False):
+        assert search_min_limit(seq(("a", 1000)), BFCOptions(0, growth), granularity=1, hint=hint).limit_bytes == 1024
+    with pytest.raises(ValueError, match="granularity must be positive"):
+        search_min_limit(seq(("a", 1000)), BFCOptions(0), granularity=0, hint=hint)
+
+
+def test_a_search_from_shared_rows_refuses_a_request_no_limit_holds() -> None:
+    from memtrace.allocator.bfc import SharedStart
+
+    # GIVEN 1 KiB allocated and freed (the rows shared with another sequence), then 16 TiB: more than the model holds
+    requests = seq(("a", 1024, "x"), ("f", 0), ("a", 1 << 44, "huge"))
+    # THEN the search from the shared rows says no limit fits, as the search from the first request does
+    for shared in (None, SharedStart(requests, BFCOptions(0), 2)):
+        with pytest.raises(ValueError, match="no limit the model holds fits these requests"):
+            search_min_limit(requests, BFCOptions(0), shared=shared)
+
 def test_the_limit_search_resumes_replays_exactly_as_full_ones_would_go() -> None:
     # GIVEN a sequence that grows the pool region by region (sizes up to 8 MiB, some freed at random)
     rng = np.random.default_rng(7)
@@ -311,6 +332,7 @@ def random_sequence(seed: int, events: int, largest_log2: float) -> Requests:
     return seq(*made)
 
 
+SEEDS_THAT_TIE = 40
 OPTION_SETS = [(growth, gc, fraction) for growth in (True, False) for gc in (True, False) for fraction in (0.0, 0.01, 0.1)]
 
 
@@ -335,6 +357,38 @@ def test_a_replay_proves_the_limits_that_decide_alike_event_by_event(growth: boo
             assert theirs.failed_at == here.failed_at
             assert np.array_equal(theirs.region, here.region) and np.array_equal(theirs.offset, here.offset)
 
+
+
+def round_sequence(seed: int, events: int) -> Requests:
+    """Allocations of round sizes (1 to 32 quarters of a MiB), about half of them freed at random: sizes, regions and
+    limits that are multiples of each other, so that the replay's comparisons with the limit often tie."""
+    rng = np.random.default_rng(seed)
+    made: list[tuple] = []
+    live: list[int] = []
+    for _ in range(events):
+        if live and rng.uniform() < 0.45:
+            made.append(("f", live.pop(int(rng.integers(0, len(live))))))
+        else:
+            live.append(len(made))
+            made.append(("a", 256 * KIB * int(rng.choice([1, 2, 3, 4, 6, 8, 12, 16, 24, 32]))))
+    return seq(*made)
+
+
+@pytest.mark.parametrize(("growth", "gc", "fraction"), OPTION_SETS)
+def test_a_replays_proof_holds_its_own_limit_where_comparisons_tie(growth: bool, gc: bool, fraction: float) -> None:
+    # GIVEN sequences of round sizes under round limits (a free chunk exactly the size of a request, room exactly
+    # what a region needs)
+    for seed in range(SEEDS_THAT_TIE):
+        requests = round_sequence(seed, 60)
+        rng = np.random.default_rng(seed)
+        limit = int(requests.peak_rounded_live_bytes() * rng.uniform(0.9, 2.0)) // (256 * KIB) * (256 * KIB)
+        options = BFCOptions(limit, growth, gc, fraction)
+        # WHEN one replay says under which limits every decision would be the same
+        low, high, ok = proven_limits(requests, options)
+        # THEN the range holds the replay's own limit, and replays from the first request at its ends decide alike
+        assert low <= limit <= high
+        for other in {low, high}:
+            assert fits(seq_copy(requests), BFCOptions(other, growth, gc, fraction)) == ok
 
 @pytest.mark.parametrize(("growth", "gc", "fraction"), OPTION_SETS)
 def test_the_smallest_limit_is_exact_and_every_limit_tried_says_what_a_full_replay_says(

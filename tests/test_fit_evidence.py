@@ -139,6 +139,43 @@ def test_fitting_is_not_monotone_and_tf_agrees() -> None:
     assert ours == theirs and f.verdict == "fragmentation"
 
 
+
+
+def test_the_search_probes_two_limits_above_its_answer_and_finds_tfs_own_counterexample() -> None:
+    from memtrace.allocator.bfc import BFCOptions, search_min_limit
+    from memtrace.allocator.requests import requests_for
+
+    # GIVEN the eager program's requests, searched to the MiB: bisection between the lower bound (640 MiB) and the
+    # unlimited replay's largest pool (2,050 MiB), then the limits below its boundary from the lower bound up
+    search = search_min_limit(requests_for(birth("eager"), BFC).requests, BFCOptions(0))
+    assert search.limit_bytes == 814 * MIB and search.exhaustive
+    # THEN two limits are probed evenly between the answer and the largest that fits (a third of the way each: 1,226
+    # and 1,638 MiB); 1,226 runs out, as 1,000 does where TF itself ran out (eager.1000mib.log)
+    assert (1226 * MIB, False) in search.tried and (1638 * MIB, True) in search.tried
+    assert not search.monotone and search.counterexample() is not None
+
+@pytest.mark.parametrize("budget", [5_000_000, 9_520])
+def test_a_search_from_a_hint_still_finds_tfs_boundary_below_where_bisection_stops(budget: int) -> None:
+    from memtrace.allocator.bfc import BFCOptions, search_min_limit
+    from memtrace.allocator.requests import requests_for
+
+    # GIVEN the eager program's requests from the allocator's birth, searched from a hint far above the boundary (as
+    # the band over orders searches each order), every limit replayed from the first request
+    requests = requests_for(birth("eager"), BFC).requests
+    search = search_min_limit(requests, BFCOptions(0), hint=2000 * MIB, budget_events=budget)
+    # THEN bisection stops at 1,326 MiB (1,325 runs out: fitting is not monotone), and the scan up from the lower
+    # bound finds TF's own boundary, 814 MiB (its ladder: out of memory at 813, fits at 814)
+    e = evidence("eager")
+    assert (e["boundary"]["oom_mib"], e["boundary"]["fits_mib"]) == (813, 814)
+    assert search.limit_bytes == 814 * MIB and not search.monotone
+    assert (1325 * MIB, False) in search.tried and (1326 * MIB, True) in search.tried
+    below = sorted(limit // MIB for limit, ok in search.tried if limit < 814 * MIB)
+    if budget == 5_000_000:  # every limit from the lower bound (640 MiB) up, each replayed and failing
+        assert search.exhaustive and below == list(range(640, 814))
+    else:  # past the budget (20 replays of its 476 events): every 35th, then the ones below the first that fits
+        assert search.below_step == 35 and not search.exhaustive and 640 in below and len(below) < 100
+    assert not any(ok for limit, ok in search.tried if limit < 814 * MIB)
+
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_the_command_says_it_in_one_line(capsys: pytest.CaptureFixture[str], name: str) -> None:
     e = evidence(name)

@@ -117,6 +117,24 @@ def test_a_free_lets_the_waiting_request_go_before_the_next_unit() -> None:
     # Were z served first, y could never be (z's free follows y's thread) and the run would fail.
     assert bfc.fits(g.requests, at_1k, orders.sample_orders(g, 1)[0].schedule())
 
+
+def test_a_request_that_fails_in_the_shared_rows_still_waits_for_another_threads_free() -> None:
+    from memtrace.allocator.bfc import SharedStart, search_min_limit
+
+    # rows: thread 1 takes x (1 KiB) and thread 2 y (512 B) in one region of the limit (no growth); thread 1 frees x
+    # and asks for z (1.5 KiB); thread 2 frees y, thread 1 z. Under 2 KiB z finds two free pieces (1 KiB where x was,
+    # 512 B after y) and no room for 1.5 KiB: in the recorded order the run needs 3 KiB (a tail of 1.5 KiB after y)
+    events = [("a", 1024, "x"), ("a", 512, "y"), ("f", 0), ("a", 1536, "z"), ("f", 1), ("f", 3)]
+    g = graph(events, [1, 2, 1, 1, 2, 1], window_ns=100)
+    no_growth = BFCOptions(0, allow_growth=False)
+    assert search_min_limit(g.requests, no_growth, 256).limit_bytes == 3072
+    # THEN with TF's retry z waits for thread 2's free of y, which merges the two pieces: 2 KiB, the bytes z and y
+    # hold at once; the same where the first four rows (the failure among them) are shared with another sequence
+    order = orders.sample_orders(g, 1)[0]
+    assert search_min_limit(order.requests, no_growth, 256, schedule=order.schedule()).limit_bytes == 2048
+    shared = SharedStart(g.requests, no_growth, 4)
+    assert search_min_limit(order.requests, no_growth, 256, schedule=order.schedule(), shared=shared).limit_bytes == 2048
+
 def test_a_waiting_request_holds_back_what_depends_on_it() -> None:
     # as above, but thread 1 frees thread 2's buffer (row 2 follows row 1's unit by data) and thread 2 frees
     # thread 1's (row 3 follows thread 2's unit on its thread): nothing can run while row 1 waits
