@@ -479,6 +479,11 @@ def test_the_first_difference_is_the_first_event_the_model_gets_wrong_in_any_cou
     assert check.first_difference == ("event 1 (allocation): the trace says chunk 256 B at region offset 256, 768 B in "
                                       "use, fragmentation 0; the model 256 B at 256, 512 B, 0")
     assert not check.exact
+    # AND where the model runs out of memory first (a second chunk of 1 KiB, one region of 512 bytes), that is it
+    events = [(True, 256, 256, at, 256, 0.0, "a"), (True, 1024, 1024, at + 256, 1280, 0.0, "b")]
+    bigger = requests_for(memtrace.load(write_profile(tmp_path / "big.xplane.pb", events)), "bfc_cpu_allocator_for_gpu")
+    under = reproduce(bigger, BFCOptions(512, allow_growth=False))
+    assert under.first_difference == "event 1: the model runs out of memory there, the allocator did not"
 
 
 @pytest.mark.parametrize(("counts", "exact"), [
@@ -493,3 +498,104 @@ def test_a_reproduction_is_exact_only_where_every_event_is(counts: tuple[int, ..
     sim = bfc.simulate(Requests.from_events([("a", 256), ("a", 256), ("f", 0), ("f", 1)]), BFCOptions(MIB))
     found = Reproduction(allocations, addresses, chunks, events, in_use, fragmentation, False, (), MIB, None, sim)
     assert found.exact is exact
+
+
+RECORDS_ASKED = """dev_stats {
+  device: "/job:localhost/replica:0/task:0/device:GPU:0"
+  node_stats {
+    node_name: "unknown_size"
+    all_start_micros: 100
+    all_end_rel_micros: 10
+    memory {
+      allocator_name: "gpu_bfc"
+      allocation_records { alloc_micros: 101 alloc_bytes: 1024 }
+    }
+    output {
+      slot: 0
+      tensor_description {
+        dtype: DT_FLOAT
+        allocation_description { requested_bytes: 0 allocated_bytes: 1024 allocator_name: "gpu_bfc" allocation_id: 1 ptr: 65536 }
+      }
+    }
+  }
+  node_stats {
+    node_name: "asks_more"
+    all_start_micros: 120
+    all_end_rel_micros: 10
+    memory {
+      allocator_name: "gpu_bfc"
+      allocation_records { alloc_micros: 121 alloc_bytes: 2048 }
+    }
+    output {
+      slot: 0
+      tensor_description {
+        dtype: DT_FLOAT
+        allocation_description { requested_bytes: 4096 allocated_bytes: 2048 allocator_name: "gpu_bfc" allocation_id: 2 ptr: 67072 }
+      }
+    }
+  }
+  node_stats {
+    node_name: "asks_less"
+    all_start_micros: 140
+    all_end_rel_micros: 10
+    memory {
+      allocator_name: "gpu_bfc"
+      allocation_records { alloc_micros: 141 alloc_bytes: 512 }
+    }
+    output {
+      slot: 0
+      tensor_description {
+        dtype: DT_FLOAT
+        allocation_description { requested_bytes: 300 allocated_bytes: 512 allocator_name: "gpu_bfc" allocation_id: 3 ptr: 69120 }
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_records_requests_are_what_its_outputs_asked_where_known_and_within_the_chunk(tmp_path: Path) -> None:
+    # GIVEN a StepStats trace: three allocation records whose outputs said they asked for 0 bytes (unknown), for 4 KiB
+    # (more than the 2 KiB the record took: not what the allocator was asked) and for 300 bytes of 512
+    path = tmp_path / "asked.pbtxt"
+    path.write_text(RECORDS_ASKED)
+    found = requests_for(memtrace.load(path), "gpu_bfc")
+    # THEN each request is the output's where it is known and no more than the record's bytes, else the record's
+    assert found.source == "records"
+    assert found.requests.requested_bytes.tolist() == [1024, 2048, 300]
+
+
+@pytest.mark.parametrize("name", ["keras_cnn", "keras_lstm", "keras_mlp"])
+def test_a_profile_after_birth_drops_the_frees_of_chunks_from_before_it_counted_with_protobuf_alone(name: str) -> None:
+    from .xspace_events import memory_events
+
+    # GIVEN a Keras profile that starts after the allocator's birth
+    path = FIXTURES / "profiles" / f"{name}.xplane.pb.gz"
+    found = requests_for(memtrace.load(path), "bfc_cpu_allocator_for_gpu")
+    # THEN the frees it drops are those of addresses no allocation in the profile made live, walked with protobuf alone
+    live: set[int] = set()
+    before = 0
+    for event in memory_events(path, "bfc_cpu_allocator_for_gpu"):
+        if event["alloc"]:
+            live.add(event["addr"])
+        elif event["addr"] in live:
+            live.discard(event["addr"])
+        else:
+            before += 1
+    assert not found.from_birth and found.dropped_frees == before > 0
+    # (and a free is no op's request: its op is unknown, -1)
+    assert set(found.requests.op[~found.requests.is_alloc].tolist()) == {-1}
+    assert f"drops {before:,} frees of chunks allocated before it" in found.assumptions[0]
+
+
+def test_recordings_of_one_allocator_by_two_runtimes_are_not_one_step(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN JAX's H100 profile (XLA's GPU_0_bfc) and a TensorFlow profile of an allocator of the same name
+    tf = write_profile(tmp_path / "tf_gpu.xplane.pb", [(True, 1024, 1024, 1 << 30, 1024, 0.0, "a"),
+                                                       (False, 1024, 1024, 1 << 30, 0, 0.0, "")], allocator="GPU_0_bfc")
+    jax = FIXTURES / "profiles" / "jax_gpu.xplane.pb.gz"
+    # THEN fitting them as recordings of one step is refused in one line, exit 2, naming the second
+    code, out, err = run(capsys, "fit", str(jax), str(tf), "--allocator", "GPU_0_bfc")
+    assert (code, out) == (2, "")
+    assert err == (f"memtrace: error: {tf}: 'GPU_0_bfc' was recorded by another runtime or with other options than in "
+                   f"{jax}: not recordings of one step\n")

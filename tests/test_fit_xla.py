@@ -304,6 +304,16 @@ def test_fit_alternatives_name_the_settings_of_the_allocators_runtime(capsys: py
     assert "(TF CPU has no setting for any of these" in " ".join(out.split()) and "TF_GPU" not in out
 
 
+
+def test_an_xla_profile_fitted_with_growth_names_preallocation_as_the_way_back(capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN the H200 MLP fitted as if JAX had grown its pool (XLA_PYTHON_CLIENT_PREALLOCATE=false: no partitioning)
+    _, out, _ = run(capsys, "fit", str(H200 / "mlp_930.xplane.pb.gz"), "--allocator", GPU, "--allow-growth",
+                    "--orders", "0", "--json")
+    [entry] = json.loads(out)["allocators"]
+    # THEN the one alternative is JAX's default, one preallocated pool, with the setting that gives it
+    assert [(a["change"], a["setting"]) for a in entry["alternatives"]] == [
+        ("allow_growth off", "XLA_PYTHON_CLIENT_PREALLOCATE=true (the default: one preallocated pool)")]
+
 def test_the_picture_is_the_allocators_own_layout() -> None:
     # fit --html and report lay an XLA profile's chunks out partitioned, under the limit it was recorded under
     from memtrace.allocator.address_space import address_space
