@@ -182,6 +182,39 @@ def test_a_scan_budget_of_one_test_tries_the_top_alone_and_none_tries_nothing() 
     assert not none.exhaustive
 
 
+
+def test_sizes_that_hardly_grow_fit_up_to_the_largest_batch_searched_and_say_so() -> None:
+    # GIVEN 1 byte more a sample (100 B at batch 1, 101 at batch 2): batch 2**40 asks 1 TiB + 99 B, under 8 TiB
+    scaling = batch_scaling(seq((A, 100, "x"), (F, 0)), seq((A, 101, "x"), (F, 0)), (1, 2))
+    # THEN the search stops at 2**40, which still fits, and says so
+    with pytest.raises(ValueError, match="^batch 1,099,511,627,776 still fits: the sizes hardly grow with the batch$"):
+        largest_recorded(scaling, BFCOptions(MAX_LIMIT_BYTES))
+
+
+def test_a_hint_at_the_top_is_tried_first_and_alone() -> None:
+    # GIVEN a test that batches up to 1,000 pass, and a hint of 1,000, the last batch within the limit's bytes
+    tried: list[int] = []
+
+    def passes(n: int) -> bool:
+        tried.append(n)
+        return n <= 1000
+
+    found = batch_band.largest_where(passes, lambda n: n <= 1000, start=64, cost=lambda n: 1, budget_events=0,
+                                     hint=1000)
+    # THEN the hint passes and nothing above it is within: the answer, from one test
+    assert (found.batch, found.boundary, found.top) == (1000, 1000, 1000) and tried == [1000]
+    # AND from batch 2 with no hint: the last batch within found by doubling from the large recording's batch (2),
+    # then bisection; the test likewise
+    within: list[int] = []
+
+    def held(n: int) -> bool:
+        within.append(n)
+        return n <= 1000
+
+    tried.clear()
+    found = batch_band.largest_where(passes, held, start=2, cost=lambda n: 1, budget_events=0)
+    assert found.batch == 1000 and within[:5] == [1, 2, 4, 8, 16] and tried[:4] == [1, 2, 4, 8]
+
 def write_step(path: Path, requests: Requests) -> Path:
     """A from-birth profile of ``requests`` (addresses made up: fit --vs reads the requests and their order)."""
     events, in_use, address = [], 0, 1 << 20

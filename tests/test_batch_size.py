@@ -548,6 +548,8 @@ def test_cli_nothing_fits_is_exit_1_with_batch_1s_failure(capsys: pytest.Capture
     entry = json.loads(out)["allocators"][0]
     assert code == 1 and (entry["batch"]["largest_batch"], entry["batch"]["described_batch"]) == (0, 1)
     assert entry["fits"] is False and entry["batch"]["described_fits"] is False and entry["failure"] is not None
+    # the rows of smallest limits are batch 1's alone: there is no batch 0 to fit
+    assert [row["batch"] for row in entry["batch"]["limits"]] == [1]
 
 
 def test_cli_json_fits_tells_the_exit_codes_story(capsys: pytest.CaptureFixture[str]) -> None:
