@@ -161,3 +161,45 @@ def test_the_dumps_request_goes_first_after_the_last_allocation_where_the_state_
                      "(768 bytes in use)")
     assert moved.requested_bytes.tolist() == [256, 512, 1000, 0, 0, 0]
     assert moved.op_names[int(moved.op[2])] == "Fill"
+
+
+def test_a_dump_cut_off_before_its_limit_asks_for_one(capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN an excerpt of a dump pasted into an issue (tensorflow#22586): chunks, no "Limit:" line
+    log = OOM / "issue_tf22586_excerpt.log"
+    trace = OOM / "cpu_regions_40mib.xplane.pb.gz"
+    code = main(["oom", str(log), "--trace", str(trace), "--allocator", ALLOCATOR])
+    out, err = capsys.readouterr()
+    # THEN one line, exit 2: the limit is needed to replay, and --limit gives it
+    assert (code, out) == (2, "")
+    assert err == f"memtrace: error: {log}: the dump does not say the allocator's limit: give it with --limit\n"
+
+
+def test_the_dumps_request_goes_before_allocations_that_ran_while_it_waited() -> None:
+    from dataclasses import replace
+
+    import numpy as np
+
+    from memtrace.allocator import bfc
+    from memtrace.allocator.oom_fit import _with_failed_request
+
+    # GIVEN the hand-made run of test_the_dumps_request_goes_first_after_the_last_allocation_...: bytes in use after
+    # each event 256, 768, 768, 512, 0; and a dump of 256 bytes in use, the state after x alone
+    requests = bfc.Requests.from_events([("a", 256, "x"), ("a", 512, "y"), ("f", -1), ("f", 0), ("f", 1)])
+    replay = bfc.simulate(requests, bfc.BFCOptions(1 << 20, allow_growth=False))
+    [real] = analyse_all(load_oom_dumps(OOM / "cpu_regions_40mib.log"))
+    event = replace(real, in_use_bytes=256, pool_bytes=None, largest_free_bytes=None, request_bytes=1000)
+    # THEN no state after the last allocation is the dump's: the request goes after x, before y (which ran while it
+    # waited), and y's free still frees y, one row further on
+    moved, where = _with_failed_request(requests, replay, event)
+    assert moved.requested_bytes.tolist() == [256, 1000, 512, 0, 0, 0]
+    assert moved.frees.tolist() == [-1, -1, -1, -1, 0, 2]
+    assert where == ("after event 1 of 5, where the model's state is the dump's (256 bytes in use): the 1 "
+                     "allocations after it in the trace are other threads' ops, run while the request waited for memory "
+                     "(TensorFlow retries a failed request for up to 10 s; the dump is of its last attempt) or after it "
+                     "failed")
+    # AND where the trace's clock stops for 10.5 s right after x (TF's retry), that is said
+    waited = replace(requests, time_ns=np.array([0, 10_500_000_000, 10_500_000_001, 10_500_000_002, 10_500_000_003]))
+    _, where = _with_failed_request(waited, replay, event)
+    assert where == ("after event 1 of 5, where the model's state is the dump's (256 bytes in use) and the trace's clock "
+                     "stops for 10.5 s: TensorFlow's retry waited there for memory (up to 10 s) before it gave up; the "
+                     "1 allocations after it came after the failure")

@@ -433,3 +433,17 @@ def test_the_retry_serves_every_row_once_and_the_failed_one_again_worked_by_hand
     # THEN thread 2's next op is held back behind the waiting request, thread 3 and thread 1 run on, the 512 B are
     # tried again after thread 1's free, and the held-back op comes after them
     assert served == [0, 1, 3, 4, 1, 2]
+
+
+def test_a_resized_order_takes_one_size_per_request() -> None:
+    g = graph(WAITS, [1, 2, 2, 1], window_ns=2)
+    order = orders.sample_orders(g, 1)[0]
+    assert order.resized(np.array([2048, 512, 0, 0])).requests.requested_bytes.tolist() == [2048, 512, 0, 0]
+    with pytest.raises(ValueError, match="one size per request row"):
+        order.resized(np.array([2048, 512, 0]))
+
+
+def test_the_default_scheduling_window_is_the_10_ms_docs_fit_md_calibrated() -> None:
+    docs = (Path(__file__).parent.parent / "docs" / "fit.md").read_text()
+    assert "the **scheduling window** (10 ms by default" in " ".join(docs.split())
+    assert orders.DEFAULT_WINDOW_NS == 10 * 1_000_000
