@@ -135,6 +135,18 @@ def test_a_request_that_fails_in_the_shared_rows_still_waits_for_another_threads
     shared = SharedStart(g.requests, no_growth, 4)
     assert search_min_limit(order.requests, no_growth, 256, schedule=order.schedule(), shared=shared).limit_bytes == 2048
 
+
+def test_after_a_free_every_other_waiting_request_is_tried_again() -> None:
+    # rows: thread 1 takes the whole 4 KiB region (big); threads 2, 3 and 4 ask for A (1 KiB, which thread 2 frees at
+    # once), B (2 KiB) and C (2.25 KiB), and wait; thread 1 frees big. A is served and freed, then B and C are tried
+    # again: B splits the region (4 KiB is twice 2 KiB), and C finds 2 KiB and never more (B is never freed)
+    g = graph([("a", 4096, "big"), ("a", 1024, "A"), ("f", 1), ("a", 2048, "B"), ("a", 2304, "C"), ("f", 0)],
+              [1, 2, 2, 3, 4, 1], window_ns=100)
+    order = orders.sample_orders(g, 1)[0]
+    # THEN the run does not fit 4 KiB (C waits in vain), and fits where C finds room beside B
+    assert not bfc.fits(g.requests, BFCOptions(4096, allow_growth=False), order.schedule())
+    assert bfc.fits(g.requests, BFCOptions(4608, allow_growth=False), order.schedule())
+
 def test_a_waiting_request_holds_back_what_depends_on_it() -> None:
     # as above, but thread 1 frees thread 2's buffer (row 2 follows row 1's unit by data) and thread 2 frees
     # thread 1's (row 3 follows thread 2's unit on its thread): nothing can run while row 1 waits
