@@ -59,7 +59,8 @@ DEFAULT_MODULES = (*(f"memtrace/allocator/{name}.py" for name in (
 # TensorFlow or drive a browser are slow, and not where these rules are pinned.
 ALLOCATOR_TESTS = tuple(f"tests/test_{name}.py" for name in (
     "bfc", "bfc_partitioned", "fit", "fit_xla", "fit_evidence", "fit_recorded", "batch_size", "batch_band",
-    "address_space", "frag_regions", "frag", "oom_fit", "orders", "check", "testing", "replay", "peak", "timeline",
+    "address_space", "frag_regions", "frag", "oom_fit", "orders", "check", "testing", "replay", "builder", "peak",
+    "timeline",
     "xla_profile", "api", "fuzz_fit", "proto_replay", "run_orders"))
 
 _BINARY_SWAPS: dict[type[ast.operator], tuple[type[ast.operator], ...]] = {

@@ -552,3 +552,16 @@ def test_step_markers_sit_where_each_steps_own_picture_puts_them() -> None:
         assert whole.time_ns[first] - whole.step_starts_ns[number][1] == -start
         first += len(alone.time_ns)
     assert first == len(whole.time_ns) and len(whole.step_starts_ns) == 3
+
+
+def test_a_predicted_layout_is_never_called_the_allocators_own() -> None:
+    from memtrace.allocator.address_space import predicted_address_space
+
+    batches = FIXTURES / "batches"
+    fitted = memtrace.fit_batches(batches / "cnn_b16.xplane.pb.gz", batches / "cnn_b64.xplane.pb.gz",
+                                  batch_sizes=(16, 64), limit="16MiB", orders=0)
+    space = predicted_address_space(fitted, 36, "b16", "b64")
+    # THEN no trace recorded it: not exact, and the note says it is a prediction, under the limit asked
+    assert not space.exact and space.boxes
+    assert space.note.startswith("a prediction from two recordings, not a recorded layout: batch 36's requests")
+    assert space.note.endswith("under a limit of 16,777,216 bytes")

@@ -271,3 +271,43 @@ def test_an_allocator_whose_records_add_up_past_int64_is_uncounted_and_says_why(
     assert found is not None and found.reason == "beyond int64: its records add up to 1.38e+19 bytes"
     with pytest.raises(BeyondInt64Error):
         replay(trace, "bfc")
+
+
+def test_alive_after_each_event_by_hand() -> None:
+    # ties.pbtxt: a (256 B) allocated at event 0 and freed at 2; b (512 B) allocated at 1 and freed at 3
+    replayed = replay(memtrace.load(TINY / "ties.pbtxt"), "bfc")
+    assert (replayed.alloc_event.tolist(), replayed.free_event.tolist()) == ([0, 1], [2, 3])
+    # THEN after each event: a; a and b; b alone (a is freed by event 2 itself); neither
+    assert [replayed.alive_after(e).tolist() for e in range(4)] == [[True, False], [True, True], [False, True],
+                                                                   [False, False]]
+
+
+SNAPSHOT_BELOW_LIVE = """dev_stats {
+  device: "/job:localhost/replica:0/task:0/device:CPU:0"
+  node_stats {
+    node_name: "a"
+    all_start_micros: 1000
+    op_end_rel_micros: 30
+    all_end_rel_micros: 30
+    memory {
+      allocator_name: "mklcpu"
+      allocation_records { alloc_micros: 1010 alloc_bytes: 1024 }
+      allocator_bytes_in_use: 512
+    }
+  }
+}
+"""
+
+
+def test_snapshots_that_count_less_than_the_records_give_no_baseline(tmp_path: Path) -> None:
+    # GIVEN 1,024 bytes recorded and a snapshot of 512 in use at the op's end (an allocator that counts part of what
+    # it hands out); and a trace without snapshots
+    path = tmp_path / "below.pbtxt"
+    path.write_text(SNAPSHOT_BELOW_LIVE)
+    trace = memtrace.load(path)
+    rec = reconcile(trace, replay(trace, "mklcpu"))
+    # THEN the one snapshot implies -512 bytes before the step: no baseline, none matched, off by 512
+    assert (rec.snapshots, rec.matched, rec.max_abs_error_bytes, rec.baseline_bytes) == (1, 0, 512, None)
+    plain = memtrace.load(TINY / "ties.pbtxt")
+    rec = reconcile(plain, replay(plain, "bfc"))
+    assert (rec.snapshots, rec.matched, rec.max_abs_error_bytes, rec.baseline_bytes) == (0, 0, 0, None)
