@@ -60,8 +60,7 @@ DEFAULT_MODULES = (*(f"memtrace/allocator/{name}.py" for name in (
 ALLOCATOR_TESTS = tuple(f"tests/test_{name}.py" for name in (
     "bfc", "bfc_partitioned", "fit", "fit_xla", "fit_evidence", "fit_recorded", "batch_size", "batch_band",
     "address_space", "frag_regions", "frag", "oom_fit", "orders", "check", "testing", "replay", "builder", "peak",
-    "timeline",
-    "xla_profile", "api", "fuzz_fit", "proto_replay", "run_orders"))
+    "timeline", "xla_profile", "api", "fuzz_fit", "proto_replay", "run_orders"))
 
 _BINARY_SWAPS: dict[type[ast.operator], tuple[type[ast.operator], ...]] = {
     ast.Add: (ast.Sub,), ast.Sub: (ast.Add,), ast.Mult: (ast.FloorDiv,), ast.FloorDiv: (ast.Mult,),
