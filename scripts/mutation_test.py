@@ -384,6 +384,8 @@ def main(argv: list[str] | None = None) -> int:
         earlier = not_killed.get(m.key)
         if changed is not None and earlier is not None and earlier["verdict"] in ("survived", "equivalent") \
                 and m.reason != ANNOTATION:
+            if all("::" not in t for t in m.tests):  # a line run on import: every new test that covers the module
+                m.tests = sorted({t for tests_of_line in covered[m.module].values() for t in tests_of_line})
             m.tests = [t for t in m.tests if t in changed]
             if not m.tests:  # no added or changed test covers it: the earlier run's verdict stands
                 m.verdict = earlier["verdict"]

@@ -283,6 +283,9 @@ def test_a_limit_search_to_the_byte_and_a_granularity_of_0_refused(hint: int | N
     # (the first region is what the limit leaves, under 2 MiB) and without (one region of the limit)
     for growth in (True, False):
         assert search_min_limit(seq(("a", 1000)), BFCOptions(0, growth), granularity=1, hint=hint).limit_bytes == 1024
+    # to the MiB, 1 MiB fits and no limit lies between it and the lower bound (0): every limit below it was tried
+    search = search_min_limit(seq(("a", 1000)), BFCOptions(0), hint=hint)
+    assert search.limit_bytes == MIB and search.below_step == 1 and search.exhaustive
     with pytest.raises(ValueError, match="granularity must be positive"):
         search_min_limit(seq(("a", 1000)), BFCOptions(0), granularity=0, hint=hint)
 
