@@ -348,6 +348,9 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"coverage of {len(modules)} modules by {len(tests)} test files ...", flush=True)
     covered = coverage_map(modules, tests, args.out)
+    progress = args.out / "progress.jsonl"
+    before_sites = ({(e["module"], e["site"]) for e in map(json.loads, progress.read_text(encoding="utf-8").splitlines())}
+                    if args.resume and progress.exists() else set())
     mutants: list[Mutant] = []
     for module in modules:
         found = mutants_of(module)
@@ -356,7 +359,11 @@ def main(argv: list[str] | None = None) -> int:
             found = [m for m in found if int(first) <= m.line <= int(last or first)]
         size = dict(entry.rsplit("=", 1) for entry in args.sample_of).get(module, args.sample)
         if size and len(found) > int(size):  # drawn by site: code changed elsewhere in the module keeps the draw
-            found = sorted(sorted(found, key=lambda m: _draw(args.seed, m))[:int(size)], key=lambda m: m.number)
+            # (resumed, the mutants run before stay in the sample while their site stands, even where a new site
+            # drawn before them would push them out of the first N)
+            drawn = sorted(found, key=lambda m: _draw(args.seed, m))
+            found = sorted([m for k, m in enumerate(drawn) if k < int(size) or m.key in before_sites],
+                           key=lambda m: m.number)
         # Lines run only on import (decorators, class bodies, constants) have no test's context: their mutants run
         # the test file that covers most of the module's lines, whole.
         files = [t.split("::")[0] for tests_of_line in covered[module].values() for t in tests_of_line]
@@ -367,7 +374,6 @@ def main(argv: list[str] | None = None) -> int:
                 m.tests = [main_file]
         mutants += found
 
-    progress = args.out / "progress.jsonl"
     done_before: dict[tuple[str, str], dict] = {}
     not_killed: dict[tuple[str, str], dict] = {}
     if args.resume and progress.exists():

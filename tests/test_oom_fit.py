@@ -203,3 +203,20 @@ def test_the_dumps_request_goes_before_allocations_that_ran_while_it_waited() ->
     assert where == ("after event 1 of 5, where the model's state is the dump's (256 bytes in use) and the trace's clock "
                      "stops for 10.5 s: TensorFlow's retry waited there for memory (up to 10 s) before it gave up; the "
                      "1 allocations after it came after the failure")
+
+
+def test_a_profile_after_the_allocators_birth_teaches_the_model_no_region_order(tmp_path: Path) -> None:
+    from .memory_profiles import write_profile
+
+    # GIVEN a profile that starts after the allocator's birth (4 MiB in use before it) whose chunks lie lower and
+    # lower (1 MiB, 3 MiB 8 MiB below, 16 MiB 40 MiB below), and the 40 MiB run's dump (20 MiB asked, none left)
+    mib, high = 1 << 20, 1 << 40
+    events = [(True, mib, mib, high, 5 * mib, 0.0, "a"), (True, 3 * mib, 3 * mib, high - 8 * mib, 8 * mib, 0.0, "b"),
+              (True, 16 * mib, 16 * mib, high - 40 * mib, 24 * mib, 0.0, "c")]
+    trace = memtrace.load(write_profile(tmp_path / "later.xplane.pb", events))
+    [event] = analyse_all(load_oom_dumps(OOM / "cpu_regions_40mib.log"))
+    failure = avoidance(event, trace).result.failure
+    # THEN the model replays from an empty allocator: its regions (2, 4 and 16 MiB, as TF grows) are not the
+    # profile's, whose addresses say nothing of their order; they are numbered as made
+    assert failure is not None and failure.regions == ((0, 2 * mib), (1, 4 * mib), (2, 16 * mib))
+    assert failure.numbers == ((0, 1), (1, 2), (2, 3))
