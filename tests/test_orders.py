@@ -458,4 +458,4 @@ def test_a_resized_order_takes_one_size_per_request() -> None:
 def test_the_default_scheduling_window_is_the_10_ms_docs_fit_md_calibrated() -> None:
     docs = (Path(__file__).parent.parent / "docs" / "fit.md").read_text()
     assert "the **scheduling window** (10 ms by default" in " ".join(docs.split())
-    assert orders.DEFAULT_WINDOW_NS == 10 * 1_000_000
+    assert orders.order_graph(Requests.from_events(WAITS), np.array([1, 2, 2, 1])).window_ns == 10 * 1_000_000
