@@ -16,7 +16,9 @@ only logged), a line in the committed ``scripts/mutation_equivalent.toml`` sayin
 and the test that killed it. Each verdict is also appended to ``OUT/progress.jsonl`` as it comes: ``--resume``
 keeps the kills there and runs the other mutants again (after tests were added: the survivors), and
 ``--report-only`` writes the report from every run into OUT (the latest verdict of each mutant), so that
-modules may be run in several sittings, with different samples.
+modules may be run in several sittings, with different samples. A mutant is named by its *site*
+(``FUNCTION: CHANGE in `THE LINE```, with `` #2`` for a second such change on one line): samples are drawn
+by a seeded hash of the site, and the equivalence file is keyed by it, so both hold while other code moves.
 
 Mutants are generated from the module's syntax tree and written out with ``ast.unparse`` (comments
 and layout are lost in the copy, the meaning is not); the unmutated module, written out the same
@@ -442,8 +444,8 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 shutil.copy(ROOT / m.module, worker / m.module)
                 free.append(worker)
-        if m.verdict == "survived" and reason:
-            m.verdict, m.reason = "equivalent", reason
+        if m.verdict in ("survived", "equivalent") and m.reason != ANNOTATION:  # the equivalence file decides
+            m.verdict, m.reason = ("equivalent", reason) if reason else ("survived", "")
         print(f"{m.verdict:>10}  {m.module}:{m.line}  {m.change}  {m.killed_by}", flush=True)
         with lock, progress.open("a", encoding="utf-8") as f:  # a run stopped half way keeps what it found
             f.write(json.dumps(asdict(m)) + "\n")
