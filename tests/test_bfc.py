@@ -321,8 +321,10 @@ def test_the_limit_search_resumes_replays_exactly_as_full_ones_would_go() -> Non
         fits(requests, BFCOptions(limit)) for limit in range(MIB, search.limit_bytes, MIB))
 
 
-def random_sequence(seed: int, events: int, largest_log2: float) -> Requests:
-    """Allocations of 256 B to 2**largest_log2 bytes, about half of them freed at random."""
+def random_sequence(seed: int, events: int, largest_log2: float = 0.0, *, round_sizes: bool = False) -> Requests:
+    """Allocations of 256 B to 2**largest_log2 bytes, about half of them freed at random; with ``round_sizes``, of
+    1 to 32 quarters of a MiB: sizes, regions and limits that are multiples of each other, so that the replay's
+    comparisons with the limit often tie."""
     rng = np.random.default_rng(seed)
     made: list[tuple] = []
     live: list[int] = []
@@ -331,8 +333,12 @@ def random_sequence(seed: int, events: int, largest_log2: float) -> Requests:
             made.append(("f", live.pop(int(rng.integers(0, len(live))))))
         else:
             live.append(len(made))
-            made.append(("a", int(2 ** rng.uniform(8, largest_log2))))
+            size = 256 * KIB * int(rng.choice(QUARTERS_OF_A_MIB)) if round_sizes else int(2 ** rng.uniform(8, largest_log2))
+            made.append(("a", size))
     return seq(*made)
+
+
+QUARTERS_OF_A_MIB = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]
 
 
 SEEDS_THAT_TIE = 40
@@ -361,28 +367,12 @@ def test_a_replay_proves_the_limits_that_decide_alike_event_by_event(growth: boo
             assert np.array_equal(theirs.region, here.region) and np.array_equal(theirs.offset, here.offset)
 
 
-
-def round_sequence(seed: int, events: int) -> Requests:
-    """Allocations of round sizes (1 to 32 quarters of a MiB), about half of them freed at random: sizes, regions and
-    limits that are multiples of each other, so that the replay's comparisons with the limit often tie."""
-    rng = np.random.default_rng(seed)
-    made: list[tuple] = []
-    live: list[int] = []
-    for _ in range(events):
-        if live and rng.uniform() < 0.45:
-            made.append(("f", live.pop(int(rng.integers(0, len(live))))))
-        else:
-            live.append(len(made))
-            made.append(("a", 256 * KIB * int(rng.choice([1, 2, 3, 4, 6, 8, 12, 16, 24, 32]))))
-    return seq(*made)
-
-
 @pytest.mark.parametrize(("growth", "gc", "fraction"), OPTION_SETS)
 def test_a_replays_proof_holds_its_own_limit_where_comparisons_tie(growth: bool, gc: bool, fraction: float) -> None:
     # GIVEN sequences of round sizes under round limits (a free chunk exactly the size of a request, room exactly
     # what a region needs)
     for seed in range(SEEDS_THAT_TIE):
-        requests = round_sequence(seed, 60)
+        requests = random_sequence(seed, 60, round_sizes=True)
         rng = np.random.default_rng(seed)
         limit = int(requests.peak_rounded_live_bytes() * rng.uniform(0.9, 2.0)) // (256 * KIB) * (256 * KIB)
         options = BFCOptions(limit, growth, gc, fraction)
