@@ -1335,7 +1335,7 @@ class _Run:
         every = max(_SNAPSHOT_ROWS, n // _SNAPSHOTS) if snapshots is not None else _BLOCK
         record = self.record
         rec: list[tuple[int, int, int, int, int]] = []  # per event: vaddr, chunk, in use, pool, largest free
-        tables: list[IntArray] = []  # rec, a block at a time, as arrays
+        tables: list[IntArray] = []  # rec, a block at a time, as arrays of 5 rows (each column of rec a row)
         add_rec = rec.append
         vbase = self._vbase
         key_pop, free_pop, start_pop, used_pop, addr_pop = keys.pop, free_size.pop, free_start.pop, used.pop, addr_of.pop
@@ -1597,12 +1597,12 @@ class _Run:
                     add_rec((-1, 0, in_use, pool, keys[-1] >> shift if keys else 0))
             else:
                 if record and rec:
-                    tables.append(np.array(rec, dtype=np.int64))
+                    tables.append(np.array(rec, dtype=np.int64).T.copy())
                     rec.clear()
                 continue
             break
         if record and rec:
-            tables.append(np.array(rec, dtype=np.int64))
+            tables.append(np.array(rec, dtype=np.int64).T.copy())
 
         self.peaks = (peak, peak_moving, max_pool, pool_moving)
         self.peak = max(peak, peak_moving)
@@ -1663,8 +1663,10 @@ class _Run:
                            tuple(regions.items()), tuple(region_rows), in_use, peak, max_pool, growth)
 
     def simulation(self) -> Simulation:
-        table = np.concatenate(self.tables) if self.tables else np.zeros((0, 5), dtype=np.int64)
-        vaddr, rec_size, rec_in_use, rec_pool, rec_largest = table.T
+        # One array of 5 rows, each a column the simulation keeps (contiguous: no copies); the blocks let go at once.
+        table = np.concatenate(self.tables, axis=1) if self.tables else np.zeros((5, 0), dtype=np.int64)
+        self.tables = []
+        vaddr, rec_size, rec_in_use, rec_pool, rec_largest = table
         touched = vaddr >= 0
         by_slot = self._regions_by_slot()
         slots = np.array(sorted(by_slot), dtype=np.int64)
@@ -1688,9 +1690,8 @@ class _Run:
         chunks.sort(key=lambda c: (c.region, c.offset))
         return Simulation(
             options=self.options, fits=self.failed_at is None, failed_at=self.failed_at,
-            region=region.astype(np.int32), offset=offset.astype(np.int64),
-            chunk_bytes=rec_size.copy(), bytes_in_use=rec_in_use.copy(), pool_bytes=rec_pool.copy(),
-            largest_free_bytes=rec_largest.copy(),
+            region=region.astype(np.int32), offset=offset,
+            chunk_bytes=rec_size, bytes_in_use=rec_in_use, pool_bytes=rec_pool, largest_free_bytes=rec_largest,
             peak_in_use_bytes=self.peak, regions=tuple(sorted(self.regions.items())), chunks=tuple(chunks),
             region_rows=self.region_rows, max_pool_bytes=self.max_pool, made_regions=self.made_regions,
             given_back=self.given_back,
