@@ -351,8 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"coverage of {len(modules)} modules by {len(tests)} test files ...", flush=True)
     covered = coverage_map(modules, tests, args.out)
     progress = args.out / "progress.jsonl"
-    before_sites = ({(e["module"], e["site"]) for e in map(json.loads, progress.read_text(encoding="utf-8").splitlines())}
-                    if args.resume and progress.exists() else set())
+    ran_before = ([json.loads(line) for line in progress.read_text(encoding="utf-8").splitlines()]
+                  if args.resume and progress.exists() else [])
+    before_sites = {(entry["module"], entry["site"]) for entry in ran_before}
     mutants: list[Mutant] = []
     for module in modules:
         found = mutants_of(module)
@@ -378,14 +379,10 @@ def main(argv: list[str] | None = None) -> int:
 
     done_before: dict[tuple[str, str], dict] = {}
     not_killed: dict[tuple[str, str], dict] = {}
-    if args.resume and progress.exists():
-        for line in progress.read_text(encoding="utf-8").splitlines():
-            entry = json.loads(line)
-            if entry["verdict"] in ("killed", "timeout"):
-                done_before[(entry["module"], entry["site"])] = entry
-            else:
-                not_killed[(entry["module"], entry["site"])] = entry
-    elif progress.exists():
+    for entry in ran_before:
+        kept = done_before if entry["verdict"] in ("killed", "timeout") else not_killed
+        kept[(entry["module"], entry["site"])] = entry
+    if not args.resume and progress.exists():
         progress.unlink()
     changed = changed_tests_since(args.new_tests_since) if args.new_tests_since else None
     for m in mutants:

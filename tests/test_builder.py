@@ -181,25 +181,6 @@ def test_a_peak_beyond_int64_is_unknown_never_wrapped(capsys: pytest.CaptureFixt
 
 
 
-def _records(*sizes: int) -> str:
-    records = "".join(f"      allocation_records {{ alloc_micros: {1001 + k} alloc_bytes: {size} }}\n"
-                      for k, size in enumerate(sizes))
-    return (f'dev_stats {{\n  device: "{GPU}"\n  node_stats {{\n    node_name: "huge"\n    all_start_micros: 1000\n'
-            f'    all_end_rel_micros: 10\n    memory {{\n      allocator_name: "GPU_0_bfc"\n{records}    }}\n  }}\n}}\n')
-
-
-def test_the_largest_total_int64_holds_is_counted_and_the_first_it_does_not_is_refused(
-        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    # GIVEN one record of 2^62 bytes, and then two (their running total reaches 2^63, one past int64's largest)
-    one = _trace(tmp_path, _records(2**62))
-    assert main(["peak", str(one), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["allocators"][0]["peak_bytes"] == 2**62
-    two = tmp_path / "two.pbtxt"
-    two.write_text(_records(2**62, 2**62))
-    # THEN the first is counted whole, the second refused: its total cannot be held
-    assert main(["peak", str(two)]) == 2
-    assert "add up to 9.22e+18 bytes, beyond int64" in capsys.readouterr().err
-
 def test_ops_stars_a_negative_size_and_check_a_bent_measure(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "400")

@@ -500,65 +500,26 @@ def test_a_reproduction_is_exact_only_where_every_event_is(counts: tuple[int, ..
     assert found.exact is exact
 
 
-RECORDS_ASKED = """dev_stats {
-  device: "/job:localhost/replica:0/task:0/device:GPU:0"
-  node_stats {
-    node_name: "unknown_size"
-    all_start_micros: 100
-    all_end_rel_micros: 10
-    memory {
-      allocator_name: "gpu_bfc"
-      allocation_records { alloc_micros: 101 alloc_bytes: 1024 }
-    }
-    output {
-      slot: 0
-      tensor_description {
-        dtype: DT_FLOAT
-        allocation_description { requested_bytes: 0 allocated_bytes: 1024 allocator_name: "gpu_bfc" allocation_id: 1 ptr: 65536 }
-      }
-    }
-  }
-  node_stats {
-    node_name: "asks_more"
-    all_start_micros: 120
-    all_end_rel_micros: 10
-    memory {
-      allocator_name: "gpu_bfc"
-      allocation_records { alloc_micros: 121 alloc_bytes: 2048 }
-    }
-    output {
-      slot: 0
-      tensor_description {
-        dtype: DT_FLOAT
-        allocation_description { requested_bytes: 4096 allocated_bytes: 2048 allocator_name: "gpu_bfc" allocation_id: 2 ptr: 67072 }
-      }
-    }
-  }
-  node_stats {
-    node_name: "asks_less"
-    all_start_micros: 140
-    all_end_rel_micros: 10
-    memory {
-      allocator_name: "gpu_bfc"
-      allocation_records { alloc_micros: 141 alloc_bytes: 512 }
-    }
-    output {
-      slot: 0
-      tensor_description {
-        dtype: DT_FLOAT
-        allocation_description { requested_bytes: 300 allocated_bytes: 512 allocator_name: "gpu_bfc" allocation_id: 3 ptr: 69120 }
-      }
-    }
-  }
-}
-"""
+def records_asked(nodes: list[tuple[str, int, int]]) -> str:
+    """A StepStats trace of "gpu_bfc": per node (name, bytes its record took, bytes its output said it asked for),
+    one 20 us after the other."""
+    text = ""
+    for k, (name, took, asked) in enumerate(nodes):
+        start = 100 + 20 * k
+        text += (f'  node_stats {{ node_name: "{name}" all_start_micros: {start} all_end_rel_micros: 10\n'
+                 f'    memory {{ allocator_name: "gpu_bfc" allocation_records {{ alloc_micros: {start + 1} '
+                 f'alloc_bytes: {took} }} }}\n'
+                 f'    output {{ slot: 0 tensor_description {{ dtype: DT_FLOAT allocation_description {{ '
+                 f'requested_bytes: {asked} allocated_bytes: {took} allocator_name: "gpu_bfc" allocation_id: {k + 1} '
+                 f'ptr: {65536 + 4096 * k} }} }} }}\n  }}\n')
+    return f'dev_stats {{\n  device: "/job:localhost/replica:0/task:0/device:GPU:0"\n{text}}}\n'
 
 
 def test_a_records_requests_are_what_its_outputs_asked_where_known_and_within_the_chunk(tmp_path: Path) -> None:
     # GIVEN a StepStats trace: three allocation records whose outputs said they asked for 0 bytes (unknown), for 4 KiB
     # (more than the 2 KiB the record took: not what the allocator was asked) and for 300 bytes of 512
     path = tmp_path / "asked.pbtxt"
-    path.write_text(RECORDS_ASKED)
+    path.write_text(records_asked([("unknown_size", 1024, 0), ("asks_more", 2048, 4096), ("asks_less", 512, 300)]))
     found = requests_for(memtrace.load(path), "gpu_bfc")
     # THEN each request is the output's where it is known and no more than the record's bytes, else the record's
     assert found.source == "records"

@@ -273,6 +273,22 @@ def test_an_allocator_whose_records_add_up_past_int64_is_uncounted_and_says_why(
         replay(trace, "bfc")
 
 
+
+def test_the_largest_total_int64_holds_is_counted_and_the_first_it_does_not_is_refused(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    import json
+
+    from memtrace.cli import main
+
+    # GIVEN one record of 2^62 bytes, and then two (their running total reaches 2^63, one past int64's largest)
+    records_trace(tmp_path / "one.pbtxt", 2**62)
+    assert main(["peak", str(tmp_path / "one.pbtxt"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["allocators"][0]["peak_bytes"] == 2**62
+    records_trace(tmp_path / "two.pbtxt", 2**62, 2**62)
+    # THEN the first is counted whole, the second refused: its total cannot be held
+    assert main(["peak", str(tmp_path / "two.pbtxt")]) == 2
+    assert "add up to 9.22e+18 bytes, beyond int64" in capsys.readouterr().err
+
 def test_alive_after_each_event_by_hand() -> None:
     # ties.pbtxt: a (256 B) allocated at event 0 and freed at 2; b (512 B) allocated at 1 and freed at 3
     replayed = replay(memtrace.load(TINY / "ties.pbtxt"), "bfc")
