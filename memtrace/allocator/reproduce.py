@@ -66,19 +66,21 @@ def reproduce(found: TraceRequests, options: BFCOptions) -> Reproduction:
     of different regions): ascending, descending (on CPU, mmap tended to put later regions lower),
     or, where the trace shows neither (a first region in the heap, the next ones mmap'ed lower),
     each region's rank, with later regions in the direction most of the trace's steps go. The
-    replay is done again under the order learned until the regions it makes stay the same.
+    replay is done again under the order learned until the regions it makes teach the order it ran
+    under (or one replayed before: no order fits the trace then, and the latest replay is compared).
     """
     assert found.addresses is not None and found.chunk_bytes is not None
     assert found.bytes_in_use is not None and found.fragmentation is not None
     sim = bfc.simulate(found.requests, options)
-    for _ in range(4):
+    seen = {options}
+    while True:  # ends: each round adds an order, and a trace's regions can be ordered in finitely many ways
         bases = [int(found.addresses[row]) for row in sim.region_rows]
         learned = learned_order(options, bases)
-        if learned == options:
+        if learned in seen:  # settled (or, where the trace shows no one order, back to an order replayed)
             break
+        seen.add(learned)
         options = learned
         sim = bfc.simulate(found.requests, options)
-    bases = [int(found.addresses[row]) for row in sim.region_rows]
     descending = options.regions_descending
     n = len(found.requests)
     done = len(sim.bytes_in_use)
