@@ -287,6 +287,19 @@ def test_the_steady_recordings_make_a_band_of_one_limit_where_every_run_agreed()
         assert done == (runs if limit >= 113 else 0)
 
 
+def test_the_recorded_order_is_searched_to_the_mib_and_each_drawn_one_from_its_answer() -> None:
+    # orders.py's speed rule, on the steady recording (TF's ladder: every run fitted from 113 MiB, none below): the
+    # recorded order's search replays every limit below its boundary down to the rounded bytes alive at once; each
+    # drawn order replays the recorded answer and the MiB below it, and where that brackets its boundary, stops
+    result = fit(memtrace.load(ORDERS / "steady.r1.xplane.pb.gz"), BFC, alternatives=False)
+    assert result.band is not None
+    recorded, *drawn = result.band.orders
+    assert recorded.recorded and len(drawn) == orders.DEFAULT_ORDERS - 1 and not any(o.recorded for o in drawn)
+    lowest = -(-result.requested_peak_bytes // MIB)
+    assert sorted(limit // MIB for limit, ok in recorded.tried if not ok) == list(range(lowest, 113))
+    assert all(tuple(o.tried) == ((113 * MIB, True), (112 * MIB, False)) for o in drawn)
+
+
 def test_a_limit_passes_only_when_every_sampled_order_fits(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from memtrace.testing import assert_fits
 
