@@ -63,6 +63,7 @@ limit can cut are kept, as arrays).
 
 from __future__ import annotations
 
+import functools
 import math
 import weakref
 from bisect import bisect_left, insort
@@ -297,13 +298,20 @@ class Simulation:
     largest_free_bytes: IntArray
     peak_in_use_bytes: int
     regions: tuple[tuple[int, int], ...]  # (region, size_bytes), in creation order, the live ones
-    chunks: tuple[ChunkState, ...]  # by region (creation order), then offset
     region_rows: tuple[int, ...] = field(default=())
     max_pool_bytes: int = 0
     # every region the replay made, (region, size_bytes) in creation order, and (region, row) of each one garbage
     # collection gave back at that row's request (``regions`` holds only the live ones)
     made_regions: tuple[tuple[int, int], ...] = field(default=())
     given_back: tuple[tuple[int, int], ...] = field(default=())
+    # makes ``chunks`` when first asked (a failure's map; a replay that fits keeps its chunks unmade: a step that
+    # frees little at its end leaves hundreds of thousands)
+    chunk_map: Callable[[], tuple[ChunkState, ...]] = field(default=tuple, repr=False)
+
+    @functools.cached_property
+    def chunks(self) -> tuple[ChunkState, ...]:
+        """The map at the failure or at the end: by region (creation order), then offset."""
+        return self.chunk_map()
 
     @property
     def fragmentation(self) -> FloatArray:
@@ -361,6 +369,15 @@ def simulate(requests: Requests, options: BFCOptions) -> Simulation:
         return _PartitionedRun(requests, options, record=True).simulation()
     _classic_only(requests)
     return _Run(requests, options, record=True).simulation()
+
+
+def regions_made(requests: Requests, options: BFCOptions) -> tuple[int, ...]:
+    """The row whose request made each region (``Simulation.region_rows``), from a replay that records nothing."""
+    if options.partitioned:
+        run = _PartitionedRun(requests, options, record=False)
+        return (run.region_row,) if run.pool else ()
+    _classic_only(requests)
+    return _Run(requests, options, record=False).region_rows
 
 
 def fits(requests: Requests, options: BFCOptions, schedule: ScheduleFactory | None = None,
@@ -1675,26 +1692,29 @@ class _Run:
         region = np.where(touched, regions_in_slot_order[np.searchsorted(slots, slot).clip(0, max(len(slots) - 1, 0))],
                           -1)
         offset = np.where(touched, vaddr & _OFFSET_MASK, 0)
-        row_of = {addr: row for row, addr in self.addr_of.items()}
-        names = self.requests.op_names
-        ops = self.requests.op
-        requested = self.requests.requested_bytes
-        chunks = []
-        for addr, size in self.used.items():
-            row = row_of[addr]
-            code = int(ops[row])
-            chunks.append(ChunkState(by_slot[addr >> _REGION_SHIFT], addr & _OFFSET_MASK, size, True,
-                                     int(requested[row]), names[code] if 0 <= code < len(names) else "", row))
-        for addr, size in self.free_size.items():
-            chunks.append(ChunkState(by_slot[addr >> _REGION_SHIFT], addr & _OFFSET_MASK, size, False, 0, "", -1))
-        chunks.sort(key=lambda c: (c.region, c.offset))
+        used, free_size, addr_of, requests = self.used, self.free_size, self.addr_of, self.requests
+
+        def chunk_map() -> tuple[ChunkState, ...]:
+            row_of = {addr: row for row, addr in addr_of.items()}
+            names, ops, requested = requests.op_names, requests.op, requests.requested_bytes
+            chunks = []
+            for addr, size in used.items():
+                row = row_of[addr]
+                code = int(ops[row])
+                chunks.append(ChunkState(by_slot[addr >> _REGION_SHIFT], addr & _OFFSET_MASK, size, True,
+                                         int(requested[row]), names[code] if 0 <= code < len(names) else "", row))
+            for addr, size in free_size.items():
+                chunks.append(ChunkState(by_slot[addr >> _REGION_SHIFT], addr & _OFFSET_MASK, size, False, 0, "", -1))
+            chunks.sort(key=lambda c: (c.region, c.offset))
+            return tuple(chunks)
+
         return Simulation(
             options=self.options, fits=self.failed_at is None, failed_at=self.failed_at,
             region=region.astype(np.int32), offset=offset,
             chunk_bytes=rec_size, bytes_in_use=rec_in_use, pool_bytes=rec_pool, largest_free_bytes=rec_largest,
-            peak_in_use_bytes=self.peak, regions=tuple(sorted(self.regions.items())), chunks=tuple(chunks),
+            peak_in_use_bytes=self.peak, regions=tuple(sorted(self.regions.items())),
             region_rows=self.region_rows, max_pool_bytes=self.max_pool, made_regions=self.made_regions,
-            given_back=self.given_back,
+            given_back=self.given_back, chunk_map=chunk_map,
         )
 
 
@@ -1994,7 +2014,7 @@ class _PartitionedRun:
             options=self.options, fits=self.failed_at is None, failed_at=self.failed_at,
             region=np.where(offset >= 0, 0, -1).astype(np.int32), offset=np.where(offset >= 0, offset, 0),
             chunk_bytes=chunk.copy(), bytes_in_use=in_use.copy(), pool_bytes=pool.copy(), largest_free_bytes=largest.copy(),
-            peak_in_use_bytes=self.peak, regions=((0, self.pool),) if self.pool else (), chunks=tuple(chunks),
+            peak_in_use_bytes=self.peak, regions=((0, self.pool),) if self.pool else (), chunk_map=functools.partial(tuple, chunks),
             region_rows=(self.region_row,) if self.pool else (), max_pool_bytes=self.pool,
             made_regions=((0, self.pool),) if self.pool else (),  # one fixed region, never given back
         )

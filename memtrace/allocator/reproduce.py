@@ -71,16 +71,15 @@ def reproduce(found: TraceRequests, options: BFCOptions) -> Reproduction:
     """
     assert found.addresses is not None and found.chunk_bytes is not None
     assert found.bytes_in_use is not None and found.fragmentation is not None
-    sim = bfc.simulate(found.requests, options)
     seen = {options}
     while True:  # ends: each round adds an order, and a trace's regions can be ordered in finitely many ways
-        bases = [int(found.addresses[row]) for row in sim.region_rows]
+        bases = [int(found.addresses[row]) for row in bfc.regions_made(found.requests, options)]
         learned = learned_order(options, bases)
         if learned in seen:  # settled (or, where the trace shows no one order, back to an order replayed)
             break
         seen.add(learned)
         options = learned
-        sim = bfc.simulate(found.requests, options)
+    sim = bfc.simulate(found.requests, options)  # the one replay that records every event, under the order learned
     descending = options.regions_descending
     n = len(found.requests)
     done = len(sim.bytes_in_use)
