@@ -117,7 +117,8 @@ class Trace(TraceData):
     def fit(self, allocator: str, limit: int | str | None = None, *, allow_growth: bool | None = None,
             garbage_collection: bool | None = None, fragmentation_fraction: float | None = None,
             recorded_limit: int | str | None = None, alternatives: bool = True, partitioned: bool | None = None,
-            gap_split: str | None = None, orders: int | None = None, others: Sequence[Trace] = ()) -> FitResult:
+            gap_split: str | None = None, orders: int | None = None, others: Sequence[Trace] = (),
+            smallest: bool = True) -> FitResult:
         """Replay the allocator's requests through TF's BFC allocator (see ``memtrace.allocator.fit``): the smallest
         limit, whether ``limit`` (bytes or ``"15GiB"``) fits, the first failure, what helps. A device
         (``GPU:0``) names the allocator its memory went through; options left None take the defaults of the
@@ -125,7 +126,8 @@ class Trace(TraceData):
         partitioned: ``partitioned``, and ``gap_split`` "heuristic" or "exact" for a carve from its central gap).
         ``band``: over ``orders`` sampled orders (default 32; 0: none) of this recording and of ``others``,
         recordings of the same step (``memtrace.allocator.orders``); ``verdict``: whether every sampled order
-        fits ``limit``."""
+        fits ``limit``. Under a ``limit``, ``smallest=False`` answers only that: one replay, and one for each
+        alternative and each sampled order (``orders_under``), no smallest limit searched for."""
         from .allocator.fit import fit_recordings
         from .allocator.orders import DEFAULT_ORDERS
         from .trace.devices import resolve_allocator
@@ -135,7 +137,7 @@ class Trace(TraceData):
                               fragmentation_fraction=fragmentation_fraction,
                               recorded_limit=_bytes(recorded_limit, "recorded_limit"), alternatives=alternatives,
                               partitioned=partitioned, gap_split=gap_split,
-                              orders=DEFAULT_ORDERS if orders is None else orders)
+                              orders=DEFAULT_ORDERS if orders is None else orders, smallest=smallest)
 
     def buffer(self, name: str) -> BufferStory:
         """The story of one buffer, named ``ALLOCATOR:ALLOCATION_ID`` or ``NODE:SLOT`` (see ``memtrace.analyses.tensor``)."""

@@ -7,6 +7,7 @@ The real recordings (from the allocator's birth, with TF's own limit ladders) ar
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,71 @@ def test_what_would_help_is_measured_by_replaying() -> None:
     assert helps["allow_growth off"] == (True, 3 * MIB)
     # garbage collection finds no wholly free region to give back
     assert helps["garbage_collection on"] == (False, 4 * MIB)
+
+
+def test_whether_a_limit_fits_alone_is_one_replay_and_one_more_for_a_failures_map(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    runs: list[int] = []
+    real = bfc._Run.__init__
+
+    def counted(self: bfc._Run, requests: Requests, *args: object, **kwargs: object) -> None:
+        runs.append(len(requests))
+        real(self, requests, *args, **kwargs)
+
+    monkeypatch.setattr(bfc._Run, "__init__", counted)
+    # worked by hand above: under 4 MiB every request is served, under 3 MiB the 768 KiB one fails (a new sequence
+    # each time: what earlier replays of one proved would answer without a replay)
+    fits = fit_requests(replace(GROWTH_AT_LIMIT), BFCOptions(4 * MIB), alternatives=False, smallest=False)
+    assert runs == [3] and fits.fits and fits.failure is None and fits.min_limit_bytes is None
+    # in use at the end: all of region 0 (2 MiB: 1.5 MiB unsplit), then 512 and 768 KiB split from region 1's 2 MiB
+    assert not fits.smallest_searched and fits.peak_in_use_bytes == 13 * MIB // 4
+    runs.clear()
+    fails = fit_requests(replace(GROWTH_AT_LIMIT), BFCOptions(3 * MIB), smallest=False)
+    assert fails.failure is not None and (fails.failure.row, fails.failure.op) == (2, "last")
+    # one replay says it fails, one records the map there, and each alternative is one replay under 3 MiB: the
+    # same verdicts as the replays worked by hand in the test above, with no smallest limit searched
+    assert len(runs) == 2 + len(fails.alternatives)
+    assert {a.change: (a.fits, a.min_limit_bytes) for a in fails.alternatives}["allow_growth off"] == (True, None)
+    assert {a.change: (a.fits, a.min_limit_bytes) for a in fails.alternatives}["garbage_collection on"] == (False, None)
+
+
+@pytest.mark.parametrize("name", ["fit/cnn", "fit/transformer", "orders/default.r1", "fit/eager"])
+def test_whether_a_limit_fits_alone_says_what_the_whole_fit_says_there(name: str) -> None:
+    trace = memtrace.load(FIXTURES / f"{name}.xplane.pb.gz")
+    allocator = "bfc_cpu_allocator_for_gpu"
+    whole = fit(trace, allocator, orders=8)
+    assert whole.band is not None and whole.min_limit_bytes is not None
+    edges = sorted({whole.min_limit_bytes, whole.band.never_fits_below_bytes, whole.band.always_fits_bytes})
+    for limit in sorted({*edges, *(edge - MIB for edge in edges)}):
+        full = fit(trace, allocator, limit=limit, orders=8)
+        alone = fit(trace, allocator, limit=limit, orders=8, smallest=False)
+        assert full.band is not None and alone.orders_under is not None and alone.band is None
+        assert (alone.fits, alone.verdict, alone.peak_in_use_bytes, alone.pool_bytes) == (
+            full.fits, full.verdict, full.peak_in_use_bytes, full.pool_bytes)
+        assert (alone.failure is None) == (full.failure is None)
+        if full.failure is not None and alone.failure is not None:
+            assert (alone.failure.row, alone.failure.chunks) == (full.failure.row, full.failure.chunks)
+        assert (alone.orders_under.fitting, alone.orders_under.sampled) == (full.band.fitting_at_limit,
+                                                                              len(full.band.orders))
+        assert [(a.change, a.fits) for a in alone.alternatives] == [(a.change, a.fits) for a in full.alternatives]
+        assert alone.reproduced == full.reproduced
+
+
+def test_no_smallest_answers_whether_the_limit_fits_in_json_and_asks_for_a_limit(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    trace = str(FIXTURES / "orders" / "steady.r1.xplane.pb.gz")
+    out = tmp_path / "fit.json"
+    code, _, err = run(capsys, "fit", trace, "--limit", "112MiB", "--no-smallest", "--orders", "4", "--json", "-o",
+                       str(out))
+    assert code == 1 and err == ""  # TF's ladder: no run of this step completed under 112 MiB
+    (answer,) = json.loads(out.read_text())["allocators"]
+    assert (answer["smallest_searched"], answer["min_limit_bytes"], answer["band"], answer["fits_every_order"]) == (
+        False, None, None, False)
+    assert answer["orders_under_limit"]["fitting_orders"] == 0 and answer["orders_under_limit"]["orders"] == 4
+    assert all(a["min_limit_bytes"] is None and a["fits"] is not None for a in answer["alternatives"])
+    for argv in ((trace, "--no-smallest"), (trace, "--no-smallest", "--limit", "1GiB", "--vs", trace)):
+        code, output, err = run(capsys, "fit", *argv)
+        assert code == 2 and output == "" and "--no-smallest" in err and "Traceback" not in err
 
 
 def test_fragmentation_verdict_when_enough_bytes_are_free_in_pieces() -> None:

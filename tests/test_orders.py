@@ -300,6 +300,18 @@ def test_the_recorded_order_is_searched_to_the_mib_and_each_drawn_one_from_its_a
     assert all(tuple(o.tried) == ((113 * MIB, True), (112 * MIB, False)) for o in drawn)
 
 
+def test_asked_only_whether_a_limit_fits_the_steady_recording_says_what_tensorflows_runs_did() -> None:
+    # fit --limit L --no-smallest: each sampled order replayed once under L, no limit searched; TF's ladder for the
+    # steady configuration: every run completed from 113 MiB, none below
+    trace = memtrace.load(ORDERS / "steady.r1.xplane.pb.gz")
+    for limit, runs, done in ladder("steady"):
+        result = trace.fit(BFC, limit * MIB, alternatives=False, smallest=False)
+        assert result.band is None and result.orders_under is not None and result.min_limit_bytes is None
+        assert result.orders_under.sampled == orders.DEFAULT_ORDERS
+        assert result.verdict == (done == runs) and result.orders_under.fitting == (
+            orders.DEFAULT_ORDERS if done == runs else 0)
+
+
 def test_a_limit_passes_only_when_every_sampled_order_fits(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from memtrace.testing import assert_fits
 

@@ -27,7 +27,17 @@ from .bfc import BFCOptions, EndPolicy, Requests, Simulation
 from .defaults import Settings, settings_for, trace_defaults
 from .dump import Chunk, OomDump, Region
 from .oom import analyse
-from .orders import DEFAULT_ORDERS, DEFAULT_SEED, DEFAULT_WINDOW_NS, OrderBand, Recording, order_band, order_graph
+from .orders import (
+    DEFAULT_ORDERS,
+    DEFAULT_SEED,
+    DEFAULT_WINDOW_NS,
+    OrderBand,
+    OrdersUnderLimit,
+    Recording,
+    order_band,
+    order_graph,
+    orders_under_limit,
+)
 from .reproduce import Reproduction, reproduce
 from .requests import TraceRequests, requests_for
 
@@ -104,7 +114,7 @@ class Alternative:
     change: str  # e.g. "garbage_collection on"
     options: FitOptions
     fits: bool | None  # under the limit asked for; None when none was
-    min_limit_bytes: int
+    min_limit_bytes: int | None  # None: not searched for (asked only whether it fits: smallest=False)
     setting: str = ""  # how the runtime's user gets it (an environment variable, a flag); "" where there is no way
 
 
@@ -116,7 +126,8 @@ class FitResult:
     options: FitOptions
     defaults: str  # whose defaults filled in the options not given
     fits: bool
-    min_limit_bytes: int | None  # None: no limit the model holds (8 TiB) fits (only asked under a limit then)
+    # None: no limit the model holds (8 TiB) fits (only asked under a limit then), or not searched for (smallest False)
+    min_limit_bytes: int | None
     monotone: bool  # False when a limit tried above the smallest failed
     counterexample: tuple[int, int] | None  # (a limit that fails, a smaller one that fits), when not monotone
     below_step_bytes: int  # the limits below the smallest were tried every this many bytes (1 MiB: all of them)
@@ -136,6 +147,10 @@ class FitResult:
     band: OrderBand | None = None  # over the orders a run may take (None: only the recorded order was replayed)
     recordings: tuple[FitResult, ...] = field(default=())  # fit_recordings: each recording's own answer, this one first
     paths: tuple[str, ...] = field(default=())  # and where each was read from
+    # False: asked only whether the limit given fits (smallest=False): no smallest limit searched for, here, for the
+    # alternatives or for the sampled orders, whose share under the limit is ``orders_under`` (``band`` None)
+    smallest_searched: bool = True
+    orders_under: OrdersUnderLimit | None = None
 
     @property
     def verdict(self) -> bool:
@@ -145,6 +160,8 @@ class FitResult:
             return True
         if self.band is not None and self.band.all_fit is not None:
             return self.band.all_fit and self.fits
+        if self.orders_under is not None:
+            return self.orders_under.all_fit and self.fits
         return self.fits
 
 
@@ -152,8 +169,11 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
         garbage_collection: bool | None = None, fragmentation_fraction: float | None = None,
         recorded_limit: int | None = None, alternatives: bool = True, partitioned: bool | None = None,
         gap_split: str | None = None, orders: int = DEFAULT_ORDERS, window_ns: int = DEFAULT_WINDOW_NS,
-        seed: int = DEFAULT_SEED) -> FitResult:
+        seed: int = DEFAULT_SEED, smallest: bool = True) -> FitResult:
     """Fit ``allocator``'s requests in ``trace`` (see the module's docstring).
+
+    Under a ``limit``, ``smallest`` False answers only whether it fits: one replay (two where it fails: the
+    failure's map), one for each alternative and each sampled order; no smallest limit is searched for.
 
     ``orders`` orders of the recording are sampled for the band (:mod:`.orders`, within the
     scheduling window ``window_ns``); 0: only the recorded order is replayed (``band`` None).
@@ -168,7 +188,7 @@ def fit(trace: TraceData, allocator: str, *, limit: int | None = None, allow_gro
     return fit_recordings([trace], allocator, limit=limit, allow_growth=allow_growth,
                           garbage_collection=garbage_collection, fragmentation_fraction=fragmentation_fraction,
                           recorded_limit=recorded_limit, alternatives=alternatives, partitioned=partitioned,
-                          gap_split=gap_split, orders=orders, window_ns=window_ns, seed=seed)
+                          gap_split=gap_split, orders=orders, window_ns=window_ns, seed=seed, smallest=smallest)
 
 
 def fit_recordings(traces: list[TraceData], allocator: str, *, limit: int | None = None,
@@ -176,25 +196,31 @@ def fit_recordings(traces: list[TraceData], allocator: str, *, limit: int | None
                    fragmentation_fraction: float | None = None, recorded_limit: int | None = None,
                    alternatives: bool = True, partitioned: bool | None = None, gap_split: str | None = None,
                    orders: int = DEFAULT_ORDERS, window_ns: int = DEFAULT_WINDOW_NS, seed: int = DEFAULT_SEED,
-                   at_limits: Sequence[int] = ()) -> FitResult:
+                   at_limits: Sequence[int] = (), smallest: bool = True) -> FitResult:
     """Several recordings of one step: the first one's answer (:func:`fit`), each one's own smallest limit
     (``recordings``), and the band over ``orders`` sampled orders of each (their orders and their requests);
     every sampled order is replayed under each of ``at_limits`` too (``band.fitting_at``)."""
     if not traces:
         raise UsageError("no recording to fit")
+    smallest = smallest or limit is None  # without a limit, the smallest is the question
     fitted = [_fit_one(trace, allocator, limit, allow_growth, garbage_collection, fragmentation_fraction,
-                       recorded_limit, alternatives and number == 0, partitioned, gap_split)
+                       recorded_limit, alternatives and number == 0, partitioned, gap_split, smallest)
               for number, trace in enumerate(traces)]
     first = fitted[0][0]
     for trace, (other, _, _) in zip(traces[1:], fitted[1:]):
         if (other.options, other.runtime) != (first.options, first.runtime):
             raise UsageError(f"{trace.path}: {allocator!r} was recorded by another runtime or with other options than "
                              f"in {traces[0].path}: not recordings of one step")
+    paths = [trace.path for trace in traces]
+    if not smallest:
+        assert limit is not None
+        under = _orders_under(fitted, paths, limit, orders, window_ns, seed) if orders else None
+        return replace(first, orders_under=under, recordings=tuple(result for result, _, _ in fitted),
+                       paths=tuple(paths))
     # Where no limit the model holds fits a recording, there are no limits to put in a band: the answer is that.
     banded = orders and all(result.min_limit_bytes is not None for result, _, _ in fitted)
-    band = _band(fitted, [trace.path for trace in traces], orders, window_ns, seed, at_limits) if banded else None
-    return replace(first, band=band, recordings=tuple(result for result, _, _ in fitted),
-                   paths=tuple(trace.path for trace in traces))
+    band = _band(fitted, paths, orders, window_ns, seed, at_limits) if banded else None
+    return replace(first, band=band, recordings=tuple(result for result, _, _ in fitted), paths=tuple(paths))
 
 
 def _band(fitted: list[tuple[FitResult, TraceRequests, BFCOptions]], paths: list[str], orders: int, window_ns: int,
@@ -211,10 +237,21 @@ def _band(fitted: list[tuple[FitResult, TraceRequests, BFCOptions]], paths: list
         raise UsageError(f"{first.allocator}: {exc}") from None
 
 
+def _orders_under(fitted: list[tuple[FitResult, TraceRequests, BFCOptions]], paths: list[str], limit: int,
+                  orders: int, window_ns: int, seed: int) -> OrdersUnderLimit:
+    """The share of the recordings' sampled orders that run under ``limit``, each replayed there once."""
+    recordings = [Recording(path, order_graph(found.requests, found.threads, window_ns=window_ns), options)
+                  for path, (_, found, options) in zip(paths, fitted)]
+    try:
+        return orders_under_limit(recordings, fitted[0][2], limit, orders=orders, seed=seed)
+    except ValueError as exc:
+        raise UsageError(f"{fitted[0][0].allocator}: {exc}") from None
+
+
 def _fit_one(trace: TraceData, allocator: str, limit: int | None, allow_growth: bool | None,
              garbage_collection: bool | None, fragmentation_fraction: float | None, recorded_limit: int | None,
-             alternatives: bool, partitioned: bool | None,
-             gap_split: str | None) -> tuple[FitResult, TraceRequests, BFCOptions]:
+             alternatives: bool, partitioned: bool | None, gap_split: str | None,
+             smallest: bool = True) -> tuple[FitResult, TraceRequests, BFCOptions]:
     """One recording's answer (:func:`fit`'s, without the band), its requests, and the options its replays take."""
     found = requests_for(trace, allocator)
     defaults = trace_defaults(trace, allocator)
@@ -263,7 +300,8 @@ def _fit_one(trace: TraceData, allocator: str, limit: int | None, allow_growth: 
     options = replace(base, limit_bytes=0 if limit is None else limit, regions_descending=descending,
                       region_order=order)
     result = fit_requests(found.requests, options, allocator=allocator, limit_given=limit is not None,
-                          alternatives=alternatives, defaults=defaults.source, runtime=defaults.runtime, path=trace.path)
+                          alternatives=alternatives, defaults=defaults.source, runtime=defaults.runtime, path=trace.path,
+                          smallest=smallest)
     effects = xla_effects(result, defaults.device, shown if recorded_limit is None else recorded_limit) \
         if defaults.runtime == "XLA" else ()
     return (replace(result, reproduced=reproduced, assumptions=tuple(notes), effects=effects), found,
@@ -326,7 +364,8 @@ def xla_effects(result: FitResult, device: str, recorded_limit: int | None) -> t
 
 
 def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = "", limit_given: bool = True,
-                 alternatives: bool = True, defaults: str = "", runtime: str = "TensorFlow", path: str = "") -> FitResult:
+                 alternatives: bool = True, defaults: str = "", runtime: str = "TensorFlow", path: str = "",
+                 smallest: bool = True) -> FitResult:
     """Fit a request sequence not read from a trace (``memtrace fit --vs`` builds one per batch size).
 
     ``options.limit_bytes`` is the limit asked about, 0 as much as any other (nothing but 0-byte
@@ -338,10 +377,14 @@ def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = ""
     Where no limit the model holds (8 TiB) fits, the smallest limit is None: under a limit given,
     the requests simply do not fit; without one there is nothing to answer, a UsageError naming
     ``path`` (the trace) and the allocator.
+
+    With a limit given, ``smallest`` False searches no smallest limit (nor the alternatives'): one replay says
+    whether the requests fit, and where not, a second one records the failure's map.
     """
     given = limit_given
+    searched = smallest or not given
     try:
-        search: bfc.LimitSearch | None = bfc.search_min_limit(requests, options)
+        search: bfc.LimitSearch | None = bfc.search_min_limit(requests, options) if searched else None
     except ValueError as exc:  # requests beyond any limit the model holds (8 TiB)
         if not given:
             where = ": ".join(part for part in (path, allocator) if part) or "the requests"
@@ -354,7 +397,7 @@ def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = ""
     failure = _failure(requests, bfc.simulate(requests, options)) if not under.fits else None
     at_min = None if search is None else bfc.outcome(requests, _replace(options, search.limit_bytes))
     settings = settings_for(allocator, runtime)
-    alts = _alternatives(requests, options, given, settings) if alternatives else ()
+    alts = _alternatives(requests, options, given, settings, searched) if alternatives else ()
     return FitResult(
         allocator=allocator,
         options=fit_options(options.limit_bytes if given else None, options),
@@ -366,7 +409,7 @@ def fit_requests(requests: Requests, options: BFCOptions, *, allocator: str = ""
         lost_bytes=None if search is None or at_min is None else search.limit_bytes - at_min.peak_in_use_bytes,
         requested_peak_bytes=requests.peak_rounded_live_bytes(), events=len(requests),
         allocations=int(np.count_nonzero(requests.is_alloc)), reproduced=None, failure=failure, alternatives=alts,
-        runtime=runtime, settings=settings.who,
+        runtime=runtime, settings=settings.who, smallest_searched=searched,
     )
 
 
@@ -412,13 +455,16 @@ def _changes(options: BFCOptions, settings: Settings) -> list[tuple[str, str, BF
     return changes
 
 
-def _alternatives(requests: Requests, options: BFCOptions, given: bool, settings: Settings) -> tuple[Alternative, ...]:
+def _alternatives(requests: Requests, options: BFCOptions, given: bool, settings: Settings,
+                  smallest: bool = True) -> tuple[Alternative, ...]:
     found = []
     for change, setting, alt in _changes(options, settings):
-        try:
-            needed = bfc.min_limit(requests, alt)
-        except ValueError:  # no limit the model holds fits with this change
-            continue
+        needed = None
+        if smallest:
+            try:
+                needed = bfc.min_limit(requests, alt)
+            except ValueError:  # no limit the model holds fits with this change
+                continue
         ok = bfc.fits(requests, alt) if given else None
         found.append(Alternative(change, fit_options(options.limit_bytes if given else None, alt), ok, needed, setting))
     return tuple(found)

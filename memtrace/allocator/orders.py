@@ -252,6 +252,13 @@ def _first_difference(graph: OrderGraph, order: SampledOrder) -> int:
     return int(graph.unit_rows[moved[0]]) if len(moved) else len(graph.requests)
 
 
+def _shared_start(graph: OrderGraph, drawn: Sequence[SampledOrder], options: BFCOptions) -> bfc.SharedStart | None:
+    """The allocator's states where the first of ``drawn`` (the orders after the recorded one) to differ from the
+    recorded order does, for their replays to start from (None: none differs, or the pool is partitioned)."""
+    common = min((d for d in (_first_difference(graph, o) for o in drawn) if d < len(graph.requests)), default=0)
+    return bfc.SharedStart(graph.requests, options, common) if common and not options.partitioned else None
+
+
 # -- the retry ------------------------------------------------------------------------------------
 
 
@@ -514,9 +521,7 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
         asked_orders += len(sampled)
         # Every order keeps the recorded one up to where it first differs: replays start from the recorded
         # order's states there (one per limit), not from the first request.
-        differ = [_first_difference(graph, o) for o in sampled[1:]]
-        common = min((d for d in differ if d < len(graph.requests)), default=0)
-        shared = bfc.SharedStart(graph.requests, own, common) if common and not own.partitioned else None
+        shared = _shared_start(graph, sampled[1:], own)
         spent = 0
         for number, order in enumerate(sampled):
             if number >= MIN_ORDERS and spent >= BAND_BUDGET_EVENTS // len(recordings):
@@ -561,3 +566,59 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
                      fixed, recordings[0].graph.window_ns, seed, granularity, limit,
                      None if limit is None else counts[limit], tuple(sorted(counts.items())), asked_orders)
 
+
+
+@dataclass(frozen=True)
+class OrdersUnderLimit:
+    """How many of the orders sampled from the recordings run under one limit, each replayed once there (JSON
+    ``orders_under_limit`` of ``memtrace.fit/1``): the band's share under the limit, without its edges, which
+    would take a search of each order (``memtrace fit --limit SIZE --no-smallest``)."""
+
+    recordings: tuple[str, ...]
+    limit_bytes: int
+    fitting: int  # sampled orders that run under the limit (an order drawn twice counts twice, as in the band)
+    sampled: int
+    asked_orders: int  # beyond ``sampled`` where the budget was spent first
+    fixed: bool  # no recording's order can change: the recorded orders are the only ones
+    window_ns: int
+    seed: int
+
+    @property
+    def all_fit(self) -> bool:
+        return self.fitting == self.sampled
+
+
+def orders_under_limit(recordings: Sequence[Recording], options: BFCOptions, limit: int, *,
+                       orders: int = DEFAULT_ORDERS, seed: int = DEFAULT_SEED) -> OrdersUnderLimit:
+    """Replay ``orders`` sampled orders of each recording once under ``limit``, as :func:`order_band` replays
+    them there (the same orders, TF's retry, the states shared up to where they first differ; the same budget,
+    each order counted as the one replay it costs here)."""
+    if orders < 1:
+        raise ValueError("at least one order")
+    if not recordings:
+        raise ValueError("no recording")
+    fitting = sampled_count = asked = 0
+    fixed = True
+    for recording in recordings:
+        graph = recording.graph
+        own = replace(recording.options or options, limit_bytes=limit)
+        can_change = graph.reorderable()
+        in_time_order = bool(np.all(np.diff(graph.unit_time_ns) >= 0))
+        fixed = fixed and not can_change
+        sampled = sample_orders(graph, orders if can_change else 1, seed)
+        asked += len(sampled)
+        shared = _shared_start(graph, sampled[1:], own)
+        seen: dict[bytes, bool] = {}
+        spent = 0
+        for number, order in enumerate(sampled):
+            if number >= MIN_ORDERS and spent >= BAND_BUDGET_EVENTS // len(recordings):
+                break
+            key = order.units.tobytes()
+            if key not in seen:
+                schedule = order.schedule() if can_change or not in_time_order else None
+                seen[key] = bfc.fits(order.requests, own, schedule, shared if number else None)
+                spent += len(order.requests)
+            fitting += seen[key]
+            sampled_count += 1
+    return OrdersUnderLimit(tuple(r.path for r in recordings), limit, fitting, sampled_count, asked, fixed,
+                            recordings[0].graph.window_ns, seed)

@@ -55,6 +55,9 @@ def register(subparsers: Any) -> None:
                         "MiB for CPU BFC; where a profile's events show the limit, that one)")
     parser.add_argument("--no-alternatives", dest="alternatives", action="store_false",
                         help="do not replay the other options (faster on large traces)")
+    parser.add_argument("--no-smallest", dest="smallest", action="store_false",
+                        help="with --limit or --card: answer only whether it fits, one replay (and one for each "
+                        "alternative and each sampled order), searching no smallest limit")
     parser.add_argument("--orders", type=order_count, default=None, metavar="N",
                         help="orders to sample from each recording for the band, its own included (default 32; with "
                         "--vs, 8 of each recording's requests); 0: replay only the recorded order")
@@ -98,6 +101,10 @@ def run(args: argparse.Namespace) -> int:
     if args.gap_split is not None and args.partitioning is False:
         raise UsageError("--gap-split applies to a partitioned pool only (not with --no-partitioning)")
     check_options(args)
+    if not args.smallest and args.limit is None and args.card is None:
+        raise UsageError("--no-smallest asks only whether a limit fits: give --limit or --card")
+    if not args.smallest and (args.vs is not None or args.html):
+        raise UsageError("--no-smallest is for fit's own answer, not with --vs or --html")
     if args.vs is not None and (args.partitioning is not None or args.gap_split is not None):
         raise UsageError("--partitioning and --gap-split are not taken with --vs (it uses the runtime's default)")
     more = list(args.files)
@@ -140,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
                               garbage_collection=args.garbage_collection, fragmentation_fraction=fraction,
                               recorded_limit=recorded, alternatives=args.alternatives, partitioned=args.partitioning,
                               gap_split=args.gap_split, orders=orders, window_ns=window,
-                              seed=DEFAULT_SEED if args.seed is None else args.seed)
+                              seed=DEFAULT_SEED if args.seed is None else args.seed,
+                              smallest=args.smallest)
                for name in allocators]
     results = [replace(r, assumptions=(*r.assumptions, card_notes[r.allocator])) if r.allocator in card_notes else r
                for r in results]

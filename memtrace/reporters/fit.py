@@ -8,7 +8,7 @@ from ..allocator.fit import Alternative, Effect, Failure, FitOptions, FitResult
 from ..allocator.reproduce import Reproduction
 from ..units import MIB, format_bytes, format_us, plural
 from .common import clean, table
-from .orders import band_json, render_band
+from .orders import band_json, orders_under_json, render_band, render_orders_under
 
 SCHEMA = "memtrace.fit/1"
 
@@ -53,8 +53,11 @@ def _result_json(r: FitResult, chunks: bool) -> dict[str, Any]:
         # XLA's three effects on what one recording says, where it is XLA's ({} otherwise). The order of frees is
         # where a band of limits over the orders a runtime takes belongs.
         "effects": {e.name: {"applies": e.applies, "words": e.words} for e in r.effects},
-        "fits_every_order": r.verdict if r.band is not None and r.options.limit_bytes is not None else None,
+        "fits_every_order": r.verdict if (r.band is not None or r.orders_under is not None)
+        and r.options.limit_bytes is not None else None,
         "band": None if r.band is None else band_json(r.band),
+        "smallest_searched": r.smallest_searched,
+        "orders_under_limit": None if r.orders_under is None else orders_under_json(r.orders_under),
         "recordings": [{"path": path, "events": one.events, "min_limit_bytes": one.min_limit_bytes, "fits": one.fits,
                         "reproduced": None if one.reproduced is None else _reproduced_json(one.reproduced)}
                        for path, one in zip(r.paths, r.recordings)],
@@ -136,9 +139,10 @@ def headline(r: FitResult) -> str:
     """The answer in one sentence, as the text says it first (the pages lead with it): the smallest limit,
     whether the limit asked for fits, and where not, the request that fails."""
     line = (f"{r.allocator}: the smallest limit is {mib(r.min_limit_bytes)}" if r.min_limit_bytes is not None
-            else f"{r.allocator}: no limit the model holds (up to 8 TiB) fits these requests")
+            else f"{r.allocator}: no limit the model holds (up to 8 TiB) fits these requests" if r.smallest_searched
+            else f"{r.allocator}")
     if r.options.limit_bytes is not None:
-        line += f"; under {mib(r.options.limit_bytes)} it {'fits' if r.fits else 'does NOT fit'}"
+        line += f"{'; u' if r.smallest_searched else ': u'}nder {mib(r.options.limit_bytes)} it {'fits' if r.fits else 'does NOT fit'}"
     f = r.failure
     if f is not None:
         line += (f": {f.op or '(op unknown)'} asks for {format_bytes(f.request_bytes)} at event {f.row:,} and the "
@@ -152,6 +156,9 @@ def headline(r: FitResult) -> str:
                  f"{mib(b.never_fits_below_bytes)}"
                  + ("" if b.fitting_at_limit is None or r.options.limit_bytes is None else
                     f"; {b.fitting_at_limit} of {n} fit under {mib(r.options.limit_bytes)}") + ".")
+    u = r.orders_under
+    if u is not None and not u.fixed:
+        line += f" {u.fitting} of {u.sampled} sampled orders fit under {mib(u.limit_bytes)}."
     return line
 
 
@@ -187,7 +194,9 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
         out.write(f"  self-check: {reproduction_line(p)} (replayed under {mib(p.limit_bytes)}, regions at {order})\n")
         if p.first_difference:
             out.write(f"  first difference: {clean(p.first_difference)}\n")
-    if r.min_limit_bytes is None:
+    if not r.smallest_searched:
+        out.write("  smallest limit: not searched for (asked whether the limit fits, --no-smallest)\n")
+    elif r.min_limit_bytes is None:
         out.write("  smallest limit: none that the model holds (up to 8 TiB) fits these requests\n")
     else:
         out.write(f"  smallest limit: {mib(r.min_limit_bytes)}{' under the recorded order' if r.band is not None else ''}"
@@ -205,24 +214,28 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
                   f"{format_bytes(r.lost_bytes)} of the limit lost to fragmentation (limit - peak in use)\n")
     else:
         verdict = "fits" if r.fits else "does NOT fit"
-        if r.band is not None:
+        if r.band is not None or r.orders_under is not None:
             verdict += " (the recorded order)"
         out.write(f"  under {mib(o.limit_bytes)}: {verdict}; peak in use {format_bytes(r.peak_in_use_bytes)}, "
                   f"pool {format_bytes(r.pool_bytes)}\n")
     if r.band is not None:
         render_band(r.band, out)
+    if r.orders_under is not None:
+        render_orders_under(r.orders_under, out)
     if r.failure is not None:
         _render_failure(r.failure, out, map_rows)
     if r.alternatives:
         out.write("  what would help (each replayed):\n")
         rows = []
         for a in r.alternatives:
-            row = [a.change, mib(a.min_limit_bytes)]
+            row = [a.change]
             if o.limit_bytes is not None:
-                row.insert(1, "yes" if a.fits else "no")
+                row.append("yes" if a.fits else "no")
+            if a.min_limit_bytes is not None:
+                row.append(mib(a.min_limit_bytes))
             rows.append(row)
-        headers = ["change", "smallest limit"] if o.limit_bytes is None else [
-            "change", f"fits {mib(o.limit_bytes)}", "smallest limit"]
+        headers = ["change", *([] if o.limit_bytes is None else [f"fits {mib(o.limit_bytes)}"]),
+                   *(["smallest limit"] if r.smallest_searched else [])]
         out.write(_indent(table(rows, headers, ["left"] + ["right"] * (len(headers) - 1), indent=4)))
         _render_settings(r, out)
     for note in r.assumptions:

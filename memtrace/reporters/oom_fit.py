@@ -94,5 +94,6 @@ def _lines(a: Avoidance) -> tuple[str, list[str], list[str]]:
     for alt in r.alternatives:
         verdict = " (avoids it under the same limit)" if alt.fits else ""
         how = f" [{r.settings}: {alt.setting}]" if alt.setting else ""
+        assert alt.min_limit_bytes is not None  # fit_requests searches it unless told not to
         helps.append(f"{alt.change}: a limit of at least {_size(alt.min_limit_bytes)}{verdict}{how}")
     return heading, findings, helps

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import IO, Any
 
-from ..allocator.orders import OrderBand
+from ..allocator.orders import OrderBand, OrdersUnderLimit
 from ..units import MIB, format_bytes, format_us, plural
 from .common import clean
 
@@ -35,6 +35,29 @@ def band_json(b: OrderBand) -> dict[str, Any]:
         "fitting_orders_at_limit": b.fitting_at_limit,
         "fits_every_order": b.all_fit,
     }
+
+
+def orders_under_json(u: OrdersUnderLimit) -> dict[str, Any]:
+    return {"recordings": list(u.recordings), "limit_bytes": u.limit_bytes, "fitting_orders": u.fitting,
+            "orders": u.sampled, "orders_asked": u.asked_orders, "fixed": u.fixed, "window_ns": u.window_ns,
+            "seed": u.seed}
+
+
+def render_orders_under(u: OrdersUnderLimit, out: IO[str], indent: str = "  ") -> None:
+    """The share of sampled orders that run under the limit, each replayed there once (no band's edges)."""
+    n = u.sampled
+    if u.fixed:
+        what = ("the recording's own order" if len(u.recordings) == 1 else
+                f"each of the {len(u.recordings)} recordings' own orders") + " (no other order is possible)"
+    else:
+        source = "this one recording" if len(u.recordings) == 1 else f"{len(u.recordings)} recordings"
+        what = (f"{plural(n, 'order')} sampled from {source} (the recorded and others drawn within a "
+                f"{format_us(u.window_ns)} scheduling window, seed {u.seed}), each replayed once under the limit")
+    out.write(f"{indent}the orders a run may take: {what}\n")
+    if u.asked_orders > n:
+        out.write(f"{indent}  {n:,} of the {u.asked_orders:,} orders asked for: replaying more would take longer than "
+                  "the band's budget\n")
+    out.write(f"{indent}  {_share(u.fitting, n, u.limit_bytes)}\n")
 
 
 def _mib(value: int) -> str:
@@ -97,12 +120,14 @@ def render_band(b: OrderBand, out: IO[str], indent: str = "  ") -> None:
             f"{_mib(limit)} ({clean(os.path.basename(path))})" for path, limit in zip(b.recordings, limits))
             + f"; spread {_mib(spread) if spread else 'none'}\n")
     if b.limit_bytes is not None and b.fitting_at_limit is not None:
-        k = b.fitting_at_limit
-        share = f"{k}/{n} sampled orders run under {_mib(b.limit_bytes)}"
-        if k == n:
-            out.write(f"{inner}{share}: every one\n")
-        elif k == 0:
-            out.write(f"{inner}{share}: none; it does NOT fit\n")
-        else:
-            out.write(f"{inner}{share} ({100 * k / n:.0f}%): a run may run out of memory; it does NOT fit every "
-                      "order\n")
+        out.write(f"{inner}{_share(b.fitting_at_limit, n, b.limit_bytes)}\n")
+
+
+def _share(k: int, n: int, limit: int) -> str:
+    """``k/n sampled orders run under LIMIT`` and what that means for the limit."""
+    share = f"{k}/{n} sampled orders run under {_mib(limit)}"
+    if k == n:
+        return f"{share}: every one"
+    if k == 0:
+        return f"{share}: none; it does NOT fit"
+    return f"{share} ({100 * k / n:.0f}%): a run may run out of memory; it does NOT fit every order"
