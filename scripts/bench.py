@@ -437,10 +437,12 @@ def measure_fit(out: Path, repeats: int, compare: Path | None) -> list[str]:
     plan = [
         ("peak xspace100m", [*memtrace, "peak", p]),
         ("fit xspace100m --limit 600MiB", [*memtrace, "fit", p, "--limit", "600MiB"]),
+        ("fit xspace100m --limit 600MiB --no-smallest", [*memtrace, "fit", p, "--limit", "600MiB", "--no-smallest"]),
         ("fit xspace100m --no-alternatives", [*memtrace, "fit", p, "--no-alternatives"]),
         ("fit xspace100m", [*memtrace, "fit", p]),
         ("peak lstm69", [*memtrace, "peak", k]),
         ("fit lstm69", [*memtrace, "fit", k]),
+        ("fit lstm69 --limit 4GiB --no-smallest", [*memtrace, "fit", k, "--limit", "4GiB", "--no-smallest"]),
         ("peak lstm13_b16", [*memtrace, "peak", s]),
         ("peak lstm13_b64", [*memtrace, "peak", l]),
         ("fit lstm13_b16 --vs lstm13_b64", [*memtrace, "fit", s, "--vs", l]),
