@@ -221,6 +221,28 @@ def test_the_self_check_counts_what_differs(tmp_path: Path) -> None:
     assert p.first_difference is not None and p.first_difference.startswith("event 2 (free)")
 
 
+def test_the_first_difference_may_be_an_address_alone(tmp_path: Path) -> None:
+    # GIVEN the last chunk at 512 where the model puts it at 0, its size, bytes in use and fragmentation the model's
+    moved = [*BIRTH[:3], (True, 512, 512, BASE + 512, 2560, BIRTH[3][5], "c")]
+    p = fit(memtrace.load(write_profile(tmp_path / "moved.xplane.pb", moved)), "bfc_cpu_allocator_for_gpu",
+            alternatives=False).reproduced
+    # THEN that address is the one difference, and the first
+    assert p is not None and (p.addresses_equal, p.chunks_equal, p.fragmentation_equal, p.bytes_in_use_equal) == (
+        2, 3, 4, 4)
+    assert p.first_difference is not None and p.first_difference.startswith("event 3 (allocation)")
+
+
+def test_a_full_pool_has_no_fragmentation_value_and_only_nan_matches_it(tmp_path: Path) -> None:
+    # GIVEN a first request of 2 MiB: growth makes region 0 of 2 MiB and hands all of it out, so nothing is free and
+    # TF's fragmentation, (free - largest free) / free, is 0/0: NaN
+    for recorded, equal in ((float("nan"), 1), (0.0, 0), (1.0, 0)):
+        full = [(True, F0, F0, BASE, F0, recorded, "all")]
+        p = fit(memtrace.load(write_profile(tmp_path / "full.xplane.pb", full)), "bfc_cpu_allocator_for_gpu",
+                alternatives=False).reproduced
+        # THEN a NaN in the profile matches, any number does not
+        assert p is not None and (p.addresses_equal, p.fragmentation_equal) == (1, equal)
+
+
 def test_a_profile_that_starts_later_says_what_is_assumed() -> None:
     found = requests_for(memtrace.load(KERAS_CNN), "CPU:0" and "bfc_cpu_allocator_for_gpu")
     # its first event frees a chunk allocated before the profile: bytes in use after it + its size
