@@ -18,8 +18,6 @@ from ..errors import MemtraceError
 from ..trace.data import TraceData
 from . import bfc
 
-LARGE_LIMIT_BYTES = 64 << 30  # for a GPU, whose limit depends on its card: growth never reaches it in a test
-
 
 @dataclass(frozen=True)
 class Region:
@@ -72,7 +70,9 @@ def regions_of(trace: TraceData, allocator: str) -> Regions | None:
         return None
     # Only growth makes several regions: a GPU allocator grows where the program asked for it
     # (allow_growth), so growth is tried whatever TF's default; the addresses decide.
-    options = bfc.BFCOptions(defaults.limit_bytes or LARGE_LIMIT_BYTES, True, defaults.garbage_collection)
+    # A GPU's limit depends on its card, which the profile does not say: the largest the model holds (8 TiB) cuts
+    # no region a card's growth makes, so the profile's own addresses decide
+    options = bfc.BFCOptions(defaults.limit_bytes or bfc.MAX_LIMIT_BYTES, True, defaults.garbage_collection)
     check = reproduce(found, options)
     if check.addresses_equal != check.allocations:
         return None  # not grown this way (one region of the whole limit: nothing to mistake for a hole)
