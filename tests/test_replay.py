@@ -274,6 +274,27 @@ def test_an_allocator_whose_records_add_up_past_int64_is_uncounted_and_says_why(
 
 
 
+def test_snapshots_whose_sums_with_the_records_could_pass_int64_are_refused(tmp_path: Path) -> None:
+    from memtrace.errors import BeyondInt64Error
+
+    # The reconciliation takes snapshot - live bytes and the peak adds the baseline to the live bytes: with snapshots
+    # of magnitude S and records of M bytes, 2 (S + M) must stay below 2^63, so S + M below 2^62 (checked in float64,
+    # whose steps there are 1 KiB: the totals below are exact)
+    def trace(snapshot: int) -> memtrace.Trace:
+        path = tmp_path / f"s{snapshot}.pbtxt"
+        path.write_text('dev_stats { device: "/device:GPU:0" node_stats { node_name: "n" all_start_micros: 10 '
+                        f'all_end_rel_micros: 5 memory {{ allocator_name: "bfc" allocator_bytes_in_use: {snapshot} '
+                        'allocation_records { alloc_micros: 11 alloc_bytes: 1048576 } } } }')
+        return memtrace.load(path)
+
+    # GIVEN records of 1 MiB and a snapshot 4 KiB short of 2^62 in all: counted
+    assert replay(trace(2**62 - 2**20 - 4096), "bfc").live_bytes.tolist() == [2**20]
+    # GIVEN a snapshot that brings the total to 2^62: refused, naming that total and the snapshots
+    with pytest.raises(BeyondInt64Error) as refused:
+        replay(trace(2**62 - 2**20), "bfc")
+    assert (refused.value.total_bytes, refused.value.source) == (2.0**62, "snapshots")
+
+
 def test_the_largest_total_int64_holds_is_counted_and_the_first_it_does_not_is_refused(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     import json
