@@ -456,13 +456,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def recorded(progress: Path, equivalent: dict[str, dict[str, str]]) -> list[Mutant]:
-    """Every mutant in ``progress`` (the runs' verdicts, one JSON object a line), the latest verdict of each, with
-    the equivalence file's reasons applied to the survivors."""
+    """Every mutant in ``progress`` (the runs' verdicts, one JSON object a line) whose site the code still has, the
+    latest verdict of each (at the site's line now), with the equivalence file's reasons applied to the survivors."""
     latest: dict[tuple[str, str], Mutant] = {}
     for line in progress.read_text(encoding="utf-8").splitlines():
         m = Mutant(**json.loads(line))
         latest[m.key] = m
-    found = sorted(latest.values(), key=lambda m: (m.module, m.number))
+    now: dict[str, dict[str, Mutant]] = {}
+    for module in {m.module for m in latest.values()}:
+        now[module] = {m.site: m for m in mutants_of(module)} if (ROOT / module).exists() else {}
+    stale = [m for m in latest.values() if m.site not in now[m.module]]
+    if stale:  # code changed since they ran: not mutants of this code
+        print(f"left out: {len(stale)} recorded mutants whose site the code no longer has", file=sys.stderr)
+    found = []
+    for m in latest.values():
+        if m.site in now[m.module]:
+            m.line, m.number = now[m.module][m.site].line, now[m.module][m.site].number
+            found.append(m)
+    found.sort(key=lambda m: (m.module, m.number))
     for m in found:
         reason = equivalent.get(m.module, {}).get(m.site)
         if m.verdict in ("survived", "equivalent") and reason:
