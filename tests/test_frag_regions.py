@@ -129,24 +129,16 @@ def test_a_profile_that_starts_after_the_allocators_birth_has_no_regions_even_wh
     assert regions_of(trace, ALLOCATOR) is None
 
 
-def test_a_gpu_allocators_regions_may_grow_past_half_of_64_gib(tmp_path: Path) -> None:
+@pytest.mark.parametrize("grown_gib", [32, 64])
+def test_a_gpu_allocators_regions_grow_as_far_as_a_card_holds(tmp_path: Path, grown_gib: int) -> None:
     # GIVEN a GPU allocator grown from birth (its limit depends on the card, the profile does not say it): 256 bytes
-    # in a first region of 2 MiB, then 32 GiB, for which TF's Extend doubles the next region's size from 4 MiB until
-    # it holds the request: a region of 32 GiB, which a limit under 32 GiB + 2 MiB could not have made
+    # in a first region of 2 MiB, then 32 or 64 GiB, for which TF's Extend doubles the next region's size from 4 MiB
+    # until it holds the request: a region of that size (64 GiB + 2 MiB in all: an H100's 80 GB holds it, and a
+    # stand-in limit of 64 GiB, as the model took for the unknown card, could not have made it)
     gib = 1 << 30
-    events = [(True, 256, 256, 1 << 44, 256, 0.0, "a"), (True, 32 * gib, 32 * gib, 1 << 45, 32 * gib + 256, 1.0, "b")]
+    size = grown_gib * gib
+    events = [(True, 256, 256, 1 << 44, 256, 0.0, "a"), (True, size, size, 1 << 45, size + 256, 1.0, "b")]
     trace = memtrace.load(write_profile(tmp_path / "gpu.xplane.pb", events, allocator="GPU_0_bfc"))
     # THEN both regions are found where the profile put them
     found = regions_of(trace, "GPU_0_bfc")
-    assert found is not None and [(r.start, r.bytes) for r in found.regions] == [(1 << 44, 2 * MIB), (1 << 45, 32 * gib)]
-
-
-def test_a_gpu_allocator_grown_past_64_gib_as_on_an_80_gb_card_has_its_regions(tmp_path: Path) -> None:
-    # GIVEN 256 bytes in a first region of 2 MiB, then 64 GiB: TF's Extend doubles the next region's size from 4 MiB
-    # until it holds the request, a region of 64 GiB (a pool of 64 GiB + 2 MiB, which an H100's 80 GB holds)
-    gib = 1 << 30
-    events = [(True, 256, 256, 1 << 44, 256, 0.0, "a"), (True, 64 * gib, 64 * gib, 1 << 45, 64 * gib + 256, 1.0, "b")]
-    trace = memtrace.load(write_profile(tmp_path / "gpu80.xplane.pb", events, allocator="GPU_0_bfc"))
-    # THEN both regions are found where the profile put them (a stand-in limit of 64 GiB could not have made them)
-    found = regions_of(trace, "GPU_0_bfc")
-    assert found is not None and [(r.start, r.bytes) for r in found.regions] == [(1 << 44, 2 * MIB), (1 << 45, 64 * gib)]
+    assert found is not None and [(r.start, r.bytes) for r in found.regions] == [(1 << 44, 2 * MIB), (1 << 45, size)]
