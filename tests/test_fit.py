@@ -126,6 +126,10 @@ def test_no_smallest_answers_whether_the_limit_fits_in_json_and_asks_for_a_limit
         False, None, None, False)
     assert answer["orders_under_limit"]["fitting_orders"] == 0 and answer["orders_under_limit"]["orders"] == 4
     assert all(a["min_limit_bytes"] is None and a["fits"] is not None for a in answer["alternatives"])
+    # two recordings of the step: each one's line says it was not searched, and that it does not fit
+    code, text, _ = run(capsys, "fit", trace, trace.replace(".r1.", ".r2."), "--limit", "112MiB", "--no-smallest",
+                        "--orders", "2", "--no-alternatives")
+    assert code == 1 and " ".join(text.split()).count("smallest limit not searched for; does NOT fit the limit") == 2
     for argv in ((trace, "--no-smallest"), (trace, "--no-smallest", "--limit", "1GiB", "--vs", trace)):
         code, output, err = run(capsys, "fit", *argv)
         assert code == 2 and output == "" and "--no-smallest" in err and "Traceback" not in err

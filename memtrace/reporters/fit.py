@@ -183,9 +183,11 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
     if several:
         for number, (path, one) in enumerate(zip(r.paths, r.recordings), 1):
             check = "" if one.reproduced is None else f"; self-check: {reproduction_line(one.reproduced)}"
-            least = "none that the model holds" if one.min_limit_bytes is None else mib(one.min_limit_bytes)
-            out.write(f"  recording {number} ({clean(path)}): {plural(one.events, 'event')}; smallest limit "
-                      f"{least}{check}\n")
+            least = ("smallest limit not searched for" if not one.smallest_searched else
+                     "smallest limit none that the model holds" if one.min_limit_bytes is None else
+                     f"smallest limit {mib(one.min_limit_bytes)}")
+            under = "" if one.options.limit_bytes is None else f"; {'fits' if one.fits else 'does NOT fit'} the limit"
+            out.write(f"  recording {number} ({clean(path)}): {plural(one.events, 'event')}; {least}{under}{check}\n")
         out.write(f"  the answers below are recording 1's, then the band over all {len(r.recordings)}\n")
     if r.reproduced is not None and not several:
         p = r.reproduced
