@@ -37,7 +37,8 @@ ENDINGS: dict[str, tuple[str, int]] = {
     "os._exit 7": ("os._exit(7)\n", 7),
     "SIGKILL": ("os.kill(os.getpid(), signal.SIGKILL)\n", 128 + signal.SIGKILL),
     "SIGTERM": ("os.kill(os.getpid(), signal.SIGTERM)\n", 128 + signal.SIGTERM),  # the child turns it into an exit
-    "SIGHUP": ("os.kill(os.getpid(), signal.SIGHUP)\n", 128 + signal.SIGHUP),
+    # (a shell started with nohup ignores SIGHUP, and its children inherit that: the script takes it back)
+    "SIGHUP": ("signal.signal(signal.SIGHUP, signal.SIG_DFL)\nos.kill(os.getpid(), signal.SIGHUP)\n", 128 + signal.SIGHUP),
     "SIGUSR1": ("os.kill(os.getpid(), signal.SIGUSR1)\n", 128 + signal.SIGUSR1),
     "SIGRTMIN+1": ("os.kill(os.getpid(), signal.SIGRTMIN + 1)\n", 128 + signal.SIGRTMIN + 1),
     "SIGRTMAX": ("os.kill(os.getpid(), signal.SIGRTMAX)\n", 128 + signal.SIGRTMAX),
