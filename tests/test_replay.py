@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from random import Random
 
@@ -233,6 +234,18 @@ def test_outputs_mode_says_when_no_model_agrees_with_the_snapshots(tmp_path: Pat
     path.write_text(OUTPUTS_SNAPSHOTS.read_text().replace("allocator_bytes_in_use: 7424", "allocator_bytes_in_use: 7000"))
     rec = memtrace.load(path).peak("GPU_0_bfc").reconciliation
     assert rec.model_agrees is False and rec.matched < rec.snapshots == 6
+
+
+def test_outputs_mode_snapshots_below_the_steps_own_bytes_give_no_baseline_and_no_agreement(tmp_path: Path) -> None:
+    """The same trace with every snapshot 6,657 B lower (-1, -1, -1, -1, 767, 1,279): each interval still changes
+    as the model does, but every implied baseline is -1 B, and bytes live before the step cannot be negative: no
+    baseline, and the model is not said to agree (a damaged trace: the reader flags the negative sizes)."""
+    path = tmp_path / "t.pbtxt"
+    path.write_text(re.sub(r"allocator_bytes_in_use: (\d+)", lambda m: f"allocator_bytes_in_use: {int(m[1]) - 6657}",
+                           OUTPUTS_SNAPSHOTS.read_text()))
+    rec = memtrace.load(path).peak("GPU_0_bfc").reconciliation
+    assert (rec.snapshots, rec.matched, rec.max_abs_error_bytes, rec.baseline_bytes) == (6, 0, 1, None)
+    assert rec.model_agrees is False
 
 
 def test_outputs_mode_without_snapshots_counts_every_output() -> None:
