@@ -374,8 +374,7 @@ def simulate(requests: Requests, options: BFCOptions) -> Simulation:
 def regions_made(requests: Requests, options: BFCOptions) -> tuple[int, ...]:
     """The row whose request made each region (``Simulation.region_rows``), from a replay that records nothing."""
     if options.partitioned:
-        run = _PartitionedRun(requests, options, record=False)
-        return (run.region_row,) if run.pool else ()
+        return _PartitionedRun(requests, options, record=False).region_rows
     _classic_only(requests)
     return _Run(requests, options, record=False).region_rows
 
@@ -2000,6 +1999,11 @@ class _PartitionedRun:
         if self.record:
             self.records.append((start, size, self.in_use, self.pool, self._largest_free()))
 
+    @property
+    def region_rows(self) -> tuple[int, ...]:
+        """The row whose request made the one region (none before the first request that needs memory)."""
+        return (self.region_row,) if self.pool else ()
+
     def simulation(self) -> Simulation:
         table = np.array(self.records, dtype=np.int64).reshape(-1, 5)
         offset, chunk, in_use, pool, largest = table.T
@@ -2015,6 +2019,6 @@ class _PartitionedRun:
             region=np.where(offset >= 0, 0, -1).astype(np.int32), offset=np.where(offset >= 0, offset, 0),
             chunk_bytes=chunk.copy(), bytes_in_use=in_use.copy(), pool_bytes=pool.copy(), largest_free_bytes=largest.copy(),
             peak_in_use_bytes=self.peak, regions=((0, self.pool),) if self.pool else (), chunk_map=functools.partial(tuple, chunks),
-            region_rows=(self.region_row,) if self.pool else (), max_pool_bytes=self.pool,
+            region_rows=self.region_rows, max_pool_bytes=self.pool,
             made_regions=((0, self.pool),) if self.pool else (),  # one fixed region, never given back
         )

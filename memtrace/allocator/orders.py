@@ -252,11 +252,36 @@ def _first_difference(graph: OrderGraph, order: SampledOrder) -> int:
     return int(graph.unit_rows[moved[0]]) if len(moved) else len(graph.requests)
 
 
-def _shared_start(graph: OrderGraph, drawn: Sequence[SampledOrder], options: BFCOptions) -> bfc.SharedStart | None:
-    """The allocator's states where the first of ``drawn`` (the orders after the recorded one) to differ from the
-    recorded order does, for their replays to start from (None: none differs, or the pool is partitioned)."""
-    common = min((d for d in (_first_difference(graph, o) for o in drawn) if d < len(graph.requests)), default=0)
-    return bfc.SharedStart(graph.requests, options, common) if common and not options.partitioned else None
+@dataclass(frozen=True, eq=False)
+class _Drawn:
+    """One recording's sampled orders as the band replays them (:func:`order_band`, :func:`orders_under_limit`)."""
+
+    orders: list[SampledOrder]  # the recorded one first
+    can_change: bool  # some unit could come before one it follows: more orders than the recorded one
+    retry: bool  # whether a request may wait for another thread's free (TF's retry)
+    # Every order keeps the recorded one up to where it first differs: the drawn orders' replays start from the
+    # recorded order's states there (one per limit), not from the first request (None: none differs, or partitioned)
+    shared: bfc.SharedStart | None
+
+    def schedule(self, order: SampledOrder) -> bfc.ScheduleFactory | None:
+        return order.schedule() if self.retry else None
+
+
+def _drawn(graph: OrderGraph, count: int, seed: int, options: BFCOptions) -> _Drawn:
+    can_change = graph.reorderable()
+    sampled = sample_orders(graph, count if can_change else 1, seed)
+    # Where no unit could come before one it follows in the recording, and the units began in time order, nothing
+    # can run while a request waits: the retry serves the rows as the plain replay does.
+    retry = can_change or not bool(np.all(np.diff(graph.unit_time_ns) >= 0))
+    common = min((d for d in (_first_difference(graph, o) for o in sampled[1:]) if d < len(graph.requests)), default=0)
+    shared = bfc.SharedStart(graph.requests, options, common) if common and not options.partitioned else None
+    return _Drawn(sampled, can_change, retry, shared)
+
+
+def _budget_spent(number: int, spent_events: int, recordings: int) -> bool:
+    """Whether the band's replays of one recording's orders have spent their share of ``BAND_BUDGET_EVENTS`` (after
+    at least ``MIN_ORDERS`` orders): the orders drawn so far make the band."""
+    return number >= MIN_ORDERS and spent_events >= BAND_BUDGET_EVENTS // recordings
 
 
 # -- the retry ------------------------------------------------------------------------------------
@@ -513,24 +538,18 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
         own = recording.options or options
         recorded.append(recording.min_limit_bytes if recording.min_limit_bytes is not None else
                         bfc.search_min_limit(graph.requests, own, granularity).limit_bytes)
-        can_change = graph.reorderable()
-        in_time_order = bool(np.all(np.diff(graph.unit_time_ns) >= 0))
-        fixed = fixed and not can_change
+        sampling = _drawn(graph, orders, seed, own)
+        shared = sampling.shared
+        fixed = fixed and not sampling.can_change
         seen: dict[bytes, tuple[int, tuple[tuple[int, bool], ...], dict[int, bool]]] = {}
-        sampled = sample_orders(graph, orders if can_change else 1, seed)
-        asked_orders += len(sampled)
-        # Every order keeps the recorded one up to where it first differs: replays start from the recorded
-        # order's states there (one per limit), not from the first request.
-        shared = _shared_start(graph, sampled[1:], own)
+        asked_orders += len(sampling.orders)
         spent = 0
-        for number, order in enumerate(sampled):
-            if number >= MIN_ORDERS and spent >= BAND_BUDGET_EVENTS // len(recordings):
-                break  # the budget is spent: the orders drawn so far make the band
+        for number, order in enumerate(sampling.orders):
+            if _budget_spent(number, spent, len(recordings)):
+                break
             key = order.units.tobytes()
             if key not in seen:  # an order drawn again (a recording with little to reorder) is not replayed again
-                # Where no unit could come before one it follows in the recording, and the units began in time order,
-                # nothing can run while a request waits: the retry serves the rows as the plain replay does.
-                schedule = order.schedule() if can_change or not in_time_order else None
+                schedule = sampling.schedule(order)
                 drawn = number > 0
                 # the answers seen so far, the recorded order's first, the latest others after it (three at most)
                 hints = [recorded[-1], *[least for least in dict.fromkeys(
@@ -567,7 +586,6 @@ def order_band(recordings: Sequence[Recording], options: BFCOptions, *, orders: 
                      None if limit is None else counts[limit], tuple(sorted(counts.items())), asked_orders)
 
 
-
 @dataclass(frozen=True)
 class OrdersUnderLimit:
     """How many of the orders sampled from the recordings run under one limit, each replayed once there (JSON
@@ -602,21 +620,17 @@ def orders_under_limit(recordings: Sequence[Recording], options: BFCOptions, lim
     for recording in recordings:
         graph = recording.graph
         own = replace(recording.options or options, limit_bytes=limit)
-        can_change = graph.reorderable()
-        in_time_order = bool(np.all(np.diff(graph.unit_time_ns) >= 0))
-        fixed = fixed and not can_change
-        sampled = sample_orders(graph, orders if can_change else 1, seed)
-        asked += len(sampled)
-        shared = _shared_start(graph, sampled[1:], own)
+        sampling = _drawn(graph, orders, seed, own)
+        fixed = fixed and not sampling.can_change
+        asked += len(sampling.orders)
         seen: dict[bytes, bool] = {}
         spent = 0
-        for number, order in enumerate(sampled):
-            if number >= MIN_ORDERS and spent >= BAND_BUDGET_EVENTS // len(recordings):
+        for number, order in enumerate(sampling.orders):
+            if _budget_spent(number, spent, len(recordings)):
                 break
             key = order.units.tobytes()
             if key not in seen:
-                schedule = order.schedule() if can_change or not in_time_order else None
-                seen[key] = bfc.fits(order.requests, own, schedule, shared if number else None)
+                seen[key] = bfc.fits(order.requests, own, sampling.schedule(order), sampling.shared if number else None)
                 spent += len(order.requests)
             fitting += seen[key]
             sampled_count += 1

@@ -138,11 +138,12 @@ def reproduction_line(p: Reproduction) -> str:
 def headline(r: FitResult) -> str:
     """The answer in one sentence, as the text says it first (the pages lead with it): the smallest limit,
     whether the limit asked for fits, and where not, the request that fails."""
-    line = (f"{r.allocator}: the smallest limit is {mib(r.min_limit_bytes)}" if r.min_limit_bytes is not None
-            else f"{r.allocator}: no limit the model holds (up to 8 TiB) fits these requests" if r.smallest_searched
-            else f"{r.allocator}")
+    said = [] if not r.smallest_searched else [
+        f"the smallest limit is {mib(r.min_limit_bytes)}" if r.min_limit_bytes is not None
+        else "no limit the model holds (up to 8 TiB) fits these requests"]
     if r.options.limit_bytes is not None:
-        line += f"{'; u' if r.smallest_searched else ': u'}nder {mib(r.options.limit_bytes)} it {'fits' if r.fits else 'does NOT fit'}"
+        said.append(f"under {mib(r.options.limit_bytes)} it {'fits' if r.fits else 'does NOT fit'}")
+    line = f"{r.allocator}: " + "; ".join(said)
     f = r.failure
     if f is not None:
         line += (f": {f.op or '(op unknown)'} asks for {format_bytes(f.request_bytes)} at event {f.row:,} and the "
