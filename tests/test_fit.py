@@ -10,6 +10,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import memtrace
@@ -234,6 +235,30 @@ def test_the_first_difference_may_be_an_address_alone(tmp_path: Path) -> None:
     assert p is not None and (p.addresses_equal, p.chunks_equal, p.fragmentation_equal, p.bytes_in_use_equal) == (
         2, 3, 4, 4)
     assert p.first_difference is not None and p.first_difference.startswith("event 3 (allocation)")
+
+
+def test_the_regions_compared_are_those_of_the_order_learned_where_the_order_moves_them() -> None:
+    from memtrace.allocator.reproduce import reproduce
+    from memtrace.allocator.requests import TraceRequests
+
+    # GIVEN a sequence whose third region TF's growth makes at another request by the regions' address order: row 9
+    # with equal free chunks taken from the lower regions first (ascending), row 8 with the higher ones (descending)
+    events = [("a", 786432), ("a", 2097152), ("f", 0), ("a", 524288), ("a", 262144), ("f", 4), ("a", 786432),
+              ("f", 1), ("a", 4194304), ("a", 4194304), ("a", 2097152), ("f", 8), ("f", 10), ("f", 9), ("a", 262144),
+              ("a", MIB), ("f", 6), ("f", 3), ("a", 1572864), ("a", 262144), ("a", 2097152)]
+    requests = Requests.from_events(events)
+    assert bfc.simulate(requests, BFCOptions(64 << 30)).region_rows == (0, 1, 9)
+    # AND a profile of an allocator that laid its regions out downwards (mmap), each at 64 GiB below the last
+    truth = bfc.simulate(requests, BFCOptions(64 << 30, regions_descending=True))
+    assert truth.region_rows == (0, 1, 8)
+    base = np.array([(1 << 46) - (r << 36) for r in range(3)], dtype=np.int64)
+    found = TraceRequests("bfc", requests, "profile", True, 0, 0, (), np.where(truth.region >= 0, base[truth.region.clip(0)]
+                          + truth.offset, 0), truth.chunk_bytes, truth.bytes_in_use,
+                          np.array([float(f"{v:.6g}") for v in truth.fragmentation.tolist()]))
+    # THEN the self-check, which starts from the ascending order, learns the descending one and compares the regions
+    # that order makes (the addresses of rows 0, 1 and 8 are the bases): every event as the profile says
+    check = reproduce(found, BFCOptions(64 << 30))
+    assert check.exact and check.regions_descending and check.region_order == ()
 
 
 def test_a_full_pool_has_no_fragmentation_value_and_only_nan_matches_it(tmp_path: Path) -> None:
