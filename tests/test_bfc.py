@@ -552,6 +552,97 @@ def test_shared_rows_give_the_state_and_the_smallest_limit_a_replay_from_the_fir
         assert search_min_limit(seq_copy(source), options, 64 * KIB, shared=shared).limit_bytes == alone.limit_bytes
 
 
+def branching_sequences(seed: int, events: int, largest_log2: float) -> tuple[Requests, Requests, int]:
+    """Two random sequences (as :func:`random_sequence`'s) that are one up to row ``rows`` and then go on apart."""
+    rng = np.random.default_rng(seed)
+    made: list[tuple] = []
+    live: list[int] = []
+
+    def go_on(rng: np.random.Generator, made: list[tuple], live: list[int]) -> None:
+        for _ in range(events // 2):
+            if live and rng.uniform() < 0.45:
+                made.append(("f", live.pop(int(rng.integers(0, len(live))))))
+            else:
+                live.append(len(made))
+                made.append(("a", int(2 ** rng.uniform(8, largest_log2))))
+
+    go_on(rng, made, live)
+    rows = len(made)
+    tails = []
+    for branch in (1, 2):
+        both, alive = list(made), list(live)
+        go_on(np.random.default_rng([seed, branch]), both, alive)
+        tails.append(seq(*both))
+    return tails[0], tails[1], rows
+
+
+@pytest.mark.parametrize("gc", [False, True])
+def test_replays_from_shared_rows_learn_the_regions_and_answer_as_replays_from_the_first_request(
+        gc: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN random sequences that share their first half with another (orders drawn from a recording do), and
+    # searches of the second one's smallest limit as the band makes them: hints, no limit below the boundary
+    # looked at, each replay from the shared state (growth on: up to the first region a limit cuts, a replay is the
+    # unlimited one, so a replay learns the regions the next one under a smaller limit may start from)
+    starts: list[tuple[int, int]] = []
+    run_init = bfc._Run.__init__
+
+    def logged(run: Any, requests: Requests, options: BFCOptions, *args: Any, **kwargs: Any) -> None:
+        run_init(run, requests, options, *args, **kwargs)
+        starts.append((options.limit_bytes, run.first_row))
+
+    monkeypatch.setattr(bfc._Run, "__init__", logged)
+    learned_starts = 0
+    for seed in range(12):
+        source, other, rows = branching_sequences(700 + seed, 240, 16 + seed % 6)
+        options = BFCOptions(0, True, gc)
+        shared = bfc.SharedStart(source, options, rows)
+        peak = other.peak_rounded_live_bytes()
+        hints = [int(peak * f) // (64 * KIB) * 64 * KIB for f in (1.5, 1.2, 1.05)]
+        starts.clear()
+        # WHEN the smallest limit is searched for from the shared rows
+        search = search_min_limit(other, options, 64 * KIB, extra_probes=1, budget_events=0, hint=hints, shared=shared)
+        # THEN every limit it tried answers as a replay of the whole sequence from its first request does
+        for limit, ok in search.tried:
+            fresh = bfc._Run(seq_copy(other), replace(options, limit_bytes=limit), record=False)
+            assert ok == (fresh.failed_at is None), (seed, limit)
+        assert dict(search.tried)[search.limit_bytes] is True
+        # AND replays before any unlimited one started past the shared rows, where a replay before them learned a
+        # region the limit cuts
+        unlimited = next((i for i, (limit, _) in enumerate(starts) if limit == bfc.MAX_LIMIT_BYTES), len(starts))
+        learned_starts += sum(first_row > rows for _, first_row in starts[:unlimited])
+    assert learned_starts >= 5, learned_starts
+
+
+def test_garbage_collection_s_replays_resume_from_the_unlimited_replay_made_without_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN random sequences (growth on) whose smallest limit was searched without garbage collection (fit's answer
+    # first; its unlimited replay kept its states where it made each region), then asked with it (the alternative)
+    starts: list[int] = []
+    run_init = bfc._Run.__init__
+
+    def logged(run: Any, requests: Requests, options: BFCOptions, *args: Any, **kwargs: Any) -> None:
+        run_init(run, requests, options, *args, **kwargs)
+        if options.garbage_collection:
+            starts.append(run.first_row)
+
+    monkeypatch.setattr(bfc._Run, "__init__", logged)
+    resumed = 0
+    for seed in range(10):
+        requests = random_sequence(900 + seed, 200, 18 + seed % 5)
+        search_min_limit(requests, BFCOptions(0, True, False))
+        starts.clear()
+        # WHEN the smallest limit with garbage collection is found
+        found = min_limit(requests, BFCOptions(0, True, True))
+        ours = list(starts)
+        # THEN it is the one found alone, with no replay before it (unlimited, collection changes nothing: the same
+        # replay), and its replays (where the search without it proved no answer) started where the limit cuts a
+        # region, not at the first request
+        assert found == min_limit(seq_copy(requests), BFCOptions(0, True, True)), seed
+        assert all(row > 0 for row in ours), (seed, ours)
+        resumed += len(ours)
+    assert resumed >= 5
+
+
 def test_a_search_counts_the_events_its_replays_ran_worked_by_hand() -> None:
     # GIVEN 100 requests of 1 KiB (region 0, 2 MiB), one of 3 MiB (a new region), 50 more of 1 KiB
     requests = seq(*[("a", KIB)] * 100, ("a", 3 * MIB), *[("a", KIB)] * 50)

@@ -403,14 +403,15 @@ def fits(requests: Requests, options: BFCOptions, schedule: ScheduleFactory | No
 
 
 def _served(requests: Requests, options: BFCOptions, start: _Checkpoint | None,
-            schedule: ScheduleFactory | None) -> bool:
+            schedule: ScheduleFactory | None, checkpoints: list[_Checkpoint] | None = None,
+            keep_from: int = 0) -> bool:
     """Whether a replay from ``start`` (None: the first request) serves every request; with ``schedule``, in
     order until a request fails, then as the schedule serves them from there (the same as a replay served by
     the schedule from the start, which serves the rows in order until a request fails)."""
     if options.partitioned:
         return _PartitionedRun(requests, options, record=False, schedule=schedule).failed_at is None
     _classic_only(requests)
-    run = _Run(requests, options, record=False, start=start)
+    run = _Run(requests, options, record=False, start=start, checkpoints=checkpoints, keep_from=keep_from)
     if run.failed_at is None or schedule is None:
         return run.failed_at is None
     return _Run(requests, options, record=False, start=run.state(run.failed_at), schedule=schedule).failed_at is None
@@ -618,6 +619,22 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
     # rows otherwise from there): what the sequence's plain replays proved answers every limit under which it
     # fits, and the schedule is asked only where it fails.
     limits = _limits(requests, options) if shared is None else None
+    # With shared rows: the unlimited replay's states where it makes a region, as far as the replays have shown them
+    # (the shared rows' first), and the frontier, the latest of them that some replay's limit cut (None: one cut none).
+    learned = [] if shared is None else shared.checkpoints()
+    frontier = None if shared is None else shared.unlimited
+
+    def learn(made: list[_Checkpoint], limit: int) -> None:
+        nonlocal frontier
+        assert frontier is not None
+        for c in made:
+            if c.row < frontier.row or c is frontier or (learned and c.row == learned[-1].row):
+                continue  # (a replay from the frontier makes its region again)
+            learned.append(c)
+            if (limit - c.pool) & ~255 < c.region_bytes:  # cut: what follows is no longer the unlimited replay
+                frontier = c
+                return
+        frontier = None
 
     def check(units: int) -> bool:
         if units in memo:
@@ -634,6 +651,16 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
         if reuse and complete:
             start = next((c for c in checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None)
         ok: bool | None = True if reuse and complete and start is None else None
+        learning = False
+        if ok is None and reuse and not complete and shared is not None:
+            # The regions learned from the replays so far (the unlimited replay's, up to the first each one's limit
+            # cut): the first this limit cuts is where its replay leaves the unlimited one; where it cuts none, its
+            # replay is the unlimited one up to the frontier, and goes on from there, learning.
+            start = next((c for c in learned if (limit - c.pool) & ~255 < c.region_bytes), None)
+            if start is None and frontier is None:
+                ok = True  # a replay cut no region: it was the unlimited one, and this limit cuts none either
+            elif start is None:
+                start, learning = frontier, True
         if ok is None and shared is not None and (start is None or start.row < shared.rows):
             common = shared.at(limit)  # the state where this sequence first differs from the one it began as
             if common is not None:
@@ -641,7 +668,10 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
             elif schedule is None:  # the shared rows run out of memory already
                 ok = False
         if ok is None:
-            ok = _served(requests, _with_limit(options, limit), start, schedule)
+            made: list[_Checkpoint] | None = [] if learning else None
+            ok = _served(requests, _with_limit(options, limit), start, schedule, made, (floor + 1) * granularity)
+            if made is not None:
+                learn(made, limit)
         tried.append((limit, ok))
         memo[units] = ok
         return ok
@@ -897,13 +927,8 @@ class _Limits:
     def unlimited(self, keep_from: int) -> int:
         """The largest pool of the replay under the largest limit the model holds (with ``reuse``); its states where it
         makes a region that a limit of ``keep_from`` or more may cut are kept to resume from."""
-        twin = self.without_gc or self.with_gc  # unlimited, no extension fails: the same replay either way
-        if (self.checkpoints is None or keep_from < self._kept_from) and twin is not None and (
-                twin.checkpoints is not None and twin._kept_from <= keep_from):
-            self.checkpoints, self._kept_from, self.unlimited_outcome, self.unlimited_peaks = (
-                twin.checkpoints, twin._kept_from, twin.unlimited_outcome, twin.unlimited_peaks)
-            self._prove(self.unlimited_outcome.max_pool_bytes, MAX_LIMIT_BYTES, MAX_LIMIT_BYTES, None,
-                        self.unlimited_peaks)
+        if self.checkpoints is None or keep_from < self._kept_from:
+            self._from_twin(keep_from)
         if self.checkpoints is None or keep_from < self._kept_from:
             checkpoints: list[_Checkpoint] = []
             run = _Run(self.requests, _with_limit(self.options, MAX_LIMIT_BYTES), record=False, checkpoints=checkpoints,
@@ -916,6 +941,16 @@ class _Limits:
             self.unlimited_peaks = run.peaks
             self._prove(run.max_pool, MAX_LIMIT_BYTES, MAX_LIMIT_BYTES, None, run.peaks)  # every region whole: the same
         return self.unlimited_outcome.max_pool_bytes
+
+    def _from_twin(self, keep_from: int) -> None:
+        """The unlimited replay's states from the same options but garbage collection, where it kept those a limit of
+        ``keep_from`` or more may cut: unlimited, no extension fails, so it is the same replay either way."""
+        twin = self.without_gc or self.with_gc
+        if twin is not None and twin.checkpoints is not None and twin._kept_from <= keep_from:
+            self.checkpoints, self._kept_from, self.unlimited_outcome, self.unlimited_peaks = (
+                twin.checkpoints, twin._kept_from, twin.unlimited_outcome, twin.unlimited_peaks)
+            self._prove(self.unlimited_outcome.max_pool_bytes, MAX_LIMIT_BYTES, MAX_LIMIT_BYTES, None,
+                        self.unlimited_peaks)
 
     def outcome(self, limit: int, snapshots: bool = False) -> Outcome:
         """The outcome under ``limit``: remembered, worked out from a replay whose proof covers it (the peak in use
@@ -939,6 +974,8 @@ class _Limits:
                                                            max(pool, pool_moving + d))
                     return found
         start, whole_from = None, 0
+        if self.reuse and self.checkpoints is None:
+            self._from_twin(limit)
         if self.reuse and self.checkpoints is not None and limit >= self._kept_from:
             whole_from = self._kept_from
             for c in self.checkpoints:  # the first region this limit cuts: the same replay up to there
