@@ -7,7 +7,9 @@ with the arithmetic in comments.
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Iterator
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
@@ -641,6 +643,47 @@ def test_garbage_collection_s_replays_resume_from_the_unlimited_replay_made_with
         assert all(row > 0 for row in ours), (seed, ours)
         resumed += len(ours)
     assert resumed >= 5
+
+
+class InOrder:
+    """A schedule that serves the rows in order and lets no request wait: the plain replay's."""
+
+    def __init__(self, rows: int, start: int) -> None:
+        self.rows, self.start = rows, start
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.start, self.rows))
+
+    def blocked(self, row: int) -> bool:
+        return False
+
+
+def test_a_served_search_replays_a_failing_limit_from_where_it_cuts_a_region(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN random sequences (growth on) whose smallest limit was searched (its unlimited replay kept its states where
+    # it made each region), searched again served by a schedule (the band's recorded order), the answer as a hint
+    starts: list[tuple[int, int]] = []
+    run_init = bfc._Run.__init__
+
+    def logged(run: Any, requests: Requests, options: BFCOptions, *args: Any, **kwargs: Any) -> None:
+        run_init(run, requests, options, *args, **kwargs)
+        starts.append((options.limit_bytes, run.first_row))
+
+    monkeypatch.setattr(bfc._Run, "__init__", logged)
+    served = 0
+    for seed in range(10):
+        requests = random_sequence(1100 + seed, 200, 18 + seed % 5)
+        plain = search_min_limit(requests, BFCOptions(0))
+        starts.clear()
+        # WHEN the schedule serves the rows in order (what the plain replays proved answers where they fit; a limit
+        # where they fail is replayed served)
+        search = search_min_limit(requests, BFCOptions(0), schedule=functools.partial(InOrder, len(requests)),
+                                  hint=plain.limit_bytes)
+        # THEN the answer is the plain one, and every replay started where its limit cuts a region, not at the first
+        # request
+        assert search.limit_bytes == plain.limit_bytes, seed
+        assert all(first_row > 0 for _, first_row in starts), (seed, starts)
+        served += len(starts)
+    assert served >= 10
 
 
 def test_a_search_counts_the_events_its_replays_ran_worked_by_hand() -> None:

@@ -643,7 +643,7 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
         if limits is not None:
             plain = limits.fits(limit, snapshots=True)
             if not plain and schedule is not None:
-                plain = _served(requests, _with_limit(options, limit), None, schedule)
+                plain = _served(requests, _with_limit(options, limit), limits.cut_at(limit), schedule)
             tried.append((limit, plain))
             memo[units] = plain
             return plain
@@ -941,6 +941,13 @@ class _Limits:
             self.unlimited_peaks = run.peaks
             self._prove(run.max_pool, MAX_LIMIT_BYTES, MAX_LIMIT_BYTES, None, run.peaks)  # every region whole: the same
         return self.unlimited_outcome.max_pool_bytes
+
+    def cut_at(self, limit: int) -> _Checkpoint | None:
+        """The unlimited replay's state where ``limit`` cuts its first region, where kept: a replay under ``limit``
+        is the same up to there (None: no state kept, or the limit cuts no region)."""
+        if not (self.reuse and self.checkpoints is not None and limit >= self._kept_from):
+            return None
+        return next((c for c in self.checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None)
 
     def _from_twin(self, keep_from: int) -> None:
         """The unlimited replay's states from the same options but garbage collection, where it kept those a limit of
