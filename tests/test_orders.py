@@ -472,6 +472,39 @@ def test_the_retry_serves_every_row_once_and_the_failed_one_again_worked_by_hand
     assert served == [0, 1, 3, 4, 1, 2]
 
 
+def test_a_replay_that_switches_to_the_retry_at_its_first_failure_ends_as_one_served_by_it_from_the_start() -> None:
+    # GIVEN random recordings on four threads (ops of 256 B to 64 KiB, about half freed) and orders drawn from them,
+    # replayed under limits around their peak (one region, and growth)
+    switched = 0
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        events: list[tuple[str, int] | tuple[str, int, str]] = []
+        live: list[int] = []
+        for _ in range(120):
+            if live and rng.uniform() < 0.45:
+                events.append(("f", live.pop(int(rng.integers(0, len(live))))))
+            else:
+                live.append(len(events))
+                events.append(("a", int(2 ** rng.uniform(8, 16)), f"op{int(rng.integers(0, 40))}"))
+        g = graph(events, rng.integers(1, 5, len(events)).tolist(), window_ns=int(rng.integers(1, 20)))
+        peak = g.requests.peak_rounded_live_bytes()
+        for order in orders.sample_orders(g, 3, seed):
+            for limit in (peak // 256 * 256, int(peak * 1.1) // 256 * 256, int(peak * 1.4) // 256 * 256):
+                for growth in (False, True):
+                    options = BFCOptions(limit, allow_growth=growth)
+                    # WHEN it is replayed in order until a request fails and from there as the retry serves it, and
+                    # again served by the retry from the first request
+                    ours = bfc._Run(order.requests, options, record=False, retry=order.schedule())
+                    served = bfc._Run(order.requests, options, record=False, schedule=order.schedule())
+                    # THEN both end alike: where they fail (if they do) and the allocator's state
+                    assert (ours.failed_at, ours.used, ours.addr_of, ours.regions, ours._end) == (
+                        served.failed_at, served.used, served.addr_of, served.regions, served._end), (seed, limit)
+                    plain = bfc._Run(order.requests, options, record=False)
+                    switched += plain.failed_at is not None
+    # AND many of them did fail in order (the retry took over)
+    assert switched > 100
+
+
 def test_a_resized_order_takes_one_size_per_request() -> None:
     g = graph(WAITS, [1, 2, 2, 1], window_ns=2)
     order = orders.sample_orders(g, 1)[0]

@@ -411,10 +411,8 @@ def _served(requests: Requests, options: BFCOptions, start: _Checkpoint | None,
     if options.partitioned:
         return _PartitionedRun(requests, options, record=False, schedule=schedule).failed_at is None
     _classic_only(requests)
-    run = _Run(requests, options, record=False, start=start, checkpoints=checkpoints, keep_from=keep_from)
-    if run.failed_at is None or schedule is None:
-        return run.failed_at is None
-    return _Run(requests, options, record=False, start=run.state(run.failed_at), schedule=schedule).failed_at is None
+    return _Run(requests, options, record=False, start=start, checkpoints=checkpoints, keep_from=keep_from,
+                retry=schedule).failed_at is None
 
 
 @dataclass(frozen=True)
@@ -1272,16 +1270,21 @@ class _Run:
     """One replay. The state lives in locals of :meth:`_replay` for speed; what is left is kept here.
 
     With ``track``, the replay also keeps the range of limits under which every decision it makes would be the same
-    (``proven_low``..``proven_high``; see :func:`proven_limits`).
+    (``proven_low``..``proven_high``; see :func:`proven_limits`). With ``retry``, the rows are served in order until
+    a request fails, and from there as the schedule ``retry(row)`` serves them (a replay served by that schedule from
+    the start, which serves the rows in order until a request fails, made without its cost per row until then).
     """
 
     def __init__(self, requests: Requests, options: BFCOptions, record: bool, start: _Checkpoint | None = None,
                  checkpoints: list[_Checkpoint] | None = None, keep_from: int = 0, track: bool = False,
                  resume: _Snapshot | None = None, snapshots: list[_Snapshot] | None = None,
-                 schedule: ScheduleFactory | None = None) -> None:
-        if schedule is not None and record:
+                 schedule: ScheduleFactory | None = None, retry: ScheduleFactory | None = None) -> None:
+        if (schedule is not None or retry is not None) and record:
             raise ValueError("a replay served by a schedule records nothing (its events are not in row order)")
+        if retry is not None and (track or schedule is not None):
+            raise ValueError("a replay that may switch to a schedule tracks nothing, and starts without one")
         self._schedule = schedule
+        self._retry = retry
         self.requests = requests
         self.options = options
         self.record = record
@@ -1413,12 +1416,13 @@ class _Run:
                 yield cursor[0]
 
         listed = events.tolist() if schedule is not None else []
+        retry = self._retry
         last_snapshot = first_row
         for begin in in_order() if schedule is None else iter([first_row]):
             end = min(n, begin - (begin - first_row) % every + every)  # a block, up to the next multiple of every
             if period:
                 end = min(end, (begin // period + 1) * period)  # ... or of the period
-            cursor[0] = end
+            cursor[0] = end if schedule is None else n  # (a schedule serves the rest in one block)
             if period and begin % period == 0 and repeats is not None:
                 run_end = repeats.run_end(begin)
                 scalars = (pool, in_use, growth_size, len(region_rows), tfree, tsize, tend, pool_slope, growth_slope,
@@ -1544,6 +1548,10 @@ class _Run:
                         if not made:
                             if schedule is not None and schedule.blocked(row):
                                 continue  # the request waits for memory to come back; the schedule serves it again
+                            if retry is not None:  # from here the retry serves the rows: this one first
+                                schedule, retry, cursor[0] = retry(row), None, row
+                                listed, period, repeats, checkpoints = events.tolist(), 0, None, None
+                                break
                             self.failed_at = row
                             break
                         i = bisect_left(keys, x << shift)
@@ -1660,6 +1668,8 @@ class _Run:
                     tables.append(np.array(rec, dtype=np.int64).T.copy())
                     rec.clear()
                 continue
+            if self.failed_at is None and schedule is not None and cursor[0] < n:
+                continue  # (switched to the retry's schedule)
             break
         if record and rec:
             tables.append(np.array(rec, dtype=np.int64).T.copy())
