@@ -643,6 +643,101 @@ def test_a_records_requests_are_what_its_outputs_asked_where_known_and_within_th
     assert found.requests.requested_bytes.tolist() == [1024, 2048, 300]
 
 
+def stepstats_node(name: str, start: int, records: list[tuple[int, int]],
+                   outputs: list[tuple[int, int, int, int]]) -> str:
+    """One node of a StepStats trace of "gpu_bfc": its allocation records (micros, bytes; negative: a free) and its
+    outputs (requested bytes, allocated bytes, allocation id, pointer)."""
+    recs = "".join(f"allocation_records {{ alloc_micros: {t} alloc_bytes: {b} }} " for t, b in records)
+    outs = "".join(f"output {{ slot: {slot} tensor_description {{ dtype: DT_FLOAT allocation_description {{ "
+                   f"requested_bytes: {asked} allocated_bytes: {took} allocator_name: \"gpu_bfc\" "
+                   f"allocation_id: {aid} ptr: {ptr} }} }} }} " for slot, (asked, took, aid, ptr) in enumerate(outputs))
+    return (f'  node_stats {{ node_name: "{name}" all_start_micros: {start} all_end_rel_micros: 10 '
+            f'memory {{ allocator_name: "gpu_bfc" {recs}}} {outs}}}\n')
+
+
+def test_a_records_trace_is_the_request_sequence_worked_by_hand(tmp_path: Path) -> None:
+    # GIVEN a StepStats trace (the step starts at 100 us): a takes 1 KiB for an output that asked 1,000 bytes and frees
+    # it at 150 us; b takes 512 B for an output that asked 300 and 256 B for no output; z's record is of 0 bytes (no
+    # chunk); y's of 1 byte, for no output; w frees 2 KiB that no record of the step allocated
+    path = tmp_path / "step.pbtxt"
+    path.write_text('dev_stats {\n  device: "/job:localhost/replica:0/task:0/device:GPU:0"\n'
+                    + stepstats_node("a", 100, [(101, 1024), (150, -1024)], [(1000, 1024, 1, 65536)])
+                    + stepstats_node("b", 120, [(121, 512), (122, 256)], [(300, 512, 2, 69632)])
+                    + stepstats_node("z", 130, [(131, 0)], []) + stepstats_node("y", 140, [(141, 1)], [])
+                    + stepstats_node("w", 144, [(145, -2048)], []) + "}\n")
+    found = requests_for(memtrace.load(path), "gpu_bfc")
+    q = found.requests
+    # THEN one row per record in time order: four allocations (the outputs' requests where known, else the records'
+    # bytes), the 0-byte record a row that allocates nothing, the unknown chunk's free a row that frees nothing
+    # (dropped, and counted), a's free naming a's row; requests 0 on every row that is not an allocation
+    assert q.is_alloc.tolist() == [True, True, True, False, True, False, False]
+    assert q.requested_bytes.tolist() == [1000, 300, 256, 0, 1, 0, 0]
+    assert q.frees.tolist() == [-1, -1, -1, -1, -1, -1, 0]
+    assert q.time_ns.tolist() == [1_000, 21_000, 22_000, 31_000, 41_000, 45_000, 50_000]
+    assert [q.op_names[c] if c >= 0 else None for c in q.op.tolist()] == ["a", "b", "b", None, "y", None, None]
+    assert (found.source, found.from_birth, found.bytes_before, found.dropped_frees) == ("records", False, 0, 1)
+    # AND what it assumed says so: the step's start, the dropped free, the two allocations that match no output
+    assert found.assumptions == (
+        ("a StepStats trace starts after the allocator's birth: the model starts from an empty allocator with only the "
+        "step's requests (what was in use before the step is left out), and drops 1 frees of chunks allocated before "
+        "the step"),
+        "2 of the allocations match no output, so their chunk size (from allocation_records) stands for the request")
+    # AND where every allocation matches an output, only the step's start is said
+    every = tmp_path / "every.pbtxt"
+    every.write_text(records_asked([("x", 1024, 1000), ("y", 512, 300)]))
+    assert len(requests_for(memtrace.load(every), "gpu_bfc").assumptions) == 1
+
+
+def test_a_profile_that_starts_with_a_free_counts_the_bytes_in_use_before_it(tmp_path: Path) -> None:
+    # GIVEN a profile whose first event frees 512 B of a chunk from before it, leaving 1,024 B in use; then an
+    # allocation of 256 B, freed
+    path = write_profile(tmp_path / "late.xplane.pb", [
+        (False, 0, 512, 4096, 1024, 0.0, ""), (True, 256, 256, 8192, 1280, 0.0, "a"),
+        (False, 0, 256, 8192, 1024, 0.0, "")])
+    found = requests_for(memtrace.load(path), "bfc_cpu_allocator_for_gpu")
+    # THEN 1,536 B were in use before it (1,024 after the free, and the 512 it freed), the free is dropped
+    assert (found.from_birth, found.bytes_before, found.dropped_frees) == (False, 1536, 1)
+    assert found.requests.frees.tolist() == [-1, -1, 1]
+    assert found.assumptions == (
+        ("the profile starts after the allocator's birth (1,536 bytes were in use before its first event): the model "
+        "starts from an empty allocator with only the profile's requests, and drops 1 frees of chunks allocated "
+        "before it"),)
+
+
+def test_every_allocator_of_a_profile_is_fitted_by_default_and_an_unknown_one_is_refused(tmp_path: Path) -> None:
+    from memtrace.allocator.requests import bfc_allocators
+
+    # GIVEN a profile of an allocator not named like BFC (only BFC allocators write a profile's memory events)
+    path = write_profile(tmp_path / "pool.xplane.pb", [(True, 256, 256, 8192, 256, 0.0, "a")], allocator="mem_pool")
+    trace = memtrace.load(path)
+    # THEN it is fitted by default; a StepStats trace's are those named like BFC with records
+    assert bfc_allocators(trace) == ["mem_pool"]
+    every = tmp_path / "every.pbtxt"
+    every.write_text(records_asked([("x", 1024, 1000)]))
+    assert bfc_allocators(memtrace.load(every)) == ["gpu_bfc"]
+    # AND an allocator the trace does not have is refused, naming the file and the allocators it has
+    with pytest.raises(UsageError) as refused:
+        requests_for(trace, "GPU_0_bfc")
+    assert str(refused.value) == f"{path}: no allocator 'GPU_0_bfc' in this trace (it has: mem_pool)"
+
+
+def test_a_profile_whose_free_records_disagree_with_its_frees_is_refused(tmp_path: Path) -> None:
+    # GIVEN a profile read, then one free's record moved 1 ns from its event (a file no allocator writes)
+    path = write_profile(tmp_path / "moved.xplane.pb", [
+        (True, 256, 256, 8192, 256, 0.0, "a"), (False, 0, 256, 8192, 0, 0.0, "")])
+    trace = memtrace.load(path)
+    assert requests_for(trace, "bfc_cpu_allocator_for_gpu").requests.frees.tolist() == [-1, 0]
+    offsets = trace.memory.record_offsets
+    free_record = int(offsets[0]) + 1  # an allocation's free is the second record of its row
+    time_ns = trace.records.time_ns.copy()
+    time_ns[free_record] += 1
+    moved = replace(trace, records=replace(trace.records, time_ns=time_ns))
+    # THEN its frees cannot be matched to its allocations: refused, naming the file and the allocator
+    with pytest.raises(UsageError, match=r"moved\.xplane\.pb: the frees of 'bfc_cpu_allocator_for_gpu' cannot be "
+                                         r"matched to its allocations"):
+        requests_for(moved, "bfc_cpu_allocator_for_gpu")
+
+
 @pytest.mark.parametrize("name", ["keras_cnn", "keras_lstm", "keras_mlp"])
 def test_a_profile_after_birth_drops_the_frees_of_chunks_from_before_it_counted_with_protobuf_alone(name: str) -> None:
     from .xspace_events import memory_events
