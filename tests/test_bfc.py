@@ -645,6 +645,41 @@ def test_garbage_collection_s_replays_resume_from_the_unlimited_replay_made_with
     assert resumed >= 5
 
 
+@pytest.mark.parametrize("gc", [False, True])
+def test_a_fractions_replays_start_where_the_128_mib_rules_unlimited_replay_decides_alike(
+        gc: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN random sequences of requests up to 512 MiB (chunks whose remainder decides a split by the threshold),
+    # growth on, whose smallest limit under the 128 MiB rule was searched (its unlimited replay kept its states where
+    # it made each region and the remainders its split decisions turned on), then asked under fractions whose
+    # threshold (fraction * limit) does and does not split as 128 MiB does
+    starts: list[int] = []
+    run_init = bfc._Run.__init__
+
+    def logged(run: Any, requests: Requests, options: BFCOptions, *args: Any, **kwargs: Any) -> None:
+        run_init(run, requests, options, *args, **kwargs)
+        if options.fragmentation_fraction > 0:
+            starts.append(run.first_row)
+
+    monkeypatch.setattr(bfc._Run, "__init__", logged)
+    for seed in range(16):
+        requests = random_sequence(1300 + seed, 150, 24 + seed % 6)
+        search_min_limit(requests, BFCOptions(0, True, gc))
+        peak = requests.peak_rounded_live_bytes()
+        rng = np.random.default_rng(seed)
+        for fraction in (0.01, 0.1, 0.5):
+            options = BFCOptions(0, True, gc, fraction)
+            # WHEN each limit's outcome is asked, and the smallest limit
+            for limit in sorted({int(peak * f) // 256 * 256 for f in rng.uniform(0.9, 2.5, 12)}):
+                ours = outcome(requests, replace(options, limit_bytes=limit))
+                fresh = bfc._Run(seq_copy(requests), replace(options, limit_bytes=limit), record=False)
+                # THEN each is what a replay from the first request says: fits, where it fails, peak, largest pool
+                assert ours == Outcome(fresh.failed_at is None, fresh.failed_at, fresh.peak, fresh.max_pool), (
+                    seed, fraction, limit)
+            assert min_limit(requests, options) == min_limit(seq_copy(requests), options), (seed, fraction)
+    # AND many of the fractions' replays started past the first request (from the 128 MiB rule's states)
+    assert sum(row > 0 for row in starts) >= 40, starts
+
+
 class InOrder:
     """A schedule that serves the rows in order and lets no request wait: the plain replay's."""
 

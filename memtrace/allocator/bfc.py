@@ -868,6 +868,7 @@ class _Limits:
         self.reuse = options.allow_growth and options.fragmentation_fraction == 0.0
         self.checkpoints: list[_Checkpoint] | None = None
         self.unlimited_outcome = Outcome(True, None, 0, 0)
+        self.unlimited_splits = (-1, MAX_LIMIT_BYTES)  # its split decisions' remainders (_Run.split_remainders)
         self._kept_from = 0
         self.snapshots: list[_Snapshot] = []  # the latest tracked replay's (and those it resumed from)
         self.snapshots_from: _Checkpoint | None = None  # the checkpoint that replay started from
@@ -936,7 +937,7 @@ class _Limits:
                 raise ValueError("no limit the model holds fits these requests")
             self.checkpoints, self._kept_from = checkpoints, keep_from
             self.unlimited_outcome = Outcome(True, None, run.peak, run.max_pool)
-            self.unlimited_peaks = run.peaks
+            self.unlimited_peaks, self.unlimited_splits = run.peaks, run.split_remainders
             self._prove(run.max_pool, MAX_LIMIT_BYTES, MAX_LIMIT_BYTES, None, run.peaks)  # every region whole: the same
         return self.unlimited_outcome.max_pool_bytes
 
@@ -947,13 +948,41 @@ class _Limits:
             return None
         return next((c for c in self.checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None)
 
+    def _unlimited_alike(self, limit: int) -> tuple[_Limits | None, int, int]:
+        """Whose unlimited replay a replay under ``limit`` is up to the first region the limit cuts, if one was made,
+        and the limits for which that holds beside the regions (low, high).
+
+        With growth and the 128 MiB rule, this sequence's own. With a fraction, the split threshold is
+        int(fraction * limit): the replay is the unlimited one of the same options under the 128 MiB rule
+        where every chunk that rule split by its threshold alone, or kept whole, is split or kept whole
+        under this one too (the threshold lies between the largest remainder kept whole and the least
+        split), up to the first region the limit cuts.
+        """
+        options = self.options
+        if self.reuse:
+            if self.checkpoints is None:
+                self._from_twin(limit)
+            return self, 0, MAX_LIMIT_BYTES
+        if not options.allow_growth or options.fragmentation_fraction <= 0.0 or options.partitioned:
+            return None, 0, MAX_LIMIT_BYTES
+        base = _limits(self.requests, replace(options, fragmentation_fraction=0.0))
+        if base.checkpoints is None:
+            base._from_twin(limit)
+        if base.checkpoints is None:
+            return None, 0, MAX_LIMIT_BYTES
+        kept_whole, split_at = base.unlimited_splits
+        fraction = options.fragmentation_fraction
+        low = 0 if kept_whole < 0 else _fraction_edge(fraction, kept_whole) + 1  # int(fraction * low) > kept_whole
+        high = MAX_LIMIT_BYTES if split_at >= MAX_LIMIT_BYTES else _fraction_edge(fraction, split_at)
+        return (base, low, high) if low <= limit <= high else (None, 0, MAX_LIMIT_BYTES)
+
     def _from_twin(self, keep_from: int) -> None:
         """The unlimited replay's states from the same options but garbage collection, where it kept those a limit of
         ``keep_from`` or more may cut: unlimited, no extension fails, so it is the same replay either way."""
         twin = self.without_gc or self.with_gc
         if twin is not None and twin.checkpoints is not None and twin._kept_from <= keep_from:
-            self.checkpoints, self._kept_from, self.unlimited_outcome, self.unlimited_peaks = (
-                twin.checkpoints, twin._kept_from, twin.unlimited_outcome, twin.unlimited_peaks)
+            self.checkpoints, self._kept_from, self.unlimited_outcome, self.unlimited_peaks, self.unlimited_splits = (
+                twin.checkpoints, twin._kept_from, twin.unlimited_outcome, twin.unlimited_peaks, twin.unlimited_splits)
             self._prove(self.unlimited_outcome.max_pool_bytes, MAX_LIMIT_BYTES, MAX_LIMIT_BYTES, None,
                         self.unlimited_peaks)
 
@@ -979,19 +1008,18 @@ class _Limits:
                                                            max(pool, pool_moving + d))
                     return found
         start, whole_from = None, 0
-        if self.reuse and self.checkpoints is None:
-            self._from_twin(limit)
-        if self.reuse and self.checkpoints is not None and limit >= self._kept_from:
-            whole_from = self._kept_from
-            for c in self.checkpoints:  # the first region this limit cuts: the same replay up to there
+        unlimited, alike_from, alike_to = self._unlimited_alike(limit)
+        if unlimited is not None and unlimited.checkpoints is not None and limit >= unlimited._kept_from:
+            whole_from = unlimited._kept_from
+            for c in unlimited.checkpoints:  # the first region this limit cuts: the same replay up to there
                 if (limit - c.pool) & ~255 < c.region_bytes:
                     start = c
                     break
                 whole_from = max(whole_from, c.pool + c.region_bytes)
             if start is None:  # every region as unlimited: the unlimited replay itself
-                self._prove(whole_from, MAX_LIMIT_BYTES, limit, None, self.unlimited_peaks)
-                self.outcomes[limit] = self.unlimited_outcome
-                return self.unlimited_outcome
+                self._prove(max(whole_from, alike_from), alike_to, limit, None, unlimited.unlimited_peaks)
+                self.outcomes[limit] = unlimited.unlimited_outcome
+                return unlimited.unlimited_outcome
         resume = None
         if self.snapshots_from is start:  # the latest snapshot whose comparisons admit this limit
             resume = next((z for z in reversed(self.snapshots) if z.low <= limit <= z.high), None)
@@ -1003,8 +1031,8 @@ class _Limits:
             self.snapshots, self.snapshots_from = kept, start
         low, high = run.proven_low, run.proven_high
         if start is not None:
-            low = max(low, whole_from)
-            high = min(high, start.pool + start.region_bytes - 1)
+            low = max(low, whole_from, alike_from)
+            high = min(high, start.pool + start.region_bytes - 1, alike_to)
         if low <= limit <= high and low < high:
             self._prove(low, high, limit, run.failed_at, run.peaks)
         found = self.outcomes[limit] = Outcome(run.failed_at is None, run.failed_at, run.peak, run.max_pool)
@@ -1329,6 +1357,9 @@ class _Run:
         made_regions: list[tuple[int, int]] = []  # (region, size) of every region made, and (region, row) of each
         given_back: list[tuple[int, int]] = []  # given back: kept by a recording replay (never one that resumes)
         pool = in_use = peak = max_pool = 0
+        # The remainders (chunk - request) of the chunks under twice the request: the largest kept whole, the least
+        # split (by the threshold max_frag): any threshold between them makes every split decision the same.
+        kept_whole, split_at = -1, MAX_LIMIT_BYTES
         # Where they move with the limit (while the moving chunk is in use; once the cut region is made), the peak in
         # use and the largest pool under this limit, kept apart: under limit + d they are d larger.
         peak_moving = pool_moving = _NEVER
@@ -1596,6 +1627,8 @@ class _Run:
                     del free_size[addr]
                     end = addr + size
                     if size >= 2 * x or size - x >= max_frag:
+                        if size < 2 * x and size - x < split_at:  # split by the threshold alone
+                            split_at = size - x
                         rest = addr + x
                         free_size[rest] = size - x
                         free_start[end] = rest
@@ -1610,6 +1643,8 @@ class _Run:
                             tfree, tsize = rest, size - x
                         size = x
                     else:
+                        if size - x > kept_whole:  # noqa: PLR1730 - a call to max() costs more in this loop
+                            kept_whole = size - x
                         del keys[i]
                         del free_start[end]
                         if addr == tfree:
@@ -1675,6 +1710,7 @@ class _Run:
             tables.append(np.array(rec, dtype=np.int64).T.copy())
 
         self.peaks = (peak, peak_moving, max_pool, pool_moving)
+        self.split_remainders = (kept_whole, split_at)
         self.peak = max(peak, peak_moving)
         self.max_pool = max(max_pool, pool_moving)
         self.region_rows = tuple(region_rows)
