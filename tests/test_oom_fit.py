@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import memtrace
+from memtrace.allocator.bfc import Requests
 from memtrace.allocator.oom import analyse_all
 from memtrace.allocator.oom_fit import avoidance
 from memtrace.cli import main
+from memtrace.errors import UsageError
 from memtrace.read.oom import load_oom_dumps
 
 OOM = Path(__file__).parent.parent / "fixtures" / "oom"
@@ -220,3 +223,94 @@ def test_a_profile_after_the_allocators_birth_teaches_the_model_no_region_order(
     # profile's, whose addresses say nothing of their order; they are numbered as made
     assert failure is not None and failure.regions == ((0, 2 * mib), (1, 4 * mib), (2, 16 * mib))
     assert failure.numbers == ((0, 1), (1, 2), (2, 3))
+
+
+def test_a_trace_that_runs_out_itself_is_replayed_as_it_is_and_says_where_it_differs_from_the_dump() -> None:
+    from dataclasses import replace
+
+    # GIVEN TensorFlow's dump of the run that failed under 40 MiB and the profile of that run, with the dump's limit
+    # taken down to 20 MiB (the profile's own requests then run out before its end) and to 30 MiB
+    [event] = analyse_all(load_oom_dumps(OOM / "cpu_regions_40mib.log"))
+    trace = memtrace.load(OOM / "cpu_regions_40mib.xplane.pb.gz")
+    at_20 = avoidance(replace(event, limit_bytes=20 * MIB), trace)
+    # THEN under 20 MiB nothing is added (the trace fails by itself), at a request that is not the dump's (12 MiB)
+    failure = at_20.result.failure
+    assert failure is not None and (failure.op, failure.request_bytes) == ("Fill", 12 * MIB)
+    assert (at_20.appended, at_20.same_request, at_20.same_state) == (False, False, False)
+    # AND under 30 MiB the dump's request is added and the model fails on it, in another state than the dump's (more
+    # room under the larger limit)
+    at_30 = avoidance(replace(event, limit_bytes=30 * MIB), trace)
+    failure = at_30.result.failure
+    assert failure is not None and (failure.request_bytes, failure.free_bytes) == (20 * MIB, 1_572_608)
+    assert (at_30.appended, at_30.same_request, at_30.same_state) == (True, True, False)
+
+
+def test_an_allocator_the_trace_lacks_is_refused_naming_those_it_has() -> None:
+    [event] = analyse_all(load_oom_dumps(OOM / "cpu_regions_40mib.log"))
+    path = OOM / "cpu_regions_40mib.xplane.pb.gz"
+    with pytest.raises(UsageError) as refused:
+        avoidance(event, memtrace.load(path), "GPU_0_bfc")
+    assert str(refused.value) == (f"{path}: no allocator 'GPU_0_bfc' in this trace (it has: {ALLOCATOR}); name the one "
+                                  "that ran out with --allocator")
+
+
+def test_the_dumps_state_is_matched_before_the_first_event_and_by_the_bytes_in_use_alone_where_nothing_else_matches(
+        ) -> None:
+    from dataclasses import replace
+
+    from memtrace.allocator import bfc
+    from memtrace.allocator.oom_fit import failed_request_place
+
+    # GIVEN a run by hand, growth on (a region of 2 MiB): a takes 1 MiB, a is freed, b takes 1 MiB. The states before
+    # each event and after the last (in use, pool, largest free chunk): nothing; 1 MiB, 2 MiB, 1 MiB; 0, 2 MiB, 2 MiB;
+    # 1 MiB, 2 MiB, 1 MiB
+    requests = bfc.Requests.from_events([("a", MIB, "a"), ("f", 0), ("a", MIB, "b")])
+    replay = bfc.simulate(requests, bfc.BFCOptions(64 * MIB))
+    [real] = analyse_all(load_oom_dumps(OOM / "cpu_regions_40mib.log"))
+    # THEN a dump of nothing in use, no pool and no free chunk is before the first event (the state after a's free has
+    # its pool)
+    empty = replace(real, in_use_bytes=0, pool_bytes=0, largest_free_bytes=0, request_bytes=128 * MIB)
+    assert failed_request_place(requests, replay, empty) == 0
+    # AND a dump whose pool no state has is placed by its bytes in use alone: the first such state after the last
+    # allocation
+    other_pool = replace(real, in_use_bytes=MIB, pool_bytes=3 * MIB, largest_free_bytes=None, request_bytes=64 * MIB)
+    assert failed_request_place(requests, replay, other_pool) == 3
+
+
+def test_tensorflows_retry_is_a_gap_of_9_to_20_seconds_in_the_traces_clock() -> None:
+    import numpy as np
+
+    from memtrace.allocator import bfc
+    from memtrace.allocator.oom_fit import _retry_gap
+
+    # GIVEN events whose clock stops for 9 s, 20 s, 20 s and a nanosecond, and 9 s less a nanosecond
+    requests = bfc.Requests.from_events([("a", 256), ("a", 256), ("a", 256), ("a", 256), ("a", 256)])
+    times = np.cumsum([0, 9_000_000_000, 20_000_000_000, 20_000_000_001, 8_999_999_999])
+    requests = replace_times(requests, times)
+    # THEN TensorFlow's retry (10 s, give or take) is the first two, not the others, nor before the first event or
+    # after the last
+    assert [_retry_gap(requests, at) for at in range(6)] == [0, 9_000_000_000, 20_000_000_000, 0, 0, 0]
+
+
+def replace_times(requests: Requests, times: Any) -> Requests:
+    from dataclasses import replace
+
+    import numpy as np
+
+    return replace(requests, time_ns=np.asarray(times, dtype=np.int64))
+
+
+def test_the_dumps_request_is_added_with_the_time_of_the_event_before_it_and_its_op() -> None:
+    from memtrace.allocator import bfc
+    from memtrace.allocator.oom_fit import _with_request
+
+    # GIVEN x (256 B) at 5 ns, freed at 7 ns
+    requests = replace_times(bfc.Requests.from_events([("a", 256, "x"), ("f", 0)]), [5, 7])
+    # THEN a request added first, of no known op, comes at 0 ns with op -1 (unknown), and x's free still frees x
+    first = _with_request(requests, 0, 1024, None)
+    assert (first.requested_bytes.tolist(), first.time_ns.tolist(), first.op.tolist(), first.frees.tolist()) == (
+        [1024, 256, 0], [0, 5, 7], [-1, 0, -1], [-1, -1, 1])
+    # AND one added last, for a new op, at the time of the event before it, its op named
+    last = _with_request(requests, 2, 1024, "Fill")
+    assert (last.time_ns.tolist(), last.op_names[int(last.op[2])], last.frees.tolist()) == ([5, 7, 7], "Fill",
+                                                                                          [-1, 0, -1])
