@@ -537,6 +537,16 @@ def test_a_gpu_trace_without_a_limit_is_laid_out_in_twice_its_rounded_peak(tmp_p
     assert "in one region of a limit larger than the trace needs (85,899,346,432 bytes)" in space.note
 
 
+def test_a_small_gpu_trace_without_a_limit_is_laid_out_in_one_region_of_64_gib(tmp_path: Path) -> None:
+    # GIVEN a GPU allocator (its limit depends on the card, the trace does not say it) whose step holds 1 MiB at most
+    events = [_event("alloc", 10, 1 << 20, 1 << 20, 0x1000, "a", allocator="GPU_0_bfc"),
+              _event("dealloc", 30, 1 << 20, 0, 0x1000, allocator="GPU_0_bfc")]
+    space = address_space(memtrace.load(_write(tmp_path, _space(events))), "GPU_0_bfc")
+    # THEN one region of TF's CPU default limit, 64 GiB (far above twice what it needs), which the note says
+    assert space.regions == ((0, 64 << 30),)
+    assert "in one region of a limit larger than the trace needs (68,719,476,736 bytes)" in space.note
+
+
 def test_step_markers_sit_where_each_steps_own_picture_puts_them() -> None:
     # GIVEN a Keras profile of three steps, drawn whole and one step at a time
     path = FIXTURES / "profiles" / "keras_cnn.xplane.pb.gz"
