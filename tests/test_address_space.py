@@ -45,6 +45,23 @@ def test_hand_worked_boxes_peak_and_failure() -> None:
     assert (space.peak_event, space.peak_in_use_bytes) == (1, 768)
     assert (space.failed_event, space.failed_request_bytes, space.failed_op) == (4, 4096, "y/d")
     assert space.events == 4
+    # AND a layout of requests alone is the model's, never called an allocator's own
+    assert space.exact is False
+
+
+def test_a_profile_after_the_allocators_birth_is_laid_out_in_the_regions_order_of_making(tmp_path: Path) -> None:
+    from .memory_profiles import write_profile
+
+    # GIVEN a profile that starts after the allocator's birth (4 MiB in use before it) whose chunks lie lower and
+    # lower (1 MiB, 3 MiB 8 MiB below, 16 MiB 40 MiB below)
+    high = 1 << 40
+    events = [(True, MIB, MIB, high, 5 * MIB, 0.0, "a"), (True, 3 * MIB, 3 * MIB, high - 8 * MIB, 8 * MIB, 0.0, "b"),
+              (True, 16 * MIB, 16 * MIB, high - 40 * MIB, 24 * MIB, 0.0, "c")]
+    space = address_space(memtrace.load(write_profile(tmp_path / "later.xplane.pb", events)), CPU)
+    # THEN the model lays its requests out from an empty allocator in regions ascending as made (2, 4 and 16 MiB, as
+    # TF grows): the profile's addresses, of an allocator already holding chunks, say nothing of their order
+    assert space.regions == ((0, 2 * MIB), (1, 4 * MIB), (2, 16 * MIB))
+    assert not space.exact and "the trace starts after the allocator's birth" in space.note
 
 
 def test_a_region_garbage_collection_gives_back_keeps_its_band(tmp_path: Path) -> None:
