@@ -624,10 +624,9 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
 
     def learn(made: list[_Checkpoint], limit: int) -> None:
         nonlocal frontier
-        assert frontier is not None
         for c in made:
-            if c.row < frontier.row or c is frontier or (learned and c.row == learned[-1].row):
-                continue  # (a replay from the frontier makes its region again)
+            if learned and c.row == learned[-1].row:
+                continue  # the frontier's own region, made again by a replay from it
             learned.append(c)
             if (limit - c.pool) & ~255 < c.region_bytes:  # cut: what follows is no longer the unlimited replay
                 frontier = c
