@@ -115,6 +115,22 @@ def test_whether_a_limit_fits_alone_says_what_the_whole_fit_says_there(name: str
         assert alone.reproduced == full.reproduced
 
 
+def test_without_a_limit_the_smallest_is_searched_whatever_smallest_says_and_no_recording_is_refused() -> None:
+    from memtrace.allocator.fit import fit_recordings
+
+    # GIVEN the eager Keras recording, asked with no limit (the smallest limit is the question)
+    trace = memtrace.load(FIXTURES / "fit" / "eager.xplane.pb.gz")
+    allocator = "bfc_cpu_allocator_for_gpu"
+    plain = fit(trace, allocator, orders=2, alternatives=False)
+    asked = fit(trace, allocator, orders=2, alternatives=False, smallest=False)
+    # THEN smallest=False changes nothing: TF's boundary for this step (814 MiB), searched, and the band
+    assert plain.min_limit_bytes == 814 * MIB
+    assert (asked.min_limit_bytes, asked.smallest_searched, asked.band) == (plain.min_limit_bytes, True, plain.band)
+    # AND no recording at all is refused in words
+    with pytest.raises(UsageError, match="^no recording to fit$"):
+        fit_recordings([], allocator)
+
+
 def test_no_smallest_answers_whether_the_limit_fits_in_json_and_asks_for_a_limit(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     trace = str(FIXTURES / "orders" / "steady.r1.xplane.pb.gz")
