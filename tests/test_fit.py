@@ -131,6 +131,32 @@ def test_without_a_limit_the_smallest_is_searched_whatever_smallest_says_and_no_
         fit_recordings([], allocator)
 
 
+def test_the_defaults_of_fit_and_the_notes_on_partitioning_a_cpu_allocator() -> None:
+    from memtrace.allocator.fit import fit_recordings
+
+    # GIVEN the eager Keras recording of TF's CPU allocator (growth on, not partitioned)
+    trace = memtrace.load(FIXTURES / "fit" / "eager.xplane.pb.gz")
+    allocator = "bfc_cpu_allocator_for_gpu"
+    # THEN fit and fit_recordings search the smallest limit and measure the alternatives unless told otherwise
+    for answer in (fit(trace, allocator, orders=0), fit_recordings([trace], allocator, orders=0)):
+        assert answer.smallest_searched and answer.min_limit_bytes == 814 * MIB
+        assert [a.change for a in answer.alternatives] == ["garbage_collection on", "allow_growth off",
+                                                           "fragmentation_fraction 0.01", "fragmentation_fraction 0.1"]
+        assert not any("partition" in note or "gap split" in note for note in answer.assumptions)
+    # AND under a limit, with no band, the verdict is whether the recorded order fits (TF's runs: 814 MiB and up)
+    assert fit(trace, allocator, limit=814 * MIB, orders=0, alternatives=False).verdict is True
+    assert fit(trace, allocator, limit=813 * MIB, orders=0, alternatives=False).verdict is False
+    # AND partitioning it needs growth off, given or refused; with growth off given, it is modelled
+    with pytest.raises(UsageError, match="spatial partitioning needs allow_growth off"):
+        fit(trace, allocator, partitioned=True)
+    partitioned = fit(trace, allocator, partitioned=True, allow_growth=False, limit=1 << 30, orders=0,
+                      alternatives=False)
+    assert partitioned.options.partitioned and not partitioned.options.allow_growth
+    # AND a gap split for its pool, which is not partitioned, is said not to apply
+    split = fit(trace, allocator, gap_split="exact", limit=1 << 30, orders=0, alternatives=False)
+    assert "the gap split (exact) does not apply: this allocator's pool is not partitioned" in split.assumptions
+
+
 def test_no_smallest_answers_whether_the_limit_fits_in_json_and_asks_for_a_limit(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     trace = str(FIXTURES / "orders" / "steady.r1.xplane.pb.gz")

@@ -251,7 +251,7 @@ def _orders_under(fitted: list[tuple[FitResult, TraceRequests, BFCOptions]], pat
 def _fit_one(trace: TraceData, allocator: str, limit: int | None, allow_growth: bool | None,
              garbage_collection: bool | None, fragmentation_fraction: float | None, recorded_limit: int | None,
              alternatives: bool, partitioned: bool | None, gap_split: str | None,
-             smallest: bool = True) -> tuple[FitResult, TraceRequests, BFCOptions]:
+             smallest: bool) -> tuple[FitResult, TraceRequests, BFCOptions]:
     """One recording's answer (:func:`fit`'s, without the band), its requests, and the options its replays take."""
     found = requests_for(trace, allocator)
     defaults = trace_defaults(trace, allocator)
