@@ -157,6 +157,26 @@ def test_the_defaults_of_fit_and_the_notes_on_partitioning_a_cpu_allocator() -> 
     assert "the gap split (exact) does not apply: this allocator's pool is not partitioned" in split.assumptions
 
 
+def test_a_profile_after_the_allocators_birth_numbers_the_failures_regions_as_made(tmp_path: Path) -> None:
+    # GIVEN a profile that starts after the allocator's birth (4 MiB in use before it) whose chunks lie lower and
+    # lower: no self-check, so nothing tells the regions' address order
+    high = 1 << 40
+    events = [(True, MIB, MIB, high, 5 * MIB, 0.0, "a"), (True, 3 * MIB, 3 * MIB, high - 8 * MIB, 8 * MIB, 0.0, "b"),
+              (True, 16 * MIB, 16 * MIB, high - 40 * MIB, 24 * MIB, 0.0, "c"),
+              (True, 16 * MIB, 16 * MIB, high - 80 * MIB, 40 * MIB, 0.0, "d")]
+    trace = memtrace.load(write_profile(tmp_path / "later.xplane.pb", events))
+    answer = fit(trace, "bfc_cpu_allocator_for_gpu", limit=30 * MIB, orders=0, alternatives=False)
+    # THEN under 30 MiB the last 16 MiB finds no room in regions of 2, 4 and 16 MiB (TF's growth), numbered in the
+    # order they were made: a and the free rest of the first, b in the second whole (the 1 MiB over its 3 MiB is not
+    # split off), c in the third
+    failure = answer.failure
+    assert not answer.fits and failure is not None and failure.request_bytes == 16 * MIB
+    assert failure.regions == ((0, 2 * MIB), (1, 4 * MIB), (2, 16 * MIB))
+    assert failure.numbers == ((0, 1), (1, 2), (2, 3))
+    assert [(c.region, c.offset, c.size_bytes) for c in failure.chunks] == [
+        (0, 0, MIB), (0, MIB, MIB), (1, 0, 4 * MIB), (2, 0, 16 * MIB)]
+
+
 def test_no_smallest_answers_whether_the_limit_fits_in_json_and_asks_for_a_limit(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     trace = str(FIXTURES / "orders" / "steady.r1.xplane.pb.gz")

@@ -456,7 +456,7 @@ def _changes(options: BFCOptions, settings: Settings) -> list[tuple[str, str, BF
 
 
 def _alternatives(requests: Requests, options: BFCOptions, given: bool, settings: Settings,
-                  smallest: bool = True) -> tuple[Alternative, ...]:
+                  smallest: bool) -> tuple[Alternative, ...]:
     found = []
     for change, setting, alt in _changes(options, settings):
         needed = None
