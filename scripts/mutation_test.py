@@ -1,7 +1,8 @@
 """Mutation testing: does the test suite notice when a rule of the code changes?
 
     python scripts/mutation_test.py [MODULE.py ...] [--tests TEST.py ...] [--out mutation-out]
-                                    [--jobs 2] [--sample N --seed S] [--lines A-B] [--resume] [--report-only]
+                                    [--jobs 2] [--sample N --seed S] [--lines A-B[,C-D]]
+                                    [--changed-since COMMIT] [--resume] [--report-only]
 
 Each *mutant* is the module with one small change: an operator (``<`` for ``<=``, ``-`` for ``+``,
 ``or`` for ``and``, ``|`` for ``&``), a constant (``n`` for ``n + 1``, ``False`` for ``True``), a
@@ -229,6 +230,18 @@ def _replace(tree: ast.AST, old: ast.AST, new: ast.AST) -> None:
 # -- which tests cover which line ----------------------------------------------------------------
 
 
+def changed_lines_since(commit: str, module: str) -> set[int]:
+    """The lines of ``module`` added or changed since ``commit`` (as they are numbered now)."""
+    diff = subprocess.run(["git", "diff", "-U0", commit, "--", module], cwd=ROOT, check=True, capture_output=True,
+                          text=True).stdout
+    found: set[int] = set()
+    for line in diff.splitlines():
+        if line.startswith("@@"):  # @@ -a,b +c,d @@: d lines from c now (d omitted: 1)
+            start, _, count = line.split()[2][1:].partition(",")
+            found.update(range(int(start), int(start) + int(count or 1)))
+    return found
+
+
 def changed_tests_since(commit: str) -> set[str]:
     """The test functions (``tests/test_x.py::test_y``) added or changed since ``commit``: their source differs."""
     found: set[str] = set()
@@ -328,7 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-of", action="append", default=[], metavar="MODULE=N",
                         help="another sample size for one module (repeatable)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--lines", help="only mutants on these lines, A-B")
+    parser.add_argument("--lines", help="only mutants on these lines: A-B, or several ranges A-B,C-D")
+    parser.add_argument("--changed-since", metavar="COMMIT",
+                        help="only mutants on the lines of each module changed since COMMIT (git diff)")
     parser.add_argument("--report-only", action="store_true",
                         help="write OUT/report.md and report.json from OUT/progress.jsonl (the latest verdict of each "
                              "mutant, from every run into OUT) without running anything")
@@ -358,8 +373,11 @@ def main(argv: list[str] | None = None) -> int:
     for module in modules:
         found = mutants_of(module)
         if args.lines:
-            first, _, last = args.lines.partition("-")
-            found = [m for m in found if int(first) <= m.line <= int(last or first)]
+            ranges = [(int(a), int(b or a)) for a, _, b in (part.partition("-") for part in args.lines.split(","))]
+            found = [m for m in found if any(a <= m.line <= b for a, b in ranges)]
+        if args.changed_since:
+            changed = changed_lines_since(args.changed_since, module)
+            found = [m for m in found if changed & lines_of(module, m.number)]
         size = dict(entry.rsplit("=", 1) for entry in args.sample_of).get(module, args.sample)
         if size and len(found) > int(size):  # drawn by site: code changed elsewhere in the module keeps the draw
             # (resumed, the mutants run before stay in the sample while their site stands, even where a new site
