@@ -177,6 +177,52 @@ def test_a_profile_after_the_allocators_birth_numbers_the_failures_regions_as_ma
         (0, 0, MIB), (0, MIB, MIB), (1, 0, 4 * MIB), (2, 0, 16 * MIB)]
 
 
+def test_two_recordings_measure_the_alternatives_once_and_the_recorded_limits_edges_are_taken() -> None:
+    from memtrace.allocator.fit import fit_recordings
+
+    trace = memtrace.load(FIXTURES / "fit" / "eager.xplane.pb.gz")
+    allocator = "bfc_cpu_allocator_for_gpu"
+    # GIVEN two recordings of the step: the alternatives are the first one's, measured once; asked for none, none
+    both = fit_recordings([trace, trace], allocator, orders=0)
+    assert len(both.recordings[0].alternatives) == 4 and both.recordings[1].alternatives == ()
+    assert fit_recordings([trace, trace], allocator, orders=0, alternatives=False).recordings[0].alternatives == ()
+    # AND a recorded limit of 0 or of the most the model holds (8 TiB) is taken for the self-check (beyond: refused)
+    for recorded in (0, bfc.MAX_LIMIT_BYTES):
+        checked = fit(trace, allocator, recorded_limit=recorded, orders=0, alternatives=False).reproduced
+        assert checked is not None and checked.limit_bytes == recorded
+
+
+@pytest.mark.parametrize("shown", [0, bfc.MAX_LIMIT_BYTES])
+def test_a_limit_the_events_show_at_the_edges_of_what_the_model_holds_is_checked_under(tmp_path: Path,
+                                                                                      shown: int) -> None:
+    # GIVEN a profile from the allocator's birth whose events show a limit (bytes_available + bytes_allocated, where
+    # bytes_available is positive) of 8 TiB, the most the model holds, or of 0 (a hostile file: its second event frees
+    # 512 bytes of a chunk it never made, leaving -256 in use and 256 available)
+    events = [(True, 256, 256, 4096, 256, 0.0, "a"), (False, 0, 512 if shown == 0 else 256, 8192 if shown == 0 else 4096,
+                                                       -256 if shown == 0 else 0, 0.0, "")]
+    path = write_profile(tmp_path / "edge.xplane.pb", events, available=lambda in_use: max(0, shown - in_use))
+    answer = fit(memtrace.load(path), "bfc_cpu_allocator_for_gpu", orders=0, alternatives=False)
+    # THEN the self-check runs under it, and says so
+    assert answer.reproduced is not None and answer.reproduced.limit_bytes == shown
+    assert (f"the self-check runs under the limit the profile's events show ({shown:,} bytes: bytes_available + "
+            "bytes_allocated)") in answer.assumptions
+
+
+def test_a_gpu_profile_that_shows_no_limit_has_no_self_check_and_says_why(tmp_path: Path) -> None:
+    # GIVEN the same events from TF's CPU allocator and from a GPU's, whose limit depends on its card, neither
+    # showing a limit
+    events = [(True, 256, 256, 4096, 256, 0.0, "a"), (False, 0, 256, 4096, 0, 0.0, "")]
+    unknown = ("the limit this profile was recorded under is unknown (a GPU's depends on the card): no self-check; "
+               "give it with --recorded-limit")
+    gpu = fit(memtrace.load(write_profile(tmp_path / "gpu.xplane.pb", events, allocator="GPU_0_bfc")), "GPU_0_bfc",
+              orders=0, alternatives=False)
+    cpu = fit(memtrace.load(write_profile(tmp_path / "cpu.xplane.pb", events)), "bfc_cpu_allocator_for_gpu",
+              orders=0, alternatives=False)
+    # THEN the GPU's is not checked and says why; the CPU's is checked under TF's default (64 GiB), and says nothing
+    assert gpu.reproduced is None and unknown in gpu.assumptions
+    assert cpu.reproduced is not None and cpu.reproduced.limit_bytes == 64 << 30 and unknown not in cpu.assumptions
+
+
 def test_no_smallest_answers_whether_the_limit_fits_in_json_and_asks_for_a_limit(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     trace = str(FIXTURES / "orders" / "steady.r1.xplane.pb.gz")

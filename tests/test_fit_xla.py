@@ -180,6 +180,21 @@ def test_partitioning_can_be_turned_off_and_bad_options_are_one_line(capsys: pyt
     assert any("XLA partitions its pool only when it preallocates it" in note for note in result.assumptions)
 
 
+def test_partitioning_off_offers_it_on_as_an_alternative_and_the_gap_split_is_named() -> None:
+    trace = load(H200 / "mlp_930.xplane.pb.gz")
+    # GIVEN the tight-limit run fitted with partitioning off (as an XLA before the flag would be)
+    off = fit(trace, GPU, partitioned=False, orders=0)
+    # THEN turning it on is offered, with the setting that does it, beside preallocation off
+    assert [a.change for a in off.alternatives] == ["spatial partitioning on", "allow_growth on"]
+    # AND by default the gap split is JAX 0.11.2's heuristic, named in the partitioned allocator's effect
+    [partitioned] = [e for e in fit(trace, GPU, orders=0, alternatives=False).effects
+                     if e.name == "partitioned_allocator"]
+    assert "handed out whole when under twice the request, as JAX 0.11.2 does" in partitioned.words
+    exact = fit(trace, GPU, orders=0, alternatives=False, gap_split="exact")
+    [partitioned] = [e for e in exact.effects if e.name == "partitioned_allocator"]
+    assert "split exactly, as openxla/xla's source does" in partitioned.words
+
+
 def test_a_profile_that_agrees_only_with_partitioning_off_says_so() -> None:
     # a from-birth profile whose recorded decisions are classic BFC's (as an XLA before the flag would write them)
     found = requests_for(load(H200 / "mlp_930.xplane.pb.gz"), GPU)
@@ -202,6 +217,38 @@ def test_a_profile_that_agrees_only_with_partitioning_off_says_so() -> None:
     checked = reproduce(neither, options)
     assert not checked.exact and not reproduce(neither, replace(options, partitioned=False)).exact
     assert _partitioning_check(neither, options, checked, None) == []
+
+
+def test_fit_says_when_a_profile_agrees_only_with_partitioning_off() -> None:
+    # GIVEN the tight-limit run's profile with every decision made classic BFC's under 1,100 MiB (as an XLA before the
+    # flag would write them): each allocation's address and chunk, the bytes in use and the fragmentation after each
+    # event, and the limit its events show
+    trace = load(H200 / "mlp_930.xplane.pb.gz")
+    found = requests_for(trace, GPU)
+    limit = 1100 * MIB
+    classic = bfc.simulate(found.requests, bfc.BFCOptions(limit, allow_growth=False))
+    index = trace.allocators.index(GPU)
+    rows = np.flatnonzero(trace.memory.allocator == index)
+    out_of_node = np.full(len(trace.nodes), -1, dtype=np.int64)
+    out_rows = np.flatnonzero(trace.outputs.allocator == index)
+    out_of_node[trace.outputs.node[out_rows]] = out_rows
+    out = out_of_node[trace.memory.node[rows]]
+    alloc = found.requests.is_alloc
+    ptr, chunk = trace.outputs.ptr.copy(), trace.outputs.allocated_bytes.copy()
+    ptr[out[alloc]] = (classic.offset + REGION_BASE)[alloc]
+    chunk[out[alloc]] = classic.chunk_bytes[alloc]
+    in_use, fragmentation = trace.memory.bytes_in_use.copy(), trace.memory.fragmentation.copy()
+    in_use[rows] = classic.bytes_in_use
+    fragmentation[rows] = [float(f"{v:.6g}") for v in classic.fragmentation.tolist()]
+    older = replace(trace, outputs=replace(trace.outputs, ptr=ptr, allocated_bytes=chunk),
+                    memory=replace(trace.memory, bytes_in_use=in_use, fragmentation=fragmentation),
+                    recorded_limits=((GPU, limit),))
+    # WHEN it is fitted with XLA's default (partitioning on)
+    answer = fit(older, GPU, orders=0, alternatives=False)
+    # THEN the self-check is not exact, and the answer says the profile agrees with the model only with it off
+    assert answer.reproduced is not None and not answer.reproduced.exact
+    assert any("only with spatial partitioning off" in note and "--no-partitioning" in note
+               for note in answer.assumptions)
 
 
 # -- memtrace oom on XLA's dump ---------------------------------------------------------------------
