@@ -64,6 +64,19 @@ def test_a_profile_after_the_allocators_birth_is_laid_out_in_the_regions_order_o
     assert not space.exact and "the trace starts after the allocator's birth" in space.note
 
 
+def test_a_free_of_a_chunk_the_sequence_never_made_ends_no_box_and_nothing_in_use_has_no_peak() -> None:
+    # GIVEN a sequence that first frees a chunk it never made (a profile after the allocator's birth drops its
+    # allocation), then allocates x, never freed
+    requests = bfc.Requests.from_events([("f", -1), ("a", 256, "x")])
+    space = lay_out(requests, bfc.BFCOptions(4096, allow_growth=False), "hand")
+    # THEN x's box lasts to the end (the free before it frees nothing of the sequence's), its peak at event 1
+    assert space.boxes == (Box(0, 0, 256, 256, 1, None, "x"),)
+    assert (space.peak_event, space.peak_in_use_bytes) == (1, 256)
+    # AND a sequence that never holds a byte (a 0-byte request) has no peak event
+    nothing = lay_out(bfc.Requests.from_events([("a", 0, "empty")]), bfc.BFCOptions(4096, allow_growth=False), "hand")
+    assert (nothing.peak_event, nothing.peak_in_use_bytes, nothing.boxes) == (None, 0, ())
+
+
 def test_a_region_garbage_collection_gives_back_keeps_its_band(tmp_path: Path) -> None:
     # GIVEN growth under 6 MiB with garbage collection: 1.5 MiB takes region 0 (2 MiB) whole and is freed;
     # 5 MiB does not fit the 4 MiB left, so region 0 (wholly free) is given back and region 1 is 6 MiB, handed

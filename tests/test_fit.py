@@ -796,6 +796,14 @@ def test_a_records_trace_is_the_request_sequence_worked_by_hand(tmp_path: Path) 
     assert len(requests_for(memtrace.load(every), "gpu_bfc").assumptions) == 1
 
 
+def test_an_output_that_asked_one_byte_is_a_request_of_one_byte(tmp_path: Path) -> None:
+    # GIVEN a StepStats trace whose one output asked 1 byte of its 256-byte chunk (the least any request asks)
+    path = tmp_path / "one.pbtxt"
+    path.write_text(records_asked([("tiny", 256, 1)]))
+    # THEN the request is that 1 byte, not the chunk
+    assert requests_for(memtrace.load(path), "gpu_bfc").requests.requested_bytes.tolist() == [1]
+
+
 def test_a_profile_that_starts_with_a_free_counts_the_bytes_in_use_before_it(tmp_path: Path) -> None:
     # GIVEN a profile whose first event frees 512 B of a chunk from before it, leaving 1,024 B in use; then an
     # allocation of 256 B, freed
