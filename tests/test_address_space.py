@@ -77,6 +77,22 @@ def test_a_free_of_a_chunk_the_sequence_never_made_ends_no_box_and_nothing_in_us
     assert (nothing.peak_event, nothing.peak_in_use_bytes, nothing.boxes) == (None, 0, ())
 
 
+def test_a_layouts_clock_holds_the_failed_request_and_a_layout_that_fits_names_none(tmp_path: Path) -> None:
+    # GIVEN the hand-worked sequence above (it fails at event 4) and the same without its last request
+    events = [("a", 256, "x/a"), ("a", 512, "x/b"), ("f", 0), ("a", 200, "y/c"), ("a", 4000, "y/d")]
+    options = bfc.BFCOptions(4096, allow_growth=False)
+    failing = lay_out(bfc.Requests.from_events(events), options, "hand")
+    fitting = lay_out(bfc.Requests.from_events(events[:-1]), options, "hand")
+    # THEN the failing one's clock runs to the failed request (times are the row numbers), the other's to its last
+    # event, and it names no failed request (no bytes, no op)
+    assert (failing.events, failing.time_ns) == (4, (0, 1, 2, 3, 4))
+    assert (fitting.events, fitting.time_ns) == (4, (0, 1, 2, 3))
+    assert (fitting.failed_event, fitting.failed_request_bytes, fitting.failed_op) == (None, 0, "")
+    # AND a profile's layout under a limit given is laid out under that limit (not TF's default)
+    space = address_space(memtrace.load(OOM50), CPU, limit=48 * MIB)
+    assert space.options.limit_bytes == 48 * MIB and "under a limit of 50,331,648 bytes" in space.note
+
+
 def test_a_region_garbage_collection_gives_back_keeps_its_band(tmp_path: Path) -> None:
     # GIVEN growth under 6 MiB with garbage collection: 1.5 MiB takes region 0 (2 MiB) whole and is freed;
     # 5 MiB does not fit the 4 MiB left, so region 0 (wholly free) is given back and region 1 is 6 MiB, handed

@@ -143,12 +143,16 @@ def test_the_defaults_of_fit_and_the_notes_on_partitioning_a_cpu_allocator() -> 
         assert [a.change for a in answer.alternatives] == ["garbage_collection on", "allow_growth off",
                                                            "fragmentation_fraction 0.01", "fragmentation_fraction 0.1"]
         assert not any("partition" in note or "gap split" in note for note in answer.assumptions)
+    # (and fit_recordings under a limit searches the smallest too, unless told not to)
+    assert fit_recordings([trace], allocator, limit=1 << 30, orders=0, alternatives=False).min_limit_bytes == 814 * MIB
     # AND under a limit, with no band, the verdict is whether the recorded order fits (TF's runs: 814 MiB and up)
     assert fit(trace, allocator, limit=814 * MIB, orders=0, alternatives=False).verdict is True
     assert fit(trace, allocator, limit=813 * MIB, orders=0, alternatives=False).verdict is False
     # AND partitioning it needs growth off, given or refused; with growth off given, it is modelled
-    with pytest.raises(UsageError, match="spatial partitioning needs allow_growth off"):
+    with pytest.raises(UsageError) as refused:
         fit(trace, allocator, partitioned=True)
+    assert str(refused.value) == (f"{allocator}: spatial partitioning needs allow_growth off, and this allocator grows "
+                                  "by default (give --no-allow-growth as well to model it)")
     partitioned = fit(trace, allocator, partitioned=True, allow_growth=False, limit=1 << 30, orders=0,
                       alternatives=False)
     assert partitioned.options.partitioned and not partitioned.options.allow_growth
