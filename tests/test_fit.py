@@ -227,6 +227,14 @@ def test_a_gpu_profile_that_shows_no_limit_has_no_self_check_and_says_why(tmp_pa
     assert cpu.reproduced is not None and cpu.reproduced.limit_bytes == 64 << 30 and unknown not in cpu.assumptions
 
 
+def test_a_limit_asked_alone_claims_nothing_of_the_limits_below_it() -> None:
+    # GIVEN the eager Keras recording asked only whether 1 GiB fits (no smallest limit searched)
+    trace = memtrace.load(FIXTURES / "fit" / "eager.xplane.pb.gz")
+    alone = fit(trace, "bfc_cpu_allocator_for_gpu", limit=1 << 30, orders=0, alternatives=False, smallest=False)
+    # THEN no limit was tried but the one asked: nothing says fitting is not monotone, nothing is lost at a smallest
+    assert (alone.min_limit_bytes, alone.monotone, alone.counterexample, alone.lost_bytes) == (None, True, None, None)
+
+
 def test_no_smallest_answers_whether_the_limit_fits_in_json_and_asks_for_a_limit(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     trace = str(FIXTURES / "orders" / "steady.r1.xplane.pb.gz")
