@@ -593,6 +593,15 @@ def test_a_small_gpu_trace_without_a_limit_is_laid_out_in_one_region_of_64_gib(t
     assert "in one region of a limit larger than the trace needs (68,719,476,736 bytes)" in space.note
 
 
+def test_a_gpu_layout_takes_tfs_garbage_collection_unless_told(tmp_path: Path) -> None:
+    # GIVEN a small TF GPU trace: TF's GPU allocator collects garbage by default
+    events = [_event("alloc", 10, 1 << 20, 1 << 20, 0x1000, "a", allocator="GPU_0_bfc"),
+              _event("dealloc", 30, 1 << 20, 0, 0x1000, allocator="GPU_0_bfc")]
+    trace = memtrace.load(_write(tmp_path, _space(events)))
+    assert address_space(trace, "GPU_0_bfc").options.garbage_collection is True
+    assert address_space(trace, "GPU_0_bfc", garbage_collection=False).options.garbage_collection is False
+
+
 def test_step_markers_sit_where_each_steps_own_picture_puts_them() -> None:
     # GIVEN a Keras profile of three steps, drawn whole and one step at a time
     path = FIXTURES / "profiles" / "keras_cnn.xplane.pb.gz"

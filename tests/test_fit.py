@@ -235,6 +235,18 @@ def test_a_limit_asked_alone_claims_nothing_of_the_limits_below_it() -> None:
     assert (alone.min_limit_bytes, alone.monotone, alone.counterexample, alone.lost_bytes) == (None, True, None, None)
 
 
+def test_a_failures_regions_are_numbered_among_all_made_those_given_back_included() -> None:
+    # GIVEN growth under 6 MiB with garbage collection: 1.5 MiB takes region 0 (2 MiB) and is freed; 5 MiB does not
+    # fit the 4 MiB left, so region 0 is given back and region 1 is 6 MiB, taken whole; then 1 MiB finds no room
+    requests = Requests.from_events([("a", 3 * MIB // 2, "first"), ("f", 0), ("a", 5 * MIB, "big"), ("a", MIB, "c")])
+    answer = fit_requests(requests, BFCOptions(6 * MIB, allow_growth=True, garbage_collection=True),
+                          alternatives=False, smallest=False)
+    # THEN the failure's map numbers region 1 second, after the region given back (as the picture draws both)
+    failure = answer.failure
+    assert failure is not None and failure.row == 3
+    assert failure.regions == ((1, 6 * MIB),) and failure.numbers == ((0, 1), (1, 2))
+
+
 def test_no_smallest_answers_whether_the_limit_fits_in_json_and_asks_for_a_limit(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     trace = str(FIXTURES / "orders" / "steady.r1.xplane.pb.gz")

@@ -187,6 +187,10 @@ def test_partitioning_off_offers_it_on_as_an_alternative_and_the_gap_split_is_na
     # THEN turning it on is offered, with the setting that does it, beside preallocation off
     assert [a.change for a in off.alternatives] == ["spatial partitioning on", "allow_growth on"]
     assert off.alternatives[0].options.partitioned and not off.options.partitioned
+    # AND fitted with growth (preallocation off), turning growth off is offered, and replayed without it
+    grown = fit(trace, GPU, allow_growth=True, orders=0)
+    [growth_off] = [a for a in grown.alternatives if a.change == "allow_growth off"]
+    assert grown.options.allow_growth and not growth_off.options.allow_growth
     # AND by default the gap split is JAX 0.11.2's heuristic, named in the partitioned allocator's effect
     [partitioned] = [e for e in fit(trace, GPU, orders=0, alternatives=False).effects
                      if e.name == "partitioned_allocator"]
