@@ -554,6 +554,19 @@ def test_shared_rows_give_the_state_and_the_smallest_limit_a_replay_from_the_fir
         assert search_min_limit(seq_copy(source), options, 64 * KIB, shared=shared).limit_bytes == alone.limit_bytes
 
 
+def replay_starts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[BFCOptions, int]]:
+    """Every replay made from now on, as it is made: its options and the row it started at."""
+    starts: list[tuple[BFCOptions, int]] = []
+    run_init = bfc._Run.__init__
+
+    def logged(run: Any, requests: Requests, options: BFCOptions, *args: Any, **kwargs: Any) -> None:
+        run_init(run, requests, options, *args, **kwargs)
+        starts.append((options, run.first_row))
+
+    monkeypatch.setattr(bfc._Run, "__init__", logged)
+    return starts
+
+
 def branching_sequences(seed: int, events: int, largest_log2: float) -> tuple[Requests, Requests, int]:
     """Two random sequences (as :func:`random_sequence`'s) that are one up to row ``rows`` and then go on apart."""
     rng = np.random.default_rng(seed)
@@ -585,14 +598,7 @@ def test_replays_from_shared_rows_learn_the_regions_and_answer_as_replays_from_t
     # searches of the second one's smallest limit as the band makes them: hints, no limit below the boundary
     # looked at, each replay from the shared state (growth on: up to the first region a limit cuts, a replay is the
     # unlimited one, so a replay learns the regions the next one under a smaller limit may start from)
-    starts: list[tuple[int, int]] = []
-    run_init = bfc._Run.__init__
-
-    def logged(run: Any, requests: Requests, options: BFCOptions, *args: Any, **kwargs: Any) -> None:
-        run_init(run, requests, options, *args, **kwargs)
-        starts.append((options.limit_bytes, run.first_row))
-
-    monkeypatch.setattr(bfc._Run, "__init__", logged)
+    starts = replay_starts(monkeypatch)
     learned_starts = 0
     for seed in range(12):
         source, other, rows = branching_sequences(700 + seed, 240, 16 + seed % 6)
@@ -610,7 +616,7 @@ def test_replays_from_shared_rows_learn_the_regions_and_answer_as_replays_from_t
         assert dict(search.tried)[search.limit_bytes] is True
         # AND replays before any unlimited one started past the shared rows, where a replay before them learned a
         # region the limit cuts
-        unlimited = next((i for i, (limit, _) in enumerate(starts) if limit == bfc.MAX_LIMIT_BYTES), len(starts))
+        unlimited = next((i for i, (o, _) in enumerate(starts) if o.limit_bytes == bfc.MAX_LIMIT_BYTES), len(starts))
         learned_starts += sum(first_row > rows for _, first_row in starts[:unlimited])
     assert learned_starts >= 5, learned_starts
 
@@ -619,15 +625,7 @@ def test_garbage_collection_s_replays_resume_from_the_unlimited_replay_made_with
         monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN random sequences (growth on) whose smallest limit was searched without garbage collection (fit's answer
     # first; its unlimited replay kept its states where it made each region), then asked with it (the alternative)
-    starts: list[int] = []
-    run_init = bfc._Run.__init__
-
-    def logged(run: Any, requests: Requests, options: BFCOptions, *args: Any, **kwargs: Any) -> None:
-        run_init(run, requests, options, *args, **kwargs)
-        if options.garbage_collection:
-            starts.append(run.first_row)
-
-    monkeypatch.setattr(bfc._Run, "__init__", logged)
+    starts = replay_starts(monkeypatch)
     resumed = 0
     for seed in range(10):
         requests = random_sequence(900 + seed, 200, 18 + seed % 5)
@@ -635,7 +633,7 @@ def test_garbage_collection_s_replays_resume_from_the_unlimited_replay_made_with
         starts.clear()
         # WHEN the smallest limit with garbage collection is found
         found = min_limit(requests, BFCOptions(0, True, True))
-        ours = list(starts)
+        ours = [row for options, row in starts if options.garbage_collection]
         # THEN it is the one found alone, with no replay before it (unlimited, collection changes nothing: the same
         # replay), and its replays (where the search without it proved no answer) started where the limit cuts a
         # region, not at the first request
@@ -652,15 +650,7 @@ def test_a_fractions_replays_start_where_the_128_mib_rules_unlimited_replay_deci
     # growth on, whose smallest limit under the 128 MiB rule was searched (its unlimited replay kept its states where
     # it made each region and the remainders its split decisions turned on), then asked under fractions whose
     # threshold (fraction * limit) does and does not split as 128 MiB does
-    starts: list[int] = []
-    run_init = bfc._Run.__init__
-
-    def logged(run: Any, requests: Requests, options: BFCOptions, *args: Any, **kwargs: Any) -> None:
-        run_init(run, requests, options, *args, **kwargs)
-        if options.fragmentation_fraction > 0:
-            starts.append(run.first_row)
-
-    monkeypatch.setattr(bfc._Run, "__init__", logged)
+    starts = replay_starts(monkeypatch)
     for seed in range(16):
         requests = random_sequence(1300 + seed, 150, 24 + seed % 6)
         search_min_limit(requests, BFCOptions(0, True, gc))
@@ -677,7 +667,7 @@ def test_a_fractions_replays_start_where_the_128_mib_rules_unlimited_replay_deci
                     seed, fraction, limit)
             assert min_limit(requests, options) == min_limit(seq_copy(requests), options), (seed, fraction)
     # AND many of the fractions' replays started past the first request (from the 128 MiB rule's states)
-    assert sum(row > 0 for row in starts) >= 40, starts
+    assert sum(row > 0 for options, row in starts if options.fragmentation_fraction > 0) >= 40
 
 
 class InOrder:
@@ -696,14 +686,7 @@ class InOrder:
 def test_a_served_search_replays_a_failing_limit_from_where_it_cuts_a_region(monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN random sequences (growth on) whose smallest limit was searched (its unlimited replay kept its states where
     # it made each region), searched again served by a schedule (the band's recorded order), the answer as a hint
-    starts: list[tuple[int, int]] = []
-    run_init = bfc._Run.__init__
-
-    def logged(run: Any, requests: Requests, options: BFCOptions, *args: Any, **kwargs: Any) -> None:
-        run_init(run, requests, options, *args, **kwargs)
-        starts.append((options.limit_bytes, run.first_row))
-
-    monkeypatch.setattr(bfc._Run, "__init__", logged)
+    starts = replay_starts(monkeypatch)
     served = 0
     for seed in range(10):
         requests = random_sequence(1100 + seed, 200, 18 + seed % 5)
