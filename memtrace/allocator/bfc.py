@@ -67,7 +67,7 @@ import functools
 import math
 import weakref
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, TypeVar
 
@@ -628,7 +628,7 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
             if learned and c.row == learned[-1].row:
                 continue  # the frontier's own region, made again by a replay from it
             learned.append(c)
-            if (limit - c.pool) & ~255 < c.region_bytes:  # cut: what follows is no longer the unlimited replay
+            if c.cut_by(limit):  # what follows is no longer the unlimited replay
                 frontier = c
                 return
         frontier = None
@@ -646,14 +646,14 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
             return plain
         start = None
         if reuse and complete:
-            start = next((c for c in checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None)
+            start = _first_cut(checkpoints, limit)
         ok: bool | None = True if reuse and complete and start is None else None
         learning = False
         if ok is None and reuse and not complete and shared is not None:
             # The regions learned from the replays so far (the unlimited replay's, up to the first each one's limit
             # cut): the first this limit cuts is where its replay leaves the unlimited one; where it cuts none, its
             # replay is the unlimited one up to the frontier, and goes on from there, learning.
-            start = next((c for c in learned if (limit - c.pool) & ~255 < c.region_bytes), None)
+            start = _first_cut(learned, limit)
             if start is None and frontier is None:
                 ok = True  # a replay cut no region: it was the unlimited one, and this limit cuts none either
             elif start is None:
@@ -795,8 +795,7 @@ class SharedStart:
         if limit not in self._states:
             options = _with_limit(self.options, limit)
             reuse = options.allow_growth and options.fragmentation_fraction == 0.0
-            start = next((c for c in self._checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None) if reuse \
-                else None
+            start = _first_cut(self._checkpoints, limit) if reuse else None
             if reuse and start is None:  # no region cut before it: the unlimited replay's state
                 self._states[limit] = self.unlimited
             else:
@@ -945,7 +944,7 @@ class _Limits:
         is the same up to there (None: no state kept, or the limit cuts no region)."""
         if not (self.reuse and self.checkpoints is not None and limit >= self._kept_from):
             return None
-        return next((c for c in self.checkpoints if (limit - c.pool) & ~255 < c.region_bytes), None)
+        return _first_cut(self.checkpoints, limit)
 
     def _unlimited_alike(self, limit: int) -> tuple[_Limits | None, int, int]:
         """Whose unlimited replay a replay under ``limit`` is up to the first region the limit cuts, if one was made,
@@ -1011,7 +1010,7 @@ class _Limits:
         if unlimited is not None and unlimited.checkpoints is not None and limit >= unlimited._kept_from:
             whole_from = unlimited._kept_from
             for c in unlimited.checkpoints:  # the first region this limit cuts: the same replay up to there
-                if (limit - c.pool) & ~255 < c.region_bytes:
+                if c.cut_by(limit):
                     start = c
                     break
                 whole_from = max(whole_from, c.pool + c.region_bytes)
@@ -1105,6 +1104,15 @@ class _Checkpoint:
     peak: int
     max_pool: int
     growth: int
+
+    def cut_by(self, limit: int) -> bool:
+        """Whether ``limit`` cuts the region made here (leaves less room than it, in TF's 256-byte units)."""
+        return (limit - self.pool) & ~255 < self.region_bytes
+
+
+def _first_cut(checkpoints: Iterable[_Checkpoint], limit: int) -> _Checkpoint | None:
+    """The first of ``checkpoints`` whose region ``limit`` cuts: a replay under it is the unlimited one up to there."""
+    return next((c for c in checkpoints if c.cut_by(limit)), None)
 
 
 @dataclass(frozen=True, eq=False)
