@@ -9,6 +9,7 @@ and the band's edges are what the sampled orders need.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -517,3 +518,109 @@ def test_the_default_scheduling_window_is_the_10_ms_docs_fit_md_calibrated() -> 
     docs = (Path(__file__).parent.parent / "docs" / "fit.md").read_text()
     assert "the **scheduling window** (10 ms by default" in " ".join(docs.split())
     assert orders.order_graph(Requests.from_events(WAITS), np.array([1, 2, 2, 1])).window_ns == 10 * 1_000_000
+
+
+def test_what_the_band_and_the_orders_under_a_limit_refuse() -> None:
+    # GIVEN the hand-made recording of the band's test above
+    g = graph([("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)], [1, 2, 1, 2], window_ns=100)
+    recording = [orders.Recording("hand-made", g)]
+    # WHEN asked for no order, or about no recording, THEN each is refused with what is missing
+    for asked in (lambda r, n: orders.order_band(r, NO_GROWTH, orders=n, granularity=256),
+                  lambda r, n: orders.orders_under_limit(r, NO_GROWTH, 2048, orders=n)):
+        with pytest.raises(ValueError, match="at least one order"):
+            asked(recording, 0)
+        with pytest.raises(ValueError, match="no recording"):
+            asked([], 4)
+    # AND the orders under 2 KiB, one order asked for: the recorded one, which runs there (see the test above)
+    under = orders.orders_under_limit(recording, NO_GROWTH, 2048, orders=1)
+    assert (under.fitting, under.sampled, under.asked_orders, under.fixed) == (1, 1, 1, False)
+
+
+def test_the_orders_under_a_limit_each_replayed_there_by_hand() -> None:
+    # GIVEN the band's hand-made recording on two threads (its orders need 1 KiB or 1.5 KiB; with the retry every
+    # one runs under 1 KiB, none under 768 B: see the band's test above) and the same events on one thread
+    two = orders.Recording("two threads", graph([("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)], [1, 2, 1, 2],
+                                                window_ns=100))
+    one = orders.Recording("one thread", graph([("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)], [1, 1, 1, 1],
+                                               window_ns=100))
+    # WHEN 16 orders of each are replayed once under a limit
+    at, below = (orders.orders_under_limit([two], NO_GROWTH, limit, orders=16) for limit in (1024, 768))
+    # THEN each counts the orders that run there, of the 16 drawn, and says they may change
+    assert (at.fitting, at.sampled, at.asked_orders, at.fixed, at.all_fit) == (16, 16, 16, False, True)
+    assert (below.fitting, below.sampled, below.fixed) == (0, 16, False)
+    # AND one thread's recording is one order (fixed), which needs 2 KiB (nothing runs while its 512 B wait)
+    chain = orders.orders_under_limit([one], NO_GROWTH, 2048, orders=16)
+    assert (chain.fitting, chain.sampled, chain.asked_orders, chain.fixed) == (1, 1, 1, True)
+    assert orders.orders_under_limit([one], NO_GROWTH, 1792, orders=16).fitting == 0
+    # AND two recordings together: the orders of both, asked and replayed, and not fixed (one can change)
+    both = orders.orders_under_limit([two, one], NO_GROWTH, 2048, orders=16)
+    assert (both.fitting, both.sampled, both.asked_orders, both.fixed) == (17, 17, 17, False)
+
+
+def test_where_units_begin_and_what_they_follow_around_a_free_of_an_unknown_allocation() -> None:
+    # GIVEN thread 1 frees an allocation made before the recording (row 0), then allocates for op p (row 1), thread 2
+    # allocates for q (row 2), and thread 1 frees row 1 (row 3)
+    g = graph([("f", -1), ("a", 1024, "p"), ("a", 512, "q"), ("f", 1)], [1, 1, 2, 1], window_ns=10)
+    # THEN the first allocation begins a unit of its own (it is not the free's), as does each change of thread
+    assert g.unit_rows.tolist() == [0, 1, 2, 3, 4]
+    # AND the free of the unknown allocation follows nothing: thread 1's units follow each other, row 3 row 1's
+    assert preds(g) == [[], [0], [], [1]]
+
+
+def test_two_units_a_window_apart_may_swap() -> None:
+    # two allocations on two threads, 1 ns apart (times are the rows): within a window of 1 ns they may swap (two
+    # units are enough), within 0 ns not
+    events: list[tuple[str, int] | tuple[str, int, str]] = [("a", 1024, "p"), ("a", 512, "q")]
+    assert graph(events, [1, 2], window_ns=1).reorderable()
+    assert not graph(events, [1, 2], window_ns=0).reorderable()
+    # AND a recording whose threads are not one per request row is refused (the threads say who ran each row)
+    with pytest.raises(ValueError, match="one thread per request row"):
+        orders.order_graph(Requests.from_events([("a", 1024, "p"), ("f", 0)]), np.array([1]))
+
+
+def test_drawn_orders_start_from_the_state_where_the_first_of_them_parts_from_the_recorded_one() -> None:
+    # GIVEN thread 1 allocates x (row 0), then y (row 1), while thread 2 frees x (row 2): both follow row 0, so
+    # rows 1 and 2 may swap (2 ns apart, within the window), row 0 comes first in every order
+    g = graph([("a", 1024, "x"), ("a", 512, "y"), ("f", 0)], [1, 1, 2], window_ns=10)
+    sampled = orders.sample_orders(g, 16)
+    assert all(o.units[0] == 0 for o in sampled) and any(o.units.tolist() == [0, 2, 1] for o in sampled)
+    # WHEN the band draws them
+    drawn = orders._drawn(g, 16, 0, NO_GROWTH)
+    # THEN their replays share the recorded order's first row, and start from its state there
+    assert drawn.shared is not None and drawn.shared.rows == 1
+    # AND the same events on one thread are one order, with nothing to share
+    assert orders._drawn(graph([("a", 1024, "x"), ("a", 512, "y"), ("f", 0)], [1, 1, 1], window_ns=10), 16, 0,
+                         NO_GROWTH).shared is None
+
+
+def test_the_orders_under_a_limit_stop_drawing_where_their_budget_is_spent(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN six threads that each allocate once, all within the window: 720 orders, each replay 6 events
+    g = graph([("a", 256, f"op{i}") for i in range(6)], list(range(6)), window_ns=100)
+    assert len({o.units.tobytes() for o in orders.sample_orders(g, 6)}) == 6  # the first orders drawn all differ
+    recording = [orders.Recording("six threads", g)]
+    # WHEN the band's budget is exactly what MIN_ORDERS replays cost, THEN MIN_ORDERS orders are replayed
+    monkeypatch.setattr(orders, "BAND_BUDGET_EVENTS", orders.MIN_ORDERS * 6)
+    under = orders.orders_under_limit(recording, NO_GROWTH, 2048, orders=16)
+    assert (under.sampled, under.asked_orders) == (orders.MIN_ORDERS, 16)
+    # AND one event more buys one more order (its replay is what spends the budget)
+    monkeypatch.setattr(orders, "BAND_BUDGET_EVENTS", orders.MIN_ORDERS * 6 + 1)
+    assert orders.orders_under_limit(recording, NO_GROWTH, 2048, orders=16).sampled == orders.MIN_ORDERS + 1
+
+
+def test_units_out_of_time_order_let_the_retry_run_what_the_window_holds() -> None:
+    # GIVEN one region of 1 KiB, and units whose times go back (a recording's clock is per thread): thread 1
+    # allocates 768 B at 100 ns (row 0), 512 B at 50 ns (row 1, which fails: 256 B left) and 256 B at 30 ns
+    # (row 2, another op); thread 2 frees row 0 at 45 ns (row 3). Rows 1 and 2 follow what comes before them on
+    # their thread, and row 3 is 15 ns after row 2 (beyond the 10 ns window): the recorded order is the only one
+    events: list[tuple[str, int] | tuple[str, int, str]] = [("a", 768, "a"), ("a", 512, "b"), ("a", 256, "c"),
+                                                             ("f", 0)]
+    requests = dataclasses.replace(Requests.from_events(events), time_ns=np.array([100, 50, 30, 45], dtype=np.int64))
+    g = orders.order_graph(requests, np.array([1, 1, 1, 2]), window_ns=10)
+    assert not g.reorderable()
+    # WHEN it runs under 1 KiB
+    under = orders.orders_under_limit([orders.Recording("clock goes back", g)], BFCOptions(1024, allow_growth=False),
+                                      1024, orders=4)
+    # THEN row 1 waits while thread 2's free (45 ns, within 10 ns of the waiting unit's 50) runs: it fits, where the
+    # rows in order fail
+    assert (under.fitting, under.sampled, under.fixed) == (1, 1, True)
+    assert not bfc.fits(requests, BFCOptions(1024, allow_growth=False))
