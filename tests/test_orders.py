@@ -605,6 +605,15 @@ def test_the_orders_under_a_limit_stop_drawing_where_their_budget_is_spent(monke
     # AND one event more buys one more order (its replay is what spends the budget)
     monkeypatch.setattr(orders, "BAND_BUDGET_EVENTS", orders.MIN_ORDERS * 6 + 1)
     assert orders.orders_under_limit(recording, NO_GROWTH, 2048, orders=16).sampled == orders.MIN_ORDERS + 1
+    # AND the band, whose orders each cost the limits their search tried (each a whole replay): a budget of what
+    # its first MIN_ORDERS orders' searches cost buys those, one event more buys the next order
+    monkeypatch.setattr(orders, "BAND_BUDGET_EVENTS", 10**9)
+    whole = orders.order_band(recording, NO_GROWTH, orders=16, granularity=256)
+    cost = sum(len(o.tried) * 6 for o in whole.orders[:orders.MIN_ORDERS])
+    for budget, replayed in ((cost, orders.MIN_ORDERS), (cost + 1, orders.MIN_ORDERS + 1)):
+        monkeypatch.setattr(orders, "BAND_BUDGET_EVENTS", budget)
+        band = orders.order_band(recording, NO_GROWTH, orders=16, granularity=256)
+        assert (len(band.orders), band.asked_orders) == (replayed, 16)
 
 
 def test_units_out_of_time_order_let_the_retry_run_what_the_window_holds() -> None:
