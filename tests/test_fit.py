@@ -912,3 +912,27 @@ def test_recordings_of_one_allocator_by_two_runtimes_are_not_one_step(tmp_path: 
     assert (code, out) == (2, "")
     assert err == (f"memtrace: error: {tf}: 'GPU_0_bfc' was recorded by another runtime or with other options than in "
                    f"{jax}: not recordings of one step\n")
+
+
+def test_an_alternative_no_limit_fits_is_left_out_and_the_ones_after_it_stay() -> None:
+    # GIVEN 3 TiB then 4.5 TiB alive at once, one region of the whole limit (growth off): 7.5 TiB fits
+    tib = 1 << 40
+    requests = Requests.from_events([("a", 3 * tib, "a"), ("a", 4 * tib + tib // 2, "b"), ("f", 0), ("f", 1)])
+    result = fit_requests(requests, BFCOptions(8 * tib, allow_growth=False))
+    assert result.min_limit_bytes == 7 * tib + tib // 2
+    # WHEN the alternatives are tried, THEN growth on fits under no limit the model holds (8 TiB): the regions
+    # double from 2 MiB, 3 TiB takes one of 4 TiB, and 4.5 TiB finds 4 TiB left: it is left out; the ones after
+    # it (the split fractions) stay, each with the 7.5 TiB of one region
+    assert [(a.change, a.min_limit_bytes) for a in result.alternatives] == [
+        ("garbage_collection on", 7 * tib + tib // 2), ("fragmentation_fraction 0.01", 7 * tib + tib // 2),
+        ("fragmentation_fraction 0.1", 7 * tib + tib // 2)]
+
+
+@pytest.mark.parametrize("smallest", [True, False])
+def test_no_sampled_order_asked_for_is_one_line_naming_the_allocator(smallest: bool) -> None:
+    # GIVEN one recording (the eager program's) and a negative number of orders, asked through the API: the band
+    # (smallest) or the orders under the limit alone (not smallest) refuses it, in words naming the allocator
+    trace = memtrace.load(FIXTURES / "fit" / "eager.xplane.pb.gz")
+    allocator = trace.allocators[0]
+    with pytest.raises(UsageError, match=f"^{allocator}: at least one order$"):
+        fit(trace, allocator, limit=900 * MIB, smallest=smallest, orders=-1, alternatives=False)
