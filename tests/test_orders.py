@@ -633,3 +633,10 @@ def test_units_out_of_time_order_let_the_retry_run_what_the_window_holds() -> No
     # rows in order fail
     assert (under.fitting, under.sampled, under.fixed) == (1, 1, True)
     assert not bfc.fits(requests, BFCOptions(1024, allow_growth=False))
+
+
+def test_an_empty_recording_has_no_unit_no_thread_and_one_empty_order() -> None:
+    g = orders.order_graph(Requests.from_events([]), None)
+    assert (g.units, g.threads, g.unit_rows.tolist(), g.unit_time_ns.tolist(), g.pred_offsets.tolist()) == (
+        0, 0, [0], [], [0])
+    assert not g.reorderable() and orders.sample_orders(g, 1)[0].units.tolist() == []
