@@ -605,6 +605,10 @@ def test_the_orders_under_a_limit_stop_drawing_where_their_budget_is_spent(monke
     # AND one event more buys one more order (its replay is what spends the budget)
     monkeypatch.setattr(orders, "BAND_BUDGET_EVENTS", orders.MIN_ORDERS * 6 + 1)
     assert orders.orders_under_limit(recording, NO_GROWTH, 2048, orders=16).sampled == orders.MIN_ORDERS + 1
+    # AND two recordings share the budget: each has half of it
+    monkeypatch.setattr(orders, "BAND_BUDGET_EVENTS", 2 * orders.MIN_ORDERS * 6)
+    both = orders.orders_under_limit(recording * 2, NO_GROWTH, 2048, orders=16)
+    assert (both.sampled, both.asked_orders) == (2 * orders.MIN_ORDERS, 32)
     # AND the band, whose orders each cost the limits their search tried (each a whole replay): a budget of what
     # its first MIN_ORDERS orders' searches cost buys those, one event more buys the next order
     monkeypatch.setattr(orders, "BAND_BUDGET_EVENTS", 10**9)
