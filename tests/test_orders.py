@@ -644,3 +644,39 @@ def test_an_empty_recording_has_no_unit_no_thread_and_one_empty_order() -> None:
     assert (g.units, g.threads, g.unit_rows.tolist(), g.unit_time_ns.tolist(), g.pred_offsets.tolist()) == (
         0, 0, [0], [], [0])
     assert not g.reorderable() and orders.sample_orders(g, 1)[0].units.tolist() == []
+
+
+def test_an_orders_limits_and_the_bands_steps_by_hand() -> None:
+    # GIVEN two orders: one whose smallest limit is 1 KiB and which failed at 1.5 KiB when tried (fitting is not
+    # monotone for it), one whose smallest limit, 1.25 KiB, was proven without a replay of its own (none tried)
+    first = orders.OrderLimit(0, True, 1024, ((1536, False),), 256)
+    second = orders.OrderLimit(0, False, 1280, (), 256)
+    # THEN an order runs where it was tried as it did there, elsewhere from its smallest limit up
+    assert [first.fits(limit) for limit in (768, 1024, 1536, 1792)] == [False, True, False, True]
+    assert (second.fits(1024), second.fits(1280)) == (False, True)
+    # AND every limit tried ran from one granule above the largest that failed (from the smallest, if none did)
+    assert (first.always_from_bytes, second.always_from_bytes) == (1792, 1280)
+    # AND the band's steps count them at every smallest limit, every limit from which one always runs, and every
+    # limit tried in between
+    g = graph([("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)], [1, 2, 1, 2], window_ns=100)
+    band = dataclasses.replace(orders.order_band([orders.Recording("hand-made", g)], NO_GROWTH, orders=2,
+                                                 granularity=256),
+                               orders=(first, second), never_fits_below_bytes=1024, always_fits_bytes=1792)
+    assert band.steps() == [(1024, 1), (1280, 2), (1536, 1), (1792, 2)]
+
+
+def test_a_recordings_own_options_decide_its_orders_under_a_limit() -> None:
+    # GIVEN one thread that holds 1 KiB and then 512 B, in one region of 1.75 KiB (growth off): under TF's 128 MiB
+    # rule the 1 KiB take the whole region (1,792 < twice 1,024) and the 512 B find no room; with a split fraction
+    # of 0.1 the 768 B left (>= 179 B) are split off and the 512 B fit there
+    g = graph([("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)], [1, 1, 1, 1], window_ns=100)
+    own = BFCOptions(0, allow_growth=False, fragmentation_fraction=0.1)
+    # WHEN it carries its own options, THEN they decide, not the band's
+    assert orders.orders_under_limit([orders.Recording("own", g, own)], NO_GROWTH, 1792).fitting == 1
+    assert orders.orders_under_limit([orders.Recording("band's", g)], NO_GROWTH, 1792).fitting == 0
+
+
+def test_allocations_for_no_op_each_begin_a_unit() -> None:
+    # a profile row with no op at all (op -1): every such allocation is a unit, as an unknown op's is
+    g = graph([("a", 256), ("a", 256), ("f", 0)], [1, 1, 1], window_ns=10)
+    assert g.unit_rows.tolist() == [0, 1, 3]
