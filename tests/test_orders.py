@@ -680,3 +680,24 @@ def test_allocations_for_no_op_each_begin_a_unit() -> None:
     # a profile row with no op at all (op -1): every such allocation is a unit, as an unknown op's is
     g = graph([("a", 256), ("a", 256), ("f", 0)], [1, 1, 1], window_ns=10)
     assert g.unit_rows.tolist() == [0, 1, 3]
+
+
+def test_a_request_still_waiting_when_nothing_is_left_to_run_fails() -> None:
+    # GIVEN one region of 1 KiB: 768 B take all of it (1,024 < twice 768: not split), so the 512 B of op b wait;
+    # thread 2's 256 B, which nothing orders after them, run meanwhile and find no room either; nothing frees
+    g = graph([("a", 768, "a"), ("a", 512, "b"), ("a", 256, "c")], [1, 1, 2], window_ns=100)
+    # THEN with every unit tried and no free to come, the oldest waiting request is tried a last time and fails
+    assert orders.orders_under_limit([orders.Recording("stuck", g)], NO_GROWTH, 1024, orders=1).fitting == 0
+
+
+def test_a_unit_held_back_runs_once_what_it_follows_finishes_even_at_the_windows_edge() -> None:
+    # GIVEN every event at the same time and a window of 0 ns (so each unit lies at the window's edge): thread 1
+    # holds 768 B (row 0, the whole 1 KiB region) and asks for 512 B (row 1: it waits); thread 2 frees those 512 B
+    # (row 2, held back until row 1 is served) and then asks for 2 KiB (row 3, which never fits); thread 3 frees
+    # row 0 (row 4), which lets row 1 through
+    events: list[tuple[str, int] | tuple[str, int, str]] = [("a", 768, "a"), ("a", 512, "b"), ("f", 1),
+                                                             ("a", 2048, "c"), ("f", 0)]
+    requests = dataclasses.replace(Requests.from_events(events), time_ns=np.zeros(5, dtype=np.int64))
+    g = orders.order_graph(requests, np.array([1, 1, 2, 2, 3]), window_ns=0)
+    # THEN thread 2 runs once row 1 is served, and its 2 KiB fail: the run does not fit
+    assert orders.orders_under_limit([orders.Recording("edge", g)], NO_GROWTH, 1024, orders=1).fitting == 0
