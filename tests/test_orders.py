@@ -701,3 +701,15 @@ def test_a_unit_held_back_runs_once_what_it_follows_finishes_even_at_the_windows
     g = orders.order_graph(requests, np.array([1, 1, 2, 2, 3]), window_ns=0)
     # THEN thread 2 runs once row 1 is served, and its 2 KiB fail: the run does not fit
     assert orders.orders_under_limit([orders.Recording("edge", g)], NO_GROWTH, 1024, orders=1).fitting == 0
+
+
+def test_a_limit_asked_about_counts_where_an_order_failed_there_above_its_smallest() -> None:
+    # GIVEN the eager program, which TF ran out under 1,000 MiB (fixtures/fit/eager.1000mib.log) though it fitted
+    # from 814 MiB: fitting is not monotone
+    assert "out of memory" in (FIT / "eager.1000mib.log").read_text().lower()
+    result = fit(memtrace.load(FIT / "eager.xplane.pb.gz"), BFC, limit=1000 * MIB, alternatives=False)
+    band = result.band
+    # WHEN the band is asked about 1,000 MiB, THEN every order's replay there fails, as TF's run did, and the band's
+    # share and steps say so (not its smallest limit, 814 MiB, below it)
+    assert band is not None and band.fitting_at_limit == 0 and band.share(1000 * MIB) == 0.0
+    assert all((1000 * MIB, False) in o.tried and o.min_limit_bytes == 814 * MIB for o in band.orders)
