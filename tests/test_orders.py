@@ -588,6 +588,9 @@ def test_drawn_orders_start_from_the_state_where_the_first_of_them_parts_from_th
     drawn = orders._drawn(g, 16, 0, NO_GROWTH)
     # THEN their replays share the recorded order's first row, and start from its state there
     assert drawn.shared is not None and drawn.shared.rows == 1
+    # AND so with one order drawn beside the recorded one, where it is the one that parts (seed 1: rows 2, 1)
+    one = orders._drawn(g, 2, 1, NO_GROWTH)
+    assert one.orders[1].units.tolist() == [0, 2, 1] and one.shared is not None and one.shared.rows == 1
     # AND the same events on one thread are one order, with nothing to share
     assert orders._drawn(graph([("a", 1024, "x"), ("a", 512, "y"), ("f", 0)], [1, 1, 1], window_ns=10), 16, 0,
                          NO_GROWTH).shared is None
