@@ -9,13 +9,12 @@ are held to the band in tests/test_batch_size.py and, for the new user's program
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from memtrace.allocator import batch_band, bfc
+from memtrace.allocator import batch_band
 from memtrace.allocator.batch_band import BEYOND_BYTES, PlausibleRuns, largest_band, largest_recorded, limit_band
 from memtrace.allocator.batch_size import BatchInputError, align, batch_scaling, fits_at, kept_lifetimes
 from memtrace.allocator.bfc import MAX_LIMIT_BYTES, BFCOptions, Requests, fits
@@ -382,44 +381,3 @@ def test_cli_each_batch_rows_band_holds_tensorflows_smallest_limit(capsys: pytes
         band = rows[batch]["band"]
         assert band is not None and band["first_fit_bytes"] <= tf[batch] <= band["always_fits_bytes"], batch
     assert (rows[64]["band"]["first_fit_bytes"], rows[64]["band"]["always_fits_bytes"]) == (23 * MIB, 24 * MIB)
-
-
-# -- the runs of one batch share their first rows (issue 37: fit --vs replays each batch's runs from there) -------
-
-def test_rows_shared_as_a_replay_reads_them_by_hand() -> None:
-    # 100 and 200 bytes both round to 256, TF's unit: the replay reads the same request in both
-    a = seq((A, 100), (A, 300), (F, 0), (A, 512))
-    assert bfc.shared_rows(a, seq((A, 200), (A, 300), (F, 1), (A, 512))) == 2  # row 2 frees another chunk
-    assert bfc.shared_rows(a, seq((A, 100), (A, 300))) == 2  # one sequence ends there
-    assert bfc.shared_rows(a, a) == 4
-    assert bfc.shared_rows(seq((A, 256)), seq((A, 257))) == 0  # 257 bytes round up to 512
-
-
-def test_new_user_each_run_answers_from_the_shared_rows_as_from_the_first_request(
-        new_user: PlausibleRuns, monkeypatch: pytest.MonkeyPatch) -> None:
-    # GIVEN the new user's plausible runs (two recordings, three kinds of requests, TF's retry), asked afresh at
-    # batches below, between and above the recordings, under limits from the fewest bytes any run holds up
-    starts: list[int] = []
-    run_init = bfc._Run.__init__
-
-    def logged(self: bfc._Run, requests: Requests, options: BFCOptions, record: bool, start: object = None,
-               *args: object, **kwargs: object) -> None:
-        starts.append(0 if start is None else start.row)  # type: ignore[attr-defined]
-        run_init(self, requests, options, record, start, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(bfc._Run, "__init__", logged)
-    runs = PlausibleRuns(new_user.scaling, new_user.threads, CPU_OPTIONS)
-    answers = []
-    for batch in (8, 40, 80):
-        least = runs.least_live(batch)
-        for limit in sorted({-(-int(least * f) // MIB) * MIB for f in (1.0, 1.1, 1.25, 1.5)}):
-            for base, kind, number, order, _ in runs.runs(batch):
-                # WHEN each run is asked whether it fits (from the state the batch's runs from its recording share)
-                got = runs.fits(batch, limit, base, kind, number, order)
-                # THEN it answers as its replay from the first request does
-                alone = fits(order.requests, replace(CPU_OPTIONS, limit_bytes=limit), order.schedule())
-                assert got == alone, (batch, limit // MIB, base, kind, number)
-                answers.append(got)
-    # AND both answers occur, and most replays started past the first request (the runs share their first rows)
-    assert True in answers and False in answers
-    assert sum(row > 0 for row in starts) > len(answers) // 2

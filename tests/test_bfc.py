@@ -522,10 +522,9 @@ def test_a_replay_moves_on_by_whole_periods_where_its_state_and_the_events_repea
     assert sum(skipped) > 1000
 
 
-@pytest.mark.parametrize("unlimited", [True, False])
 @pytest.mark.parametrize("fraction", [0.0, 0.01, 0.1])
 def test_shared_rows_give_the_state_and_the_smallest_limit_a_replay_from_the_first_request_gives(
-        fraction: float, unlimited: bool) -> None:
+        fraction: float) -> None:
     # GIVEN random sequences (growth on; with a fraction the split threshold moves with the limit, so a replay under
     # one limit is not the unlimited one up to the first region it cuts), each with a second sequence that begins
     # as it does (its first half) and then goes on in another order (its second half's frees reversed)
@@ -533,7 +532,7 @@ def test_shared_rows_give_the_state_and_the_smallest_limit_a_replay_from_the_fir
         source = random_sequence(300 + seed, 160, 14 + seed % 8)
         rows = len(source) // 2
         options = BFCOptions(0, True, False, fraction)
-        shared = bfc.SharedStart(source, options, rows, unlimited=unlimited)  # (without: each limit's rows replayed)
+        shared = bfc.SharedStart(source, options, rows)
         head = Requests(source.is_alloc[:rows], source.requested_bytes[:rows], source.frees[:rows], source.op[:rows],
                         source.time_ns[:rows], source.op_names)
         rng = np.random.default_rng(seed)

@@ -97,7 +97,6 @@ MARGIN_BYTES = 1 << 20
 DEFAULT_BATCH_ORDERS = 8
 
 KINDS = ("recorded", "without", "grown")
-SHARED_BATCHES = 4  # the batches whose runs' shared states are kept (a search asks about one batch at a time)
 KIND_WORDS = {"recorded": "the prediction's requests", "without": "without the requests in one recording only",
               "grown": "the requests in one recording only grown with the batch"}
 
@@ -220,8 +219,6 @@ class PlausibleRuns:
     _rows: dict[tuple[str, str], IntArray] = field(init=False, default_factory=dict)
     _drawn: dict[tuple[str, str], list[tuple[SampledOrder, int]]] = field(init=False, default_factory=dict)
     _seen: dict[tuple[int, int, str, str, int], bool] = field(init=False, default_factory=dict)
-    # The states the runs of one batch from one recording share (see :meth:`_shared`): the latest few batches'.
-    _shared: dict[tuple[int, str], bfc.SharedStart | None] = field(init=False, default_factory=dict)
     replayed_events: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
@@ -317,28 +314,12 @@ class PlausibleRuns:
     # -- replays
 
     def fits(self, batch: int, limit: int, base: str, kind: str, number: int, order: SampledOrder) -> bool:
-        """Whether one plausible run fits ``limit`` (replayed once, with TF's retry, from the state the runs of
-        this batch from this recording share under ``limit``)."""
+        """Whether one plausible run fits ``limit`` (replayed once, with TF's retry)."""
         key = (batch, limit, base, kind, number)
         if key not in self._seen:
             self.replayed_events += len(order.requests)
-            self._seen[key] = bfc.fits(order.requests, replace(self.options, limit_bytes=limit), order.schedule(),
-                                       self._shared_start(batch, base))
+            self._seen[key] = bfc.fits(order.requests, replace(self.options, limit_bytes=limit), order.schedule())
         return self._seen[key]
-
-    def _shared_start(self, batch: int, base: str) -> bfc.SharedStart | None:
-        """The states where batch ``batch``'s runs from ``base`` first differ (their kinds and orders keep the
-        recording's events, and the prediction's sizes, up to a row: where a left-out or grown request or a drawn
-        order first changes something), one per limit; None where they differ from the first row, or partitioned."""
-        key = (batch, base)
-        if key not in self._shared:
-            if len(self._shared) >= SHARED_BATCHES:
-                del self._shared[next(iter(self._shared))]
-            runs = [order.requests for b, _, _, order, _ in self.runs(batch) if b == base]
-            rows = min((bfc.shared_rows(runs[0], other) for other in runs[1:]), default=0)
-            self._shared[key] = (bfc.SharedStart(runs[0], self.options, rows, unlimited=False)
-                                 if rows and not self.options.partitioned else None)
-        return self._shared[key]
 
     def fitting(self, batch: int, limit: int) -> tuple[int, int]:
         """(plausible runs that fit ``limit``, plausible runs) of batch ``batch``."""

@@ -772,13 +772,9 @@ class SharedStart:
     Orders drawn from one recording keep its order up to where they first differ (``allocator/orders.py``):
     under one limit, every one of them is in the same state there, the source's, unless the source runs
     out of memory before it. The states are made on first use, one per limit, and kept.
-
-    With ``unlimited`` (for searches, which ask many limits), the source's rows are replayed once without a
-    limit first, and a limit's state is that replay's where the limit cuts no region it made, else a replay
-    from the first region it cuts; without it (one limit asked, or a few), each limit's rows are replayed.
     """
 
-    def __init__(self, source: Requests, options: BFCOptions, rows: int, unlimited: bool = True) -> None:
+    def __init__(self, source: Requests, options: BFCOptions, rows: int) -> None:
         self.source = source
         self.options = options
         self.rows = rows
@@ -786,11 +782,8 @@ class SharedStart:
                         source.time_ns[:rows], source.op_names)
         self._head = head
         self._checkpoints: list[_Checkpoint] = []
-        self.unlimited: _Checkpoint | None = None
-        self._from_unlimited = unlimited
-        if unlimited:
-            run = _Run(head, _with_limit(options, MAX_LIMIT_BYTES), record=False, checkpoints=self._checkpoints)
-            self.unlimited = None if run.failed_at is not None else run.state(rows)
+        unlimited = _Run(head, _with_limit(options, MAX_LIMIT_BYTES), record=False, checkpoints=self._checkpoints)
+        self.unlimited = None if unlimited.failed_at is not None else unlimited.state(rows)
         self._states: dict[int, _Checkpoint | None] = {}
 
     def checkpoints(self) -> list[_Checkpoint]:
@@ -801,7 +794,7 @@ class SharedStart:
         """The state before row ``rows`` under ``limit``; None where the source runs out of memory before it."""
         if limit not in self._states:
             options = _with_limit(self.options, limit)
-            reuse = self._from_unlimited and options.allow_growth and options.fragmentation_fraction == 0.0
+            reuse = options.allow_growth and options.fragmentation_fraction == 0.0
             start = _first_cut(self._checkpoints, limit) if reuse else None
             if reuse and start is None:  # no region cut before it: the unlimited replay's state
                 self._states[limit] = self.unlimited
@@ -809,15 +802,6 @@ class SharedStart:
                 run = _Run(self._head, options, record=False, start=start)
                 self._states[limit] = None if run.failed_at is not None else run.state(self.rows)
         return self._states[limit]
-
-
-def shared_rows(a: Requests, b: Requests) -> int:
-    """How many leading rows ``a`` and ``b`` share as a replay reads them (the same rounded requests, the same frees):
-    under one limit, replays of both are in the same state there (a :class:`SharedStart`'s ``rows``)."""
-    x, y = _events(a), _events(b)
-    common = min(len(x), len(y))
-    differ = np.flatnonzero(x[:common] != y[:common])
-    return int(differ[0]) if len(differ) else common
 
 
 def min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 20,
