@@ -159,14 +159,17 @@ def test_a_waiting_request_holds_back_what_depends_on_it() -> None:
 
 # -- the band ---------------------------------------------------------------------------------------
 
+# 1 KiB then 512 B held, each freed (rows 0, 1; freed at rows 2, 3): the hand-made recording of the band's tests,
+# on two threads (1, 2, 1, 2) or one
+HOLDS: list[tuple[str, int] | tuple[str, int, str]] = [("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)]
+
 
 def test_the_band_over_orders_that_need_different_limits() -> None:
     # thread 1 holds 1 KiB then frees it (rows 0, 2); thread 2 holds 512 B then frees it (rows 1, 3).
     # Recorded, without growth (one region of the limit): under 1.5 KiB the 1 KiB request gets the whole
     # region (1,536 is less than twice 1,024: not split), and the 512 B find no room; 2 KiB splits: the
     # recorded order alone needs 2 KiB.
-    events = [("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)]
-    g = graph(events, [1, 2, 1, 2], window_ns=100)
+    g = graph(HOLDS, [1, 2, 1, 2], window_ns=100)
     band = orders.order_band([orders.Recording("hand-made", g)], NO_GROWTH, orders=16, granularity=256)
     # With the retry, under 1.5 KiB the 512 B wait for thread 1's free: the recorded order needs 1.5 KiB (the
     # search looks no lower than the bytes it holds at once); with thread 1's free before thread 2's
@@ -194,7 +197,7 @@ def test_the_band_over_orders_that_need_different_limits() -> None:
 
 def test_one_chain_is_one_order_and_a_narrow_band() -> None:
     # the sequence above on one thread: nothing can run while the 512 B wait, so 2 KiB (see above)
-    g = graph([("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)], [1, 1, 1, 1], window_ns=100)
+    g = graph(HOLDS, [1, 1, 1, 1], window_ns=100)
     band = orders.order_band([orders.Recording("one thread", g)], NO_GROWTH, orders=16, granularity=256)
     assert band.fixed and band.narrow and len(band.orders) == 1
     assert (band.never_fits_below_bytes, band.first_fit_bytes, band.always_fits_bytes) == (2048, 2048, 2048)
@@ -448,7 +451,7 @@ def test_the_dumps_pool_and_largest_free_chunk_pick_among_equal_bytes_in_use_wor
 
 def test_the_retry_serves_every_row_once_and_the_failed_one_again_worked_by_hand() -> None:
     # GIVEN thread 1: 1 KiB (row 0), its free (row 2); thread 2: 512 B (row 1), its free (row 3); the recorded order
-    g = graph([("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)], [1, 2, 1, 2], window_ns=100)
+    g = graph(HOLDS, [1, 2, 1, 2], window_ns=100)
     schedule = orders.sample_orders(g, 1)[0].schedule()(0)
     served: list[int] = []
     for row in schedule:
@@ -522,7 +525,7 @@ def test_the_default_scheduling_window_is_the_10_ms_docs_fit_md_calibrated() -> 
 
 def test_what_the_band_and_the_orders_under_a_limit_refuse() -> None:
     # GIVEN the hand-made recording of the band's test above
-    g = graph([("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)], [1, 2, 1, 2], window_ns=100)
+    g = graph(HOLDS, [1, 2, 1, 2], window_ns=100)
     recording = [orders.Recording("hand-made", g)]
     # WHEN asked for no order, or about no recording, THEN each is refused with what is missing
     for asked in (lambda r, n: orders.order_band(r, NO_GROWTH, orders=n, granularity=256),
@@ -539,10 +542,8 @@ def test_what_the_band_and_the_orders_under_a_limit_refuse() -> None:
 def test_the_orders_under_a_limit_each_replayed_there_by_hand() -> None:
     # GIVEN the band's hand-made recording on two threads (its orders need 1 KiB or 1.5 KiB; with the retry every
     # one runs under 1 KiB, none under 768 B: see the band's test above) and the same events on one thread
-    two = orders.Recording("two threads", graph([("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)], [1, 2, 1, 2],
-                                                window_ns=100))
-    one = orders.Recording("one thread", graph([("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)], [1, 1, 1, 1],
-                                               window_ns=100))
+    two = orders.Recording("two threads", graph(HOLDS, [1, 2, 1, 2], window_ns=100))
+    one = orders.Recording("one thread", graph(HOLDS, [1, 1, 1, 1], window_ns=100))
     # WHEN 16 orders of each are replayed once under a limit
     at, below = (orders.orders_under_limit([two], NO_GROWTH, limit, orders=16) for limit in (1024, 768))
     # THEN each counts the orders that run there, of the 16 drawn, and says they may change
@@ -661,7 +662,7 @@ def test_an_orders_limits_and_the_bands_steps_by_hand() -> None:
     assert (first.always_from_bytes, second.always_from_bytes) == (1792, 1280)
     # AND the band's steps count them at every smallest limit, every limit from which one always runs, and every
     # limit tried in between
-    g = graph([("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)], [1, 2, 1, 2], window_ns=100)
+    g = graph(HOLDS, [1, 2, 1, 2], window_ns=100)
     band = dataclasses.replace(orders.order_band([orders.Recording("hand-made", g)], NO_GROWTH, orders=2,
                                                  granularity=256),
                                orders=(first, second), never_fits_below_bytes=1024, always_fits_bytes=1792)
@@ -672,7 +673,7 @@ def test_a_recordings_own_options_decide_its_orders_under_a_limit() -> None:
     # GIVEN one thread that holds 1 KiB and then 512 B, in one region of 1.75 KiB (growth off): under TF's 128 MiB
     # rule the 1 KiB take the whole region (1,792 < twice 1,024) and the 512 B find no room; with a split fraction
     # of 0.1 the 768 B left (>= 179 B) are split off and the 512 B fit there
-    g = graph([("a", 1024, "p"), ("a", 512, "q"), ("f", 0), ("f", 1)], [1, 1, 1, 1], window_ns=100)
+    g = graph(HOLDS, [1, 1, 1, 1], window_ns=100)
     own = BFCOptions(0, allow_growth=False, fragmentation_fraction=0.1)
     # WHEN it carries its own options, THEN they decide, not the band's
     assert orders.orders_under_limit([orders.Recording("own", g, own)], NO_GROWTH, 1792).fitting == 1
