@@ -733,6 +733,31 @@ def test_the_outcome_under_a_limit_off_the_256_byte_grid_is_a_fresh_replays(grow
                                                              theirs.max_pool_bytes), (seed, odd)
 
 
+def test_no_period_is_kept_where_no_stretch_of_the_events_repeats_for_three_periods(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN 24 steps of 40 events each (20 allocations of 1 to 20 KiB, each freed at once), periods from 32 rows up
+    # looked for; in some steps one allocation asks for 256 bytes more (each such row breaks the repeat, and so does
+    # the same row a period later, which differs from it)
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 32)
+
+    def steps(odd: set[int]) -> Requests:
+        events: list[tuple] = []
+        for step in range(24):
+            for j in range(20):
+                events.append(("a", (j + 1) * KIB + (256 if step in odd and j == step % 20 else 0)))
+                events.append(("f", len(events) - 1))
+        return seq(*events)
+
+    # WHEN every other step has such a row (the longest stretch without a break is under two periods: 80 rows)
+    # THEN no period is kept: a replay moves on only from a state saved where the events repeat for three periods
+    assert bfc._period(steps(set(range(1, 24, 2)))) is None
+    # WHEN steps 9 to 15 have none (from step 9's second period, rows 400 to 640, nothing breaks: six periods)
+    found = bfc._period(steps(set(range(1, 9, 2)) | set(range(17, 24, 2))))
+    # THEN the period of 40 rows is kept, with the rows that break it
+    assert found is not None and found.rows == 40
+    assert int(np.diff(found.breaks).max()) >= 3 * 40 > 80
+
+
 def test_moving_on_by_periods_stops_before_a_free_of_a_chunk_that_moved_worked_by_hand() -> None:
     # GIVEN events that repeat every 10 rows, a replay at row 20 whose state is the one at row 10, but whose
     # allocation of row 15 (live now at address 100) had its counterpart (row 5) at 200 a period earlier; row 15 is

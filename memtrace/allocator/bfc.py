@@ -1207,23 +1207,31 @@ def _period(requests: Requests) -> _Period | None:
         rel = np.where(events < 0, -2 * (rows - ~events) - 1, events)
         width = n - _PERIOD_WINDOW + 1
         digest = np.zeros(width, dtype=np.uint64)
+        hashed = rel.astype(np.uint64)
         with np.errstate(over="ignore"):
             for k in range(_PERIOD_WINDOW):
-                digest = digest * np.uint64(0x9E3779B97F4A7C15) + rel[k:k + width].astype(np.uint64)
-        common: set[int] | None = None
+                digest *= np.uint64(0x9E3779B97F4A7C15)
+                digest += hashed[k:k + width]
+        # The distances (at least _MIN_PERIOD_ROWS) at which the window at each anchor recurs earlier: those of the
+        # first anchor, kept where every later anchor's window recurs at the same distance.
+        common: IntArray | None = None
         for share in _PERIOD_ANCHORS:
             anchor = min(width - 1, int(n * share))
-            earlier = np.flatnonzero(digest[:anchor - _MIN_PERIOD_ROWS + 1] == digest[anchor])
-            distances = set((anchor - earlier).tolist())
-            common = distances if common is None else common & distances
-        candidates = sorted(common or ())[:8]
+            if common is None:
+                common = anchor - np.flatnonzero(digest[:anchor - _MIN_PERIOD_ROWS + 1] == digest[anchor])
+            else:
+                common = common[common <= anchor]
+                common = common[digest[anchor - common] == digest[anchor]]
+        candidates = np.sort(common)[:8].tolist() if common is not None else []
         best, best_same = 0, 0
         for period in candidates:
             same = int(np.count_nonzero(rel[period:] == rel[:-period]))
             if same > best_same:
                 best, best_same = period, same
-        if best and best_same >= 4 * best:
-            breaks = np.flatnonzero(rel[best:] != rel[:-best]) + best
+        breaks = np.flatnonzero(rel[best:] != rel[:-best]) + best if best and best_same >= 4 * best else None
+        # A replay moves on only from a state saved where the events then repeat for three periods: none can where
+        # no stretch between rows that break the repeat is that long.
+        if breaks is not None and int(np.diff(breaks, prepend=0, append=n).max()) >= 3 * best:
             frees = requests.frees.astype(np.int64)
             freeing = np.flatnonzero(~requests.is_alloc & (frees >= 0) & (frees < rows))
             freed = frees[freeing]
