@@ -7,7 +7,8 @@
 Each *mutant* is the module with one small change: an operator (``<`` for ``<=``, ``-`` for ``+``,
 ``or`` for ``and``, ``|`` for ``&``), a constant (``n`` for ``n + 1``, ``False`` for ``True``), a
 ``not`` dropped, a ``break`` for a ``continue``, or a statement left out. For each one the script runs
-the tests that cover the mutated line (found once, with coverage.py's per-test contexts) against a
+the tests that cover the mutated line (found once, with coverage.py's per-test contexts; for a line
+that runs on import, such as a constant, the module's main test file whole as well) against a
 copy of the package with the mutant in place, with a timeout of three times what all the module's
 covering tests take unmutated (at least 20 s); the mutant is **killed** when a test fails (or it runs past the timeout), and
 **survives** when every test passes. A survivor is a rule the tests do not pin: it gets a test from
@@ -288,6 +289,23 @@ def coverage_map(modules: list[str], tests: list[str], out: Path) -> dict[str, d
     return found
 
 
+def import_lines(module: str, out: Path) -> set[int]:
+    """The lines of ``module`` that run when it is imported (constants, class bodies, decorators, ``def`` lines with
+    their defaults). coverage.py credits them to whichever test imported the module first, so they have a test's
+    context that says nothing of the tests that read what they define."""
+    data_file = out / ".coverage-import"
+    env = {**os.environ, "COVERAGE_FILE": str(data_file), "PYTHONPATH": str(ROOT)}
+    script = out / "import_only.py"
+    script.write_text(f"import {module.removesuffix('.py').replace('/', '.')}\n", encoding="utf-8")
+    subprocess.run([sys.executable, "-m", "coverage", "run", f"--include={ROOT / module}", str(script)],
+                   cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+    import coverage
+
+    data = coverage.CoverageData(basename=str(data_file))
+    data.read()
+    return set(data.lines(str(ROOT / module)) or ())
+
+
 def _node_id(context: str) -> str:
     """``tests.test_bfc.test_x`` or ``tests.test_x.TestY.test_z`` -> a pytest node id."""
     parts = context.split(".")
@@ -370,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                   if args.resume and progress.exists() else [])
     before_sites = {(entry["module"], entry["site"]) for entry in ran_before}
     mutants: list[Mutant] = []
+    on_import: dict[str, set[int]] = {}
     for module in modules:
         found = mutants_of(module)
         if args.lines:
@@ -385,14 +404,17 @@ def main(argv: list[str] | None = None) -> int:
             drawn = sorted(found, key=lambda m: _draw(args.seed, m))
             found = sorted([m for k, m in enumerate(drawn) if k < int(size) or m.key in before_sites],
                            key=lambda m: m.number)
-        # Lines run only on import (decorators, class bodies, constants) have no test's context: their mutants run
-        # the test file that covers most of the module's lines, whole.
+        # Lines run only on import (decorators, class bodies, constants) have no test's context but that of the test
+        # that imported the module first: their mutants run the test file that covers most of the module's lines,
+        # whole, as well.
         files = [t.split("::")[0] for tests_of_line in covered[module].values() for t in tests_of_line]
         main_file = max(set(files), key=files.count) if files else None
+        on_import[module] = import_lines(module, args.out)
         for m in found:
-            m.tests = sorted({t for line in lines_of(module, m.number) for t in covered[module].get(line, [])})
-            if not m.tests and main_file is not None:
-                m.tests = [main_file]
+            lines = lines_of(module, m.number)
+            m.tests = sorted({t for line in lines for t in covered[module].get(line, [])})
+            if main_file is not None and lines <= on_import[module]:
+                m.tests = [main_file, *(t for t in m.tests if not t.startswith(main_file + "::"))]
         mutants += found
 
     done_before: dict[tuple[str, str], dict] = {}
@@ -407,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         earlier = not_killed.get(m.key)
         if changed is not None and earlier is not None and earlier["verdict"] in ("survived", "equivalent") \
                 and m.reason != ANNOTATION:
-            if all("::" not in t for t in m.tests):  # a line run on import: every new test that covers the module
+            if lines_of(m.module, m.number) <= on_import[m.module]:  # run on import: every new test covering the module
                 m.tests = sorted({t for tests_of_line in covered[m.module].values() for t in tests_of_line})
             m.tests = [t for t in m.tests if t in changed]
             if not m.tests:  # no added or changed test covers it: the earlier run's verdict stands

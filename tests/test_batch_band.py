@@ -94,6 +94,44 @@ def test_beyond_the_recorded_batches_the_band_widens() -> None:
     assert batch_band.extrapolation((2, 8), 5) is None
 
 
+def test_an_extrapolation_is_a_batch_beyond_the_recorded_ones_and_not_one_of_them() -> None:
+    # batches 2 and 8 recorded: each of them, and every batch between, is predicted from the two (None); batch 9 is
+    # 9/8 beyond batch 8 and batch 1 twice below batch 2
+    assert [batch_band.extrapolation((2, 8), n) for n in (2, 3, 8)] == [None, None, None]
+    assert batch_band.extrapolation((2, 8), 9) == 9 / 8 and batch_band.extrapolation((2, 8), 1) == 2.0
+
+
+def test_a_run_without_the_requests_in_one_recording_only_keeps_every_other_row() -> None:
+    # GIVEN a0, a1, free of a0, a free of a request not in the sequence (-1), free of a1, a5 (never freed)
+    requests = seq((A, MIB, "x"), (A, MIB, "y"), (F, 0), (F, -1), (F, 1), (A, MIB, "z"))
+    # WHEN a5 leaves, THEN every other row stays (the free of nothing too); WHEN a1 leaves, so does its free (row 4)
+    assert batch_band.without_rows(requests, np.array([5])).tolist() == [0, 1, 2, 3, 4]
+    assert batch_band.without_rows(requests, np.array([1])).tolist() == [0, 2, 3, 5]
+
+
+def test_a_run_of_no_order_is_refused() -> None:
+    model = batch_scaling(TMP_SMALL, TMP_LARGE, (1, 2))
+    with pytest.raises(ValueError, match="at least one order"):
+        PlausibleRuns(model, (None, None), ONE_REGION, orders=0)
+
+
+def test_the_events_of_every_plausible_run_by_hand() -> None:
+    # batch 4's four runs (see above): batch 2's order (2 rows), batch 1's as recorded (4), without the temporary (2)
+    # and grown (4); at batch 1 the grown run is batch 1's recorded one (the temporary grows only above its batch)
+    runs = PlausibleRuns(batch_scaling(TMP_SMALL, TMP_LARGE, (1, 2)), (None, None), ONE_REGION)
+    assert runs.events(4) == 2 + 4 + 2 + 4 and runs.events(1) == 4 + 2 + 2
+
+
+def test_sizes_scaled_up_are_exact_ceilings_in_int64_where_they_fit_and_in_python_ints_beyond() -> None:
+    # ceil(n * 3 / 2): 1 -> 2, 4 -> 6, 5 -> 8; none of nothing; 2**62 * 3 / 2 beyond int64, exact
+    small = batch_band.scaled_up(np.array([1, 4, 5], dtype=np.int64), 3, 2)
+    assert small.dtype == np.int64 and small.tolist() == [2, 6, 8]
+    empty = batch_band.scaled_up(np.zeros(0, dtype=np.int64), 3, 2)
+    assert empty.dtype == np.int64 and len(empty) == 0
+    huge = batch_band.scaled_up(np.array([2**62, 5], dtype=np.int64), 3, 2)
+    assert huge.tolist() == [3 * 2**61, 8] and batch_band.clamp_sizes(huge).tolist() == [BEYOND_BYTES, 8]
+
+
 # -- batch sizes beyond what int64 holds (issue 36 items 2 and 12) --------------------------------
 
 GROWING = batch_scaling(seq((A, 100, "x"), (F, 0)), seq((A, 400, "x"), (F, 0)), (1, 4))  # 100 B a sample
@@ -214,6 +252,44 @@ def test_a_hint_at_the_top_is_tried_first_and_alone() -> None:
     tried.clear()
     found = batch_band.largest_where(passes, held, start=2, cost=lambda n: 1, budget_events=0)
     assert found.batch == 1000 and within[:5] == [1, 2, 4, 8, 16] and tried[:4] == [1, 2, 4, 8]
+
+def test_a_limit_under_batch_1s_bytes_fits_no_batch() -> None:
+    # GIVEN the three allocations at batch 1: 80 KiB, then 2 KiB and 128 KiB alive at once (130 KiB)
+    model = batch_scaling(three_allocations(100), three_allocations(200), (100, 200))
+    # WHEN the largest batch is asked under 128 KiB
+    # THEN none fits, not even batch 1, and nothing was searched
+    assert largest_recorded(model, BFCOptions(128 * 1024)) == batch_band.LargestBatch(0, 0, 0, 1, None)
+
+
+def test_where_fitting_is_monotone_the_boundary_is_the_top_and_the_answer_exhaustive() -> None:
+    # GIVEN 100 B a sample, one region of 10 MiB (no growth): batch n fits while its request, 100 n rounded up to 256
+    # bytes, is at most 10 MiB: up to batch 104,857 (10,485,700 B -> 10,485,760)
+    found = largest_recorded(GROWING, ONE_REGION)
+    # THEN the boundary is the last batch within the bytes alive at once: nothing above it to try, every batch up to
+    # there known (step 1)
+    assert found == batch_band.LargestBatch(104_857, 104_857, 104_857, 1, None)
+    assert found.exhaustive and found.monotone
+
+
+@pytest.mark.parametrize(("span", "cost", "step"), [(2, 500_000, 1), (101, 9_901, 2)])
+def test_the_scan_above_the_boundary_tries_every_batch_while_that_costs_at_most_a_million_events(
+        span: int, cost: int, step: int) -> None:
+    # GIVEN batches up to 10 pass, those above fail up to the last within, 10 + span; a test costing `cost` events:
+    # trying every batch above the boundary costs 1,000,000 events (2 x 500,000), or 1,000,001 (101 x 9,901)
+    tried: list[int] = []
+
+    def passes(n: int) -> bool:
+        tried.append(n)
+        return n <= 10
+
+    found = batch_band.largest_where(passes, lambda n: n <= 10 + span, start=2, cost=lambda n: cost)
+    # THEN within the budget of a million events every batch above the boundary is tried, from the top down (step 1);
+    # one event over, every other one (step 2: 51 of the 101), and the answer says it is not exhaustive
+    scanned = [n for n in tried if n > 10]
+    assert (found.batch, found.boundary, found.top, found.step) == (10, 10, 10 + span, step)
+    assert scanned[-len(range(10 + span, 10, -step)):] == list(range(10 + span, 10, -step))
+    assert found.exhaustive == (step == 1)
+
 
 def write_step(path: Path, requests: Requests) -> Path:
     """A from-birth profile of ``requests`` (addresses made up: fit --vs reads the requests and their order)."""
