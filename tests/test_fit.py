@@ -20,7 +20,7 @@ from memtrace.allocator.bfc import BFCOptions, Requests
 from memtrace.allocator.defaults import defaults_for, gpu_limit_bytes
 from memtrace.allocator.fit import fit, fit_requests
 from memtrace.allocator.reproduce import Reproduction
-from memtrace.allocator.requests import TraceRequests, requests_for
+from memtrace.allocator.requests import requests_for
 from memtrace.errors import UsageError
 from memtrace.units import KIB, MIB
 
@@ -369,61 +369,28 @@ def test_the_first_difference_may_be_an_address_alone(tmp_path: Path) -> None:
     assert p.first_difference is not None and p.first_difference.startswith("event 3 (allocation)")
 
 
-# A sequence whose third region TF's growth makes at another request by the regions' address order: row 9 with equal
-# free chunks taken from the lower regions first (ascending), row 8 with the higher ones (descending)
-ORDER_MOVES_A_REGION = Requests.from_events([
-    ("a", 786432), ("a", 2097152), ("f", 0), ("a", 524288), ("a", 262144), ("f", 4), ("a", 786432), ("f", 1),
-    ("a", 4194304), ("a", 4194304), ("a", 2097152), ("f", 8), ("f", 10), ("f", 9), ("a", 262144), ("a", MIB), ("f", 6),
-    ("f", 3), ("a", 1572864), ("a", 262144), ("a", 2097152)])
-
-
-def profile_of(requests: Requests, descending: bool) -> TraceRequests:
-    """What a from-birth profile of an allocator that replays as the model does records: each region at 64 GiB above
-    (ascending) or below (descending, as mmap laid them out) the last."""
-    truth = bfc.simulate(requests, BFCOptions(64 << 30, regions_descending=descending))
-    base = np.array([(1 << 46) + (-1 if descending else 1) * (r << 36) for r in range(len(truth.region_rows))])
-    return TraceRequests("bfc", requests, "profile", True, 0, 0, (), np.where(truth.region >= 0, base[truth.region.clip(0)]
-                         + truth.offset, 0), truth.chunk_bytes, truth.bytes_in_use,
-                         np.array([float(f"{v:.6g}") for v in truth.fragmentation.tolist()]))
-
-
 def test_the_regions_compared_are_those_of_the_order_learned_where_the_order_moves_them() -> None:
     from memtrace.allocator.reproduce import reproduce
+    from memtrace.allocator.requests import TraceRequests
 
-    # GIVEN the sequence whose third region the order moves
-    requests = ORDER_MOVES_A_REGION
+    # GIVEN a sequence whose third region TF's growth makes at another request by the regions' address order: row 9
+    # with equal free chunks taken from the lower regions first (ascending), row 8 with the higher ones (descending)
+    events = [("a", 786432), ("a", 2097152), ("f", 0), ("a", 524288), ("a", 262144), ("f", 4), ("a", 786432),
+              ("f", 1), ("a", 4194304), ("a", 4194304), ("a", 2097152), ("f", 8), ("f", 10), ("f", 9), ("a", 262144),
+              ("a", MIB), ("f", 6), ("f", 3), ("a", 1572864), ("a", 262144), ("a", 2097152)]
+    requests = Requests.from_events(events)
     assert bfc.simulate(requests, BFCOptions(64 << 30)).region_rows == (0, 1, 9)
-    assert bfc.simulate(requests, BFCOptions(64 << 30, regions_descending=True)).region_rows == (0, 1, 8)
     # AND a profile of an allocator that laid its regions out downwards (mmap), each at 64 GiB below the last
-    found = profile_of(requests, descending=True)
+    truth = bfc.simulate(requests, BFCOptions(64 << 30, regions_descending=True))
+    assert truth.region_rows == (0, 1, 8)
+    base = np.array([(1 << 46) - (r << 36) for r in range(3)], dtype=np.int64)
+    found = TraceRequests("bfc", requests, "profile", True, 0, 0, (), np.where(truth.region >= 0, base[truth.region.clip(0)]
+                          + truth.offset, 0), truth.chunk_bytes, truth.bytes_in_use,
+                          np.array([float(f"{v:.6g}") for v in truth.fragmentation.tolist()]))
     # THEN the self-check, which starts from the ascending order, learns the descending one and compares the regions
     # that order makes (the addresses of rows 0, 1 and 8 are the bases): every event as the profile says
     check = reproduce(found, BFCOptions(64 << 30))
     assert check.exact and check.regions_descending and check.region_order == ()
-
-
-@pytest.mark.parametrize(("descending", "replays"), [(False, 1), (True, 2)])
-def test_the_self_check_replays_once_where_the_order_it_starts_from_is_the_one_the_regions_teach(
-        monkeypatch: pytest.MonkeyPatch, descending: bool, replays: int) -> None:
-    from memtrace.allocator.reproduce import reproduce
-
-    # GIVEN profiles of the sequence whose third region the order moves, its regions laid out upwards or downwards
-    found = profile_of(ORDER_MOVES_A_REGION, descending)
-    runs = []
-    run_init = bfc._Run.__init__
-
-    def counted(run: object, *args: object, **kwargs: object) -> None:
-        run_init(run, *args, **kwargs)  # type: ignore[arg-type]
-        runs.append(run)
-
-    monkeypatch.setattr(bfc._Run, "__init__", counted)
-    # WHEN the self-check starts from the ascending order
-    check = reproduce(found, BFCOptions(64 << 30))
-    # THEN every event is as the profile says, from one replay where the regions teach the order it started from, and
-    # from two where they teach the descending one (each recording every event: the replay compared is the last)
-    assert check.exact and check.regions_descending == descending
-    assert len(runs) == replays and all(run.record for run in runs)
-    assert check.simulation is not None and check.simulation.region_rows == ((0, 1, 8) if descending else (0, 1, 9))
 
 
 def test_a_full_pool_has_no_fragmentation_value_and_only_nan_matches_it(tmp_path: Path) -> None:

@@ -371,6 +371,14 @@ def simulate(requests: Requests, options: BFCOptions) -> Simulation:
     return _Run(requests, options, record=True).simulation()
 
 
+def regions_made(requests: Requests, options: BFCOptions) -> tuple[int, ...]:
+    """The row whose request made each region (``Simulation.region_rows``), from a replay that records nothing."""
+    if options.partitioned:
+        return _PartitionedRun(requests, options, record=False).region_rows
+    _classic_only(requests)
+    return _Run(requests, options, record=False).region_rows
+
+
 def fits(requests: Requests, options: BFCOptions, schedule: ScheduleFactory | None = None,
          shared: SharedStart | None = None) -> bool:
     """Whether every request is served (a replay that records nothing, for searching limits), in order or as

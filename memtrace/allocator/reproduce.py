@@ -71,18 +71,20 @@ def reproduce(found: TraceRequests, options: BFCOptions) -> Reproduction:
     """
     assert found.addresses is not None and found.chunk_bytes is not None
     assert found.bytes_in_use is not None and found.fragmentation is not None
-    # Each order is replayed recording every event (the order given is nearly always the one its regions teach: one
-    # replay), and the latest replay is compared where its regions teach an order already replayed
+    # The order given is replayed recording nothing (its regions teach the order); each order learned is replayed
+    # recording every event, and that replay is compared where its regions teach it again
     seen = {options}
-    sim = bfc.simulate(found.requests, options)
+    rows, sim = bfc.regions_made(found.requests, options), None
     while True:  # ends: each round adds an order, and a trace's regions can be ordered in finitely many ways
-        bases = [int(found.addresses[row]) for row in sim.region_rows]
+        bases = [int(found.addresses[row]) for row in rows]
         learned = learned_order(options, bases)
         if learned in seen:  # settled (or, where the trace shows no one order, back to an order replayed)
             break
         seen.add(learned)
         options = learned
-        del sim  # (one replay's columns held at a time)
+        sim = bfc.simulate(found.requests, options)
+        rows = sim.region_rows
+    if sim is None:  # the order given was the one its regions teach
         sim = bfc.simulate(found.requests, options)
     descending = options.regions_descending
     n = len(found.requests)
