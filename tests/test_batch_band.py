@@ -99,6 +99,7 @@ def test_an_extrapolation_is_a_batch_beyond_the_recorded_ones_and_not_one_of_the
     # 9/8 beyond batch 8 and batch 1 twice below batch 2
     assert [batch_band.extrapolation((2, 8), n) for n in (2, 3, 8)] == [None, None, None]
     assert batch_band.extrapolation((2, 8), 9) == 9 / 8 and batch_band.extrapolation((2, 8), 1) == 2.0
+    assert batch_band.extrapolation((6, 8), 2) == 3.0 and batch_band.extrapolation((6, 8), 0) == 6.0
 
 
 def test_a_run_without_the_requests_in_one_recording_only_keeps_every_other_row() -> None:
@@ -107,6 +108,10 @@ def test_a_run_without_the_requests_in_one_recording_only_keeps_every_other_row(
     # WHEN a5 leaves, THEN every other row stays (the free of nothing too); WHEN a1 leaves, so does its free (row 4)
     assert batch_band.without_rows(requests, np.array([5])).tolist() == [0, 1, 2, 3, 4]
     assert batch_band.without_rows(requests, np.array([1])).tolist() == [0, 2, 3, 5]
+    assert batch_band.without_rows(requests, np.array([0])).tolist() == [1, 3, 4, 5]
+    # AND the rows kept as a sequence of their own: each free names its allocation's row there (row 0's free too)
+    kept = batch_band.subsequence(requests, np.array([0, 2, 5]))
+    assert kept.frees.tolist() == [-1, 0, -1] and kept.requested_bytes.tolist() == [MIB, 0, MIB]
 
 
 def test_a_run_of_no_order_is_refused() -> None:
@@ -269,6 +274,41 @@ def test_where_fitting_is_monotone_the_boundary_is_the_top_and_the_answer_exhaus
     # there known (step 1)
     assert found == batch_band.LargestBatch(104_857, 104_857, 104_857, 1, None)
     assert found.exhaustive and found.monotone
+    # AND so without a budget for a scan above the boundary
+    assert largest_recorded(GROWING, ONE_REGION, budget_events=0) == found
+
+
+def test_where_batch_1_is_within_the_bytes_but_fails_none_fits() -> None:
+    # GIVEN a test no batch passes, batches up to 100 within the bytes alive at once
+    found = batch_band.largest_where(lambda n: False, lambda n: n <= 100, start=64, cost=lambda n: 1, budget_events=0)
+    # THEN the answer is batch 0, nothing above it tried (step 0)
+    assert found == batch_band.LargestBatch(0, 0, 100, 0, None)
+
+
+def test_where_only_batch_1_passes_it_is_the_answer() -> None:
+    found = batch_band.largest_where(lambda n: n == 1, lambda n: n <= 100, start=64, cost=lambda n: 1, budget_events=0)
+    assert (found.batch, found.boundary, found.top) == (1, 1, 100)
+    # AND where only batch 1 is within the bytes alive at once, it is the top and the answer
+    found = batch_band.largest_where(lambda n: True, lambda n: n <= 1, start=64, cost=lambda n: 1)
+    assert found == batch_band.LargestBatch(1, 1, 1, 1, None)
+
+
+def test_a_hint_of_batch_1_is_no_hint() -> None:
+    # GIVEN fitting that is not monotone: batches 1 and 2 pass, 3 to 63 fail, 64 to 100 pass (the last within)
+    def search(hint: int | None) -> tuple[batch_band.LargestBatch, list[int]]:
+        tried: list[int] = []
+
+        def passes(n: int) -> bool:
+            tried.append(n)
+            return n <= 2 or 64 <= n <= 100
+
+        return batch_band.largest_where(passes, lambda n: n <= 100, start=64, cost=lambda n: 1, budget_events=0,
+                                        hint=hint), tried
+
+    # THEN from a hint of 1 the search is the one without a hint: batch 1, then doubling from the large recording's
+    # batch (64 passes, 101 is beyond the top), bisection between them: 100 (galloping from 1 would stop at 2)
+    assert search(1) == search(None)
+    assert search(None)[0].batch == 100 and search(None)[1][:2] == [1, 64]
 
 
 @pytest.mark.parametrize(("span", "cost", "step"), [(2, 500_000, 1), (101, 9_901, 2)])
@@ -289,6 +329,25 @@ def test_the_scan_above_the_boundary_tries_every_batch_while_that_costs_at_most_
     assert (found.batch, found.boundary, found.top, found.step) == (10, 10, 10 + span, step)
     assert scanned[-len(range(10 + span, 10, -step)):] == list(range(10 + span, 10, -step))
     assert found.exhaustive == (step == 1)
+
+
+def test_a_search_from_a_hint_gallops_by_steps_that_double_then_bisects() -> None:
+    # GIVEN batches up to 1,000 pass, up to 2,000 within the limit's bytes
+    tried: list[int] = []
+
+    def passes(n: int) -> bool:
+        tried.append(n)
+        return n <= 1000
+
+    # WHEN the search starts from a hint of 990, which passes
+    found = batch_band.largest_where(passes, lambda n: n <= 2000, start=64, cost=lambda n: 1, budget_events=0, hint=990)
+    # THEN it gallops up by 1, 2, 4, 8 (991, 993, 997 pass, 1,005 fails), then bisects between 997 and 1,005
+    assert found.batch == 1000 and tried == [990, 991, 993, 997, 1005, 1001, 999, 1000]
+    # AND from a hint of 1,010, which fails: down by 1, 2, 4, 8 (1,009, 1,007, 1,003 fail, 995 passes), then bisection
+    tried.clear()
+    found = batch_band.largest_where(passes, lambda n: n <= 2000, start=64, cost=lambda n: 1, budget_events=0,
+                                     hint=1010)
+    assert found.batch == 1000 and tried == [1010, 1009, 1007, 1003, 995, 999, 1001, 1000]
 
 
 def write_step(path: Path, requests: Requests) -> Path:

@@ -219,7 +219,6 @@ class PlausibleRuns:
     _rows: dict[tuple[str, str], IntArray] = field(init=False, default_factory=dict)
     _drawn: dict[tuple[str, str], list[tuple[SampledOrder, int]]] = field(init=False, default_factory=dict)
     _seen: dict[tuple[int, int, str, str, int], bool] = field(init=False, default_factory=dict)
-    replayed_events: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
         if self.orders < 1:
@@ -317,7 +316,6 @@ class PlausibleRuns:
         """Whether one plausible run fits ``limit`` (replayed once, with TF's retry)."""
         key = (batch, limit, base, kind, number)
         if key not in self._seen:
-            self.replayed_events += len(order.requests)
             self._seen[key] = bfc.fits(order.requests, replace(self.options, limit_bytes=limit), order.schedule())
         return self._seen[key]
 
