@@ -9,8 +9,8 @@ Each *mutant* is the module with one small change: an operator (``<`` for ``<=``
 ``not`` dropped, a ``break`` for a ``continue``, or a statement left out. For each one the script runs
 the tests that cover the mutated line (found once, with coverage.py's per-test contexts; for a line
 that runs on import, such as a constant, the module's main test file whole as well) against a
-copy of the package with the mutant in place, with a timeout of three times what all the module's
-covering tests take unmutated (at least 20 s); the mutant is **killed** when a test fails (or it runs past the timeout), and
+copy of the package with the mutant in place, with a timeout of three times what its tests took in the
+coverage run (at least 30 s; at most three times what all the module's covering tests take unmutated); the mutant is **killed** when a test fails (or it runs past the timeout), and
 **survives** when every test passes. A survivor is a rule the tests do not pin: it gets a test from
 an independent expectation, or, where the change cannot alter any behaviour (a cache key, a value
 only logged), a line in the committed ``scripts/mutation_equivalent.toml`` saying why. The report
@@ -268,7 +268,8 @@ def coverage_map(modules: list[str], tests: list[str], out: Path) -> dict[str, d
     data_file = out / ".coverage"
     env = {**os.environ, "COVERAGE_FILE": str(data_file), "PYTHONPATH": str(ROOT)}
     subprocess.run([sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q", "-x",
-                    "-p", "no:cacheprovider", *tests], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+                    "-p", "no:cacheprovider", f"--junitxml={out / 'durations.xml'}", *tests], cwd=ROOT, env=env,
+                   check=True, stdout=subprocess.DEVNULL)
     import coverage
 
     data = coverage.CoverageData(basename=str(data_file))
@@ -287,6 +288,20 @@ def coverage_map(modules: list[str], tests: list[str], out: Path) -> dict[str, d
                 resolved |= set(hypothesis_files)
             found[module][line] = sorted(resolved)
     return found
+
+
+def test_seconds(out: Path) -> dict[str, float]:
+    """Seconds each test function (all its parameters) and each test file took in the coverage run (traced: slower
+    than a plain run), from its JUnit XML."""
+    from xml.etree import ElementTree
+
+    seconds: dict[str, float] = {}
+    for case in ElementTree.parse(out / "durations.xml").iter("testcase"):
+        node = _node_id(f"{case.get('classname')}.{case.get('name', '').split('[')[0]}")
+        took = float(case.get("time") or 0.0)
+        for key in (node, node.split("::")[0]):
+            seconds[key] = seconds.get(key, 0.0) + took
+    return seconds
 
 
 def import_lines(module: str, out: Path) -> set[int]:
@@ -383,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"coverage of {len(modules)} modules by {len(tests)} test files ...", flush=True)
     covered = coverage_map(modules, tests, args.out)
+    took = test_seconds(args.out)
     progress = args.out / "progress.jsonl"
     ran_before = ([json.loads(line) for line in progress.read_text(encoding="utf-8").splitlines()]
                   if args.resume and progress.exists() else [])
@@ -476,7 +492,10 @@ def main(argv: list[str] | None = None) -> int:
             worker = free.pop()
             try:
                 (worker / m.module).write_text(mutated_source(m.module, m.number), encoding="utf-8")
-                timeout = max(20.0, 3 * baseline[m.module])  # a subset of the tests that took baseline seconds
+                # three times what its tests took in the coverage run (at least 30 s), or what the module's did
+                timeout = max(20.0, 3 * baseline[m.module])
+                if all(t in took for t in m.tests):
+                    timeout = min(timeout, max(30.0, 3 * sum(took[t] for t in m.tests) + 20))
                 m.verdict, m.killed_by, m.seconds = run_tests(worker, m.tests, timeout)
             finally:
                 shutil.copy(ROOT / m.module, worker / m.module)
