@@ -94,6 +94,22 @@ def test_beyond_the_recorded_batches_the_band_widens() -> None:
     assert batch_band.extrapolation((2, 8), 5) is None
 
 
+def test_beyond_the_recorded_batches_only_what_grows_is_grown() -> None:
+    # GIVEN y as above and w, 50 B at both batches (a weight): at batch 16 the grown runs take y at 120 B (in
+    # proportion from batch 8) and w at its 50 B, in each recording's order (neither has requests of its own)
+    model = batch_scaling(seq((A, 30, "y"), (A, 50, "w"), (F, 0), (F, 1)),
+                          seq((A, 60, "y"), (A, 50, "w"), (F, 0), (F, 1)), (2, 8))
+    runs = PlausibleRuns(model, (None, None), ONE_REGION)
+    assert model.sizes_at(16).tolist() == [100, 50, 0, 0]
+    assert runs.sizes(16, "large", "grown").tolist() == runs.sizes(16, "small", "grown").tolist() == [120, 50, 0, 0]
+    # THEN batch 16 has four plausible runs (each recording's order as predicted and grown; nothing to leave out),
+    # of four events each, each a recording of limit_band's
+    assert runs.total(16) == 4 and runs.events(16) == 16
+    assert [r.path for r in runs.recordings_at(16)] == [
+        "batch 8's order", "batch 8's order, the requests in one recording only grown with the batch",
+        "batch 2's order", "batch 2's order, the requests in one recording only grown with the batch"]
+
+
 def test_an_extrapolation_is_a_batch_beyond_the_recorded_ones_and_not_one_of_them() -> None:
     # batches 2 and 8 recorded: each of them, and every batch between, is predicted from the two (None); batch 9 is
     # 9/8 beyond batch 8 and batch 1 twice below batch 2
@@ -226,9 +242,11 @@ def test_a_scan_budget_of_one_test_tries_the_top_alone_and_none_tries_nothing() 
 
 
 
-def test_sizes_that_hardly_grow_fit_up_to_the_largest_batch_searched_and_say_so() -> None:
-    # GIVEN 1 byte more a sample (100 B at batch 1, 101 at batch 2): batch 2**40 asks 1 TiB + 99 B, under 8 TiB
-    scaling = batch_scaling(seq((A, 100, "x"), (F, 0)), seq((A, 101, "x"), (F, 0)), (1, 2))
+@pytest.mark.parametrize("large", [2, 3])
+def test_sizes_that_hardly_grow_fit_up_to_the_largest_batch_searched_and_say_so(large: int) -> None:
+    # GIVEN 1 byte more a sample (100 B at batch 1, 101 at batch 2 or 102 at 3): batch 2**40 asks 1 TiB + 99 B,
+    # under 8 TiB (from batch 3 the doubling steps over 2**40: 3 * 2**38, then bisection up to it)
+    scaling = batch_scaling(seq((A, 100, "x"), (F, 0)), seq((A, 99 + large, "x"), (F, 0)), (1, large))
     # THEN the search stops at 2**40, which still fits, and says so
     with pytest.raises(ValueError, match="^batch 1,099,511,627,776 still fits: the sizes hardly grow with the batch$"):
         largest_recorded(scaling, BFCOptions(MAX_LIMIT_BYTES))
@@ -309,6 +327,55 @@ def test_a_hint_of_batch_1_is_no_hint() -> None:
     # batch (64 passes, 101 is beyond the top), bisection between them: 100 (galloping from 1 would stop at 2)
     assert search(1) == search(None)
     assert search(None)[0].batch == 100 and search(None)[1][:2] == [1, 64]
+    # AND a hint of 2 is one: the search gallops from it and bisects there (3 fails): batch 2, fitting taken for
+    # monotone above it (the band's edges are searched so)
+    assert search(2) == (batch_band.LargestBatch(2, 2, 100, 0, None), [2, 3])
+
+
+def test_a_search_from_a_hint_that_fails_gallops_down_to_batch_0() -> None:
+    tried: list[int] = []
+
+    def passes(n: int) -> bool:
+        tried.append(n)
+        return False
+
+    found = batch_band.largest_where(passes, lambda n: n <= 100, start=64, cost=lambda n: 1, budget_events=0, hint=50)
+    assert (found.batch, found.boundary) == (0, 0) and tried == [50, 49, 47, 43, 35, 19, 9, 4, 2, 1]
+
+
+def test_the_bands_edges_are_searched_by_galloping_and_bisection_alone() -> None:
+    # GIVEN 100 B a sample under one region of 10 MiB: the prediction fits up to batch 104,857 (see above); plausible
+    # runs (made up) of which some fits 11 MiB up to that batch and again at 115,343, the last batch whose bytes
+    # alive at once stay under 11 MiB, every one up to batch 50,000 under 9 MiB
+    class Runs:
+        def possibly(self, n: int, limit: int) -> bool:
+            return n <= 104_857 or n == 115_343
+
+        def always(self, n: int, limit: int) -> bool:
+            return n <= 50_000
+
+        def least_live(self, n: int) -> int:
+            return 100 * n
+
+        def events(self, n: int) -> int:
+            return 1
+
+    band = largest_band(GROWING, ONE_REGION, Runs())  # type: ignore[arg-type]
+    # THEN each edge is the boundary its search found from the prediction's answer, fitting taken for monotone above
+    # it: no batch above is tried (a scan would replay every plausible run of every batch it tried)
+    assert band.possible is not None and band.always is not None
+    assert (band.recorded.batch, band.always.batch, band.possible.batch) == (104_857, 50_000, 104_857)
+    assert (band.possible.top, band.possible.step) == (115_343, 0)
+
+
+def test_every_plausible_run_holding_the_limit_less_the_margin_fits() -> None:
+    # GIVEN 1 MiB a sample, one region of 10 MiB: the prediction fits up to batch 10; every plausible run of batch 9
+    # holds 9 MiB at once, the limit less the margin (the largest batch that may count), and fits it
+    model = batch_scaling(seq((A, MIB, "x"), (F, 0)), seq((A, 2 * MIB, "x"), (F, 0)), (1, 2))
+    band = largest_band(model, ONE_REGION, PlausibleRuns(model, (None, None), ONE_REGION))
+    # THEN every run fits up to batch 9; some fits up to 11 (11 MiB: the limit and the margin)
+    assert band.always is not None and band.possible is not None
+    assert (band.recorded.batch, band.always.batch, band.possible.batch) == (10, 9, 11)
 
 
 @pytest.mark.parametrize(("span", "cost", "step"), [(2, 500_000, 1), (101, 9_901, 2)])
@@ -329,6 +396,9 @@ def test_the_scan_above_the_boundary_tries_every_batch_while_that_costs_at_most_
     assert (found.batch, found.boundary, found.top, found.step) == (10, 10, 10 + span, step)
     assert scanned[-len(range(10 + span, 10, -step)):] == list(range(10 + span, 10, -step))
     assert found.exhaustive == (step == 1)
+    # AND a test of one event, with a budget of as many events as batches above the boundary: every one is tried
+    found = batch_band.largest_where(passes, lambda n: n <= 10 + span, start=2, cost=lambda n: 1, budget_events=span)
+    assert found.step == 1 and found.exhaustive
 
 
 def test_a_search_from_a_hint_gallops_by_steps_that_double_then_bisects() -> None:

@@ -420,9 +420,9 @@ def largest_where(passes: Callable[[int], bool], within: Callable[[int], bool], 
             low, high = high, min(high * 2, top + 1)
     else:
         low, high = 0, 1
-    if low == MAX_BATCH:
-        raise ValueError(f"batch {MAX_BATCH:,} still fits: the sizes hardly grow with the batch")
     boundary = _bisect(passes, low, high)
+    if boundary == MAX_BATCH:
+        raise ValueError(f"batch {MAX_BATCH:,} still fits: the sizes hardly grow with the batch")
     # above it, every batch up to top (from the top down: the first that passes is the answer), within the budget;
     # a budget of 0 tries none of them (step 0: the boundary is the answer, fitting taken for monotone above it)
     span = top - boundary
