@@ -74,6 +74,15 @@ def test_free_is_keyed_by_its_allocations_op() -> None:
     assert pairs(small, large) == [(0, 0), (1, 1), (2, 3), (3, 2)]
 
 
+def test_event_keys_by_hand() -> None:
+    # GIVEN x allocated, a request of no op, x freed, the free of the no-op request, and a free of an allocation not
+    # in the sequence
+    requests = seq((A, 100, "x"), (A, 8), (F, 0), (F, 1), (F, -1))
+    # THEN each key is (its op's number + 2) * 2, + 1 for a free (which takes its allocation's op): x is op 0, no op
+    # is -1, and a free of nothing is -2: one key of its own, told from the free of an allocation of no op
+    assert batch_size.event_keys(requests, {}).tolist() == [4, 2, 5, 3, 1]
+
+
 def test_ops_moved_past_an_anchor_still_pair() -> None:
     # GIVEN b's allocation moved past four anchors in the second run
     small = seq((A, 8, "b"), (A, 8, "p"), (A, 8, "q"), (A, 8, "r"), (A, 8, "s"))
