@@ -28,6 +28,7 @@ from memtrace.units import MIB
 
 from .conftest import FIXTURES
 from .helpers import run
+from .memory_profiles import write_profile
 
 BATCHES = FIXTURES / "batches"
 CPU_BFC = "bfc_cpu_allocator_for_gpu"
@@ -150,6 +151,49 @@ def test_a_batch_sizes_sequence_is_kept_so_that_what_its_replays_proved_answers_
         model.requests_at(batch)
     again = model.requests_at(5)
     assert again is not first and again.requested_bytes.tolist() == first.requested_bytes.tolist()
+
+
+def test_a_pair_that_grows_faster_than_the_batch_is_two_requests_left_over_with_their_frees() -> None:
+    # GIVEN x of 8 B at batch 1 and 8,000 B at batch 2 (a pair by op and order that grows 1,000-fold where the batch
+    # doubles: no buffer a + bN does), y of 100 B and 200 B, w of 50 B at both
+    small = seq((A, 8, "x"), (A, 100, "y"), (A, 50, "w"), (F, 0), (F, 1), (F, 2))
+    large = seq((A, 8000, "x"), (A, 200, "y"), (A, 50, "w"), (F, 0), (F, 1), (F, 2))
+    model = batch_scaling(small, large, (1, 2))
+    # THEN x and its free are left over in each recording; y and w pair, with their frees; one of the two aligned
+    # allocations grows (by 100 B a sample: affine), and x at batch 4 is its size at batch 2 (left over: recorded)
+    assert model.small_rows.tolist() == model.large_rows.tolist() == [1, 2, 4, 5]
+    assert (model.aligned_allocations, model.growing_allocations, model.affine_allocations) == (2, 1, 2)
+    assert (model.left_over_small, model.left_over_large) == (2, 2)
+    assert model.sizes_at(4, "large").tolist() == [8000, 400, 50, 0, 0, 0]
+
+
+def test_the_tables_batches_double_from_the_large_one_while_they_fit() -> None:
+    # GIVEN x of 100 B a sample and s of 4 B (SMALL at batch 1, LARGE at 4), TF's CPU options
+    model = batch_scaling(SMALL, LARGE, (1, 4))
+    # THEN the table has both recorded batches, then batch 4 doubled up to 16 times while it fits: all of them under
+    # 1 MiB (batch 64: 6,400 B), and under 1,024 B up to the first that does not fit (batch 8: x's 800 B takes
+    # 1,024, the first region, and s's 256 find no room)
+    assert batch_size.table_batches(model, MIB, CPU_OPTIONS) == [1, 4, 8, 16, 32, 64]
+    assert batch_size.table_batches(model, 1024, CPU_OPTIONS) == [1, 4, 8]
+
+
+def test_batch_sizes_are_read_from_shapes_only_where_a_leading_dimension_differs(tmp_path: Path) -> None:
+    # GIVEN x (100 B a sample) at batch 1 and 4 with shapes (1, 25) and (4, 25), s (4 B) with shape (1,) at both
+    dims_small, dims_large = np.array([1, 1, -1, -1]), np.array([4, 1, -1, -1])
+    # THEN the batch sizes are x's leading dimensions, said by one allocation; with no shape known, none
+    assert batch_size.batch_sizes_from_shapes(SMALL, LARGE, dims_small, dims_large) == (1, 4, 1)
+    unknown = np.full(4, -1)
+    assert batch_size.batch_sizes_from_shapes(SMALL, LARGE, unknown, unknown) is None
+    # AND two profiles without shapes: no leading dimension for any event (nor for an allocator they lack), and
+    # fit --vs without --batch-sizes asks for them, naming both files
+    first = memtrace.load(write_profile(tmp_path / "b1.xplane.pb", [(True, 100, 256, 1 << 20, 256, 0.0, "x"),
+                                                            (False, 0, 256, 1 << 20, 0, 0.0, "")]))
+    second = memtrace.load(write_profile(tmp_path / "b4.xplane.pb", [(True, 400, 512, 1 << 20, 512, 0.0, "x"),
+                                                             (False, 0, 512, 1 << 20, 0, 0.0, "")]))
+    assert batch_size.leading_dimensions(first, CPU_BFC, 2).tolist() == [-1, -1]
+    assert batch_size.leading_dimensions(first, "no_such_allocator", 2).tolist() == [-1, -1]
+    with pytest.raises(BatchInputError, match=r"b1\.xplane\.pb, .*b4\.xplane\.pb: give the batch sizes"):
+        batch_size._sizes_from_traces(first, second, CPU_BFC, seq((A, 100, "x"), (F, 0)), seq((A, 400, "x"), (F, 0)))
 
 
 def test_left_over_allocation_keeps_its_recorded_size() -> None:
