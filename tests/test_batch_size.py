@@ -84,6 +84,13 @@ def test_event_keys_by_hand() -> None:
     assert batch_size.event_keys(requests, {}).tolist() == [4, 2, 5, 3, 1]
 
 
+def test_a_longest_increasing_run_by_hand() -> None:
+    # 1, 3, 2, 4: the runs of three are 1 3 4 and 1 2 4; patience sorting keeps the smaller tail, 2 (positions 0, 2, 3)
+    assert batch_size._longest_increasing(np.array([1, 3, 2, 4])).tolist() == [0, 2, 3]
+    assert batch_size._longest_increasing(np.array([5, 4, 3])).tolist() == [2]
+    assert batch_size._longest_increasing(np.zeros(0, dtype=np.int64)).tolist() == []
+
+
 def test_ops_moved_past_an_anchor_still_pair() -> None:
     # GIVEN b's allocation moved past four anchors in the second run
     small = seq((A, 8, "b"), (A, 8, "p"), (A, 8, "q"), (A, 8, "r"), (A, 8, "s"))
@@ -194,6 +201,15 @@ def test_batch_sizes_are_read_from_shapes_only_where_a_leading_dimension_differs
     assert batch_size.leading_dimensions(first, "no_such_allocator", 2).tolist() == [-1, -1]
     with pytest.raises(BatchInputError, match=r"b1\.xplane\.pb, .*b4\.xplane\.pb: give the batch sizes"):
         batch_size._sizes_from_traces(first, second, CPU_BFC, seq((A, 100, "x"), (F, 0)), seq((A, 400, "x"), (F, 0)))
+
+
+def test_fit_vs_refuses_a_negative_count_of_orders(tmp_path: Path) -> None:
+    first = memtrace.load(write_profile(tmp_path / "b1.xplane.pb", [(True, 100, 256, 1 << 20, 256, 0.0, "x"),
+                                                                     (False, 0, 256, 1 << 20, 0, 0.0, "")]))
+    second = memtrace.load(write_profile(tmp_path / "b4.xplane.pb", [(True, 400, 512, 1 << 20, 512, 0.0, "x"),
+                                                                      (False, 0, 512, 1 << 20, 0, 0.0, "")]))
+    with pytest.raises(BatchInputError, match="^orders must be 0 or more, not -1$"):
+        batch_size.fit_batches(first, second, CPU_BFC, (1, 4), orders=-1)
 
 
 def test_left_over_allocation_keeps_its_recorded_size() -> None:
