@@ -212,6 +212,25 @@ def test_fit_vs_refuses_a_negative_count_of_orders(tmp_path: Path) -> None:
         batch_size.fit_batches(first, second, CPU_BFC, (1, 4), orders=-1)
 
 
+def test_sizes_at_a_batch_by_hand_at_the_edges() -> None:
+    # GIVEN y of 100 B at batch 2 and 400 B at batch 4 (150 B a sample less 200: negative below batch 2), and a
+    # temporary the small recording alone holds
+    model = batch_scaling(seq((A, 100, "y"), (A, 64, "tmp"), (F, 0), (F, 1)), seq((A, 400, "y"), (F, 0)), (2, 4))
+    # THEN batch 1 is written in batch 2's order (the nearer) with y at no bytes (-50 asked: none), batch 0 likewise,
+    # batch 3 in batch 4's (the larger on a tie) with y at 250 B
+    assert model.exact_sizes_at(1).tolist() == model.exact_sizes_at(1, "small").tolist() == [0, 64, 0, 0]
+    assert model.exact_sizes_at(0).tolist() == [0, 64, 0, 0]
+    assert model.exact_sizes_at(3).tolist() == [250, 0]
+    # AND a batch below 0 is refused
+    with pytest.raises(BatchInputError, match="^a batch size must be 0 or more, not -1$"):
+        model.exact_sizes_at(-1)
+
+
+def test_the_largest_batch_size_memtrace_predicts_may_be_recorded() -> None:
+    model = batch_scaling(seq((A, 100, "x"), (F, 0)), seq((A, 400, "x"), (F, 0)), (1, 2**40))
+    assert model.batch_sizes == (1, 2**40)
+
+
 def test_left_over_allocation_keeps_its_recorded_size() -> None:
     small = seq((A, 100, "x"), (A, 7, "only_small"), (F, 0))
     large = seq((A, 300, "x"), (F, 0), (A, 9, "only_large"))
