@@ -172,6 +172,38 @@ def test_a_pair_that_grows_faster_than_the_batch_is_two_requests_left_over_with_
     assert (model.aligned_allocations, model.growing_allocations, model.affine_allocations) == (2, 1, 2)
     assert (model.left_over_small, model.left_over_large) == (2, 2)
     assert model.sizes_at(4, "large").tolist() == [8000, 400, 50, 0, 0, 0]
+    # AND where the large recording never frees x, x alone is left over there (its free in the small one too)
+    model = batch_scaling(small, seq((A, 8000, "x"), (A, 200, "y"), (A, 50, "w"), (F, 1), (F, 2)), (1, 2))
+    assert model.small_rows.tolist() == [1, 2, 4, 5] and model.large_rows.tolist() == [1, 2, 3, 4]
+
+
+def test_half_the_pairs_naming_no_op_is_not_most() -> None:
+    # GIVEN x (named) growing 100-fold from batch 1 to 40, and an allocation of no op shrinking from 1,000 B to 10 B:
+    # of the two aligned allocations, one names no op (half, not most: no pair was made by order alone)
+    small = seq((A, 100, "x"), (A, 1000), (F, 0), (F, 1))
+    large = seq((A, 4000, "x"), (A, 10), (F, 0), (F, 1))
+    # THEN the shrinking one is not held against the pair (it is held at its larger size): accepted
+    model = batch_scaling(small, large, (1, 40))
+    assert (model.aligned_allocations, model.growing_allocations, model.shrinking_allocations) == (2, 1, 1)
+    assert model.sizes_at(80).tolist()[1] == 1000
+
+
+@pytest.mark.parametrize(("path", "allocator", "events", "shaped"), [
+    (FIXTURES / "tiny" / "dataflow_chain.pbtxt", "bfc", 9, 4),  # a StepStats trace: allocation records with outputs
+    (BATCHES / "lstm_b16.xplane.pb.gz", CPU_BFC, 7211, 1064)])  # a profile
+def test_leading_dimensions_only_where_the_rows_line_up(path: Path, allocator: str, events: int, shaped: int) -> None:
+    trace = memtrace.load(path)
+    assert len(requests_for(trace, allocator).requests) == events
+    # THEN the rows of the allocator's requests have the leading dimension of each shaped output's tensor ...
+    assert int((batch_size.leading_dimensions(trace, allocator, events) > 0).sum()) == shaped
+    # ... and rows that do not line up with the trace's (one more or one fewer) have none
+    for wrong in (events - 1, events + 1):
+        assert batch_size.leading_dimensions(trace, allocator, wrong).tolist() == [-1] * wrong
+
+
+def test_the_spread_between_the_two_orders_is_the_distance_between_their_answers() -> None:
+    assert batch_size.BatchLimit(4, 10 * MIB, 12 * MIB, True, 0).spread_bytes == 2 * MIB
+    assert batch_size.BatchLimit(4, 12 * MIB, 10 * MIB, True, 0).spread_bytes == 2 * MIB
 
 
 def test_the_tables_batches_double_from_the_large_one_while_they_fit() -> None:
@@ -210,6 +242,13 @@ def test_fit_vs_refuses_a_negative_count_of_orders(tmp_path: Path) -> None:
                                                                       (False, 0, 512, 1 << 20, 0, 0.0, "")]))
     with pytest.raises(BatchInputError, match="^orders must be 0 or more, not -1$"):
         batch_size.fit_batches(first, second, CPU_BFC, (1, 4), orders=-1)
+    # AND a batch asked beyond the recorded ones says how far (batch 8: twice batch 4); one between them, nothing
+    assert batch_size.fit_batches(first, second, CPU_BFC, (1, 4), batch=8, orders=0).extrapolated == 2.0
+    assert batch_size.fit_batches(first, second, CPU_BFC, (1, 4), batch=2, orders=0).extrapolated is None
+    # AND with no batch and no limit, the cards' table takes compute capability 8's reserve by default (TF's
+    # MinSystemMemory: 1,536 MiB): an 8 GB card's limit is 8,000,000,000 - 1,610,612,736 bytes
+    cards = batch_size.fit_batches(first, second, CPU_BFC, (1, 4), orders=0).cards
+    assert (cards[0].size_gb, cards[0].limit_bytes) == (8, 6_389_387_264)
 
 
 def test_sizes_at_a_batch_by_hand_at_the_edges() -> None:
