@@ -172,6 +172,10 @@ def test_a_pair_that_grows_faster_than_the_batch_is_two_requests_left_over_with_
     assert (model.aligned_allocations, model.growing_allocations, model.affine_allocations) == (2, 1, 2)
     assert (model.left_over_small, model.left_over_large) == (2, 2)
     assert model.sizes_at(4, "large").tolist() == [8000, 400, 50, 0, 0, 0]
+    # AND a pair that grows exactly as fast as the batch allows (from 100 B to (100 + 256) x 2 = 712 B) stays paired
+    edge = batch_scaling(seq((A, 100, "x"), (A, 100, "y"), (F, 0), (F, 1)),
+                         seq((A, 712, "x"), (A, 200, "y"), (F, 0), (F, 1)), (1, 2))
+    assert edge.small_rows.tolist() == [0, 1, 2, 3] and edge.left_over_small == 0
     # AND where the large recording never frees x, x alone is left over there (its free in the small one too)
     model = batch_scaling(small, seq((A, 8000, "x"), (A, 200, "y"), (A, 50, "w"), (F, 1), (F, 2)), (1, 2))
     assert model.small_rows.tolist() == [1, 2, 4, 5] and model.large_rows.tolist() == [1, 2, 3, 4]
@@ -223,6 +227,7 @@ def test_batch_sizes_are_read_from_shapes_only_where_a_leading_dimension_differs
     assert batch_size.batch_sizes_from_shapes(SMALL, LARGE, dims_small, dims_large) == (1, 4, 1)
     unknown = np.full(4, -1)
     assert batch_size.batch_sizes_from_shapes(SMALL, LARGE, unknown, unknown) is None
+    assert batch_size.batch_sizes_from_shapes(SMALL, LARGE, unknown, dims_large) is None  # known in one only
     # AND two profiles without shapes: no leading dimension for any event (nor for an allocator they lack), and
     # fit --vs without --batch-sizes asks for them, naming both files
     first = memtrace.load(write_profile(tmp_path / "b1.xplane.pb", [(True, 100, 256, 1 << 20, 256, 0.0, "x"),
@@ -245,6 +250,9 @@ def test_fit_vs_refuses_a_negative_count_of_orders(tmp_path: Path) -> None:
     # AND a batch asked beyond the recorded ones says how far (batch 8: twice batch 4); one between them, nothing
     assert batch_size.fit_batches(first, second, CPU_BFC, (1, 4), batch=8, orders=0).extrapolated == 2.0
     assert batch_size.fit_batches(first, second, CPU_BFC, (1, 4), batch=2, orders=0).extrapolated is None
+    # AND batch 1 may be asked about; with the band's orders, the batch asked has its band of limits
+    assert batch_size.fit_batches(first, second, CPU_BFC, (1, 4), batch=1, orders=0).batch == 1
+    assert batch_size.fit_batches(first, second, CPU_BFC, (1, 4), batch=8).limit_band is not None
     # AND with no batch and no limit, the cards' table takes compute capability 8's reserve by default (TF's
     # MinSystemMemory: 1,536 MiB): an 8 GB card's limit is 8,000,000,000 - 1,610,612,736 bytes
     cards = batch_size.fit_batches(first, second, CPU_BFC, (1, 4), orders=0).cards
@@ -301,6 +309,7 @@ LARGE = seq((A, 400, "x"), (A, 4, "s"), (F, 0), (F, 1))
     ((8, 8), "equal"),
     ((8, 2), "must increase"),
     ((0, 8), "positive"),
+    ((1, 0), "positive"),
     ((2,), "two batch sizes"),
 ])
 def test_bad_batch_sizes_are_refused(sizes: tuple[int, ...], words: str) -> None:
