@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import ast
 import copy
+import functools
 import hashlib
 import json
 import os
@@ -333,9 +334,16 @@ def _node_id(context: str) -> str:
 
 def lines_of(module: str, number: int) -> set[int]:
     """The lines of the node mutant ``number`` changes (a statement's whole span)."""
+    first, last = _spans(module)[number]
+    return set(range(first, last + 1))
+
+
+@functools.cache
+def _spans(module: str) -> list[tuple[int, int]]:
+    """Each mutant site's (first, last) line, the module parsed once (not once per mutant)."""
     tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
-    node, _, _ = list(_sites(tree))[number]
-    return set(range(getattr(node, "lineno", 0), (getattr(node, "end_lineno", None) or node.lineno) + 1))
+    return [(getattr(node, "lineno", 0), getattr(node, "end_lineno", None) or getattr(node, "lineno", 0))
+            for node, _, _ in _sites(tree)]
 
 
 # -- running --------------------------------------------------------------------------------------
