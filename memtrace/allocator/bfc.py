@@ -1221,16 +1221,13 @@ def _period(requests: Requests) -> _Period | None:
                 digest *= np.uint64(0x9E3779B97F4A7C15)
                 digest += hashed[k:k + width]
         # The distances (at least _MIN_PERIOD_ROWS) at which the window at each anchor recurs earlier: those of the
-        # first anchor, kept where every later anchor's window recurs at the same distance.
-        common: IntArray | None = None
-        for share in _PERIOD_ANCHORS:
-            anchor = min(width - 1, int(n * share))
-            if common is None:
-                common = anchor - np.flatnonzero(digest[:anchor - _MIN_PERIOD_ROWS + 1] == digest[anchor])
-            else:
-                common = common[common <= anchor]
-                common = common[digest[anchor - common] == digest[anchor]]
-        candidates = np.sort(common)[:8].tolist() if common is not None else []
+        # first anchor, kept where every later anchor's window recurs at the same distance (the anchors ascend, so
+        # each of the first anchor's distances reaches back from the later ones too).
+        first, *later = [min(width - 1, int(n * share)) for share in _PERIOD_ANCHORS]
+        common = first - np.flatnonzero(digest[:first - _MIN_PERIOD_ROWS + 1] == digest[first])
+        for anchor in later:
+            common = common[digest[anchor - common] == digest[anchor]]
+        candidates = np.sort(common)[:8].tolist()
         best, best_same = 0, 0
         for period in candidates:
             same = int(np.count_nonzero(rel[period:] == rel[:-period]))
