@@ -24,6 +24,7 @@ from memtrace.allocator.batch_size import BatchInputError, BatchScaling, align, 
 from memtrace.allocator.bfc import BFCOptions, Requests, search_min_limit
 from memtrace.allocator.fit import fit_requests
 from memtrace.allocator.requests import requests_for
+from memtrace.trace.data import TraceData
 from memtrace.units import MIB
 
 from .conftest import FIXTURES
@@ -220,6 +221,14 @@ def test_the_tables_batches_double_from_the_large_one_while_they_fit() -> None:
     assert batch_size.table_batches(model, 1024, CPU_OPTIONS) == [1, 4, 8]
 
 
+def shapeless_pair(tmp_path: Path) -> tuple[TraceData, TraceData]:
+    """Two from-birth profiles without shapes: x of 100 B (batch 1) and of 400 B (batch 4), each freed."""
+    return (memtrace.load(write_profile(tmp_path / "b1.xplane.pb", [(True, 100, 256, 1 << 20, 256, 0.0, "x"),
+                                                                    (False, 0, 256, 1 << 20, 0, 0.0, "")])),
+            memtrace.load(write_profile(tmp_path / "b4.xplane.pb", [(True, 400, 512, 1 << 20, 512, 0.0, "x"),
+                                                                    (False, 0, 512, 1 << 20, 0, 0.0, "")])))
+
+
 def test_batch_sizes_are_read_from_shapes_only_where_a_leading_dimension_differs(tmp_path: Path) -> None:
     # GIVEN x (100 B a sample) at batch 1 and 4 with shapes (1, 25) and (4, 25), s (4 B) with shape (1,) at both
     dims_small, dims_large = np.array([1, 1, -1, -1]), np.array([4, 1, -1, -1])
@@ -230,10 +239,7 @@ def test_batch_sizes_are_read_from_shapes_only_where_a_leading_dimension_differs
     assert batch_size.batch_sizes_from_shapes(SMALL, LARGE, unknown, dims_large) is None  # known in one only
     # AND two profiles without shapes: no leading dimension for any event (nor for an allocator they lack), and
     # fit --vs without --batch-sizes asks for them, naming both files
-    first = memtrace.load(write_profile(tmp_path / "b1.xplane.pb", [(True, 100, 256, 1 << 20, 256, 0.0, "x"),
-                                                            (False, 0, 256, 1 << 20, 0, 0.0, "")]))
-    second = memtrace.load(write_profile(tmp_path / "b4.xplane.pb", [(True, 400, 512, 1 << 20, 512, 0.0, "x"),
-                                                             (False, 0, 512, 1 << 20, 0, 0.0, "")]))
+    first, second = shapeless_pair(tmp_path)
     assert batch_size.leading_dimensions(first, CPU_BFC, 2).tolist() == [-1, -1]
     assert batch_size.leading_dimensions(first, "no_such_allocator", 2).tolist() == [-1, -1]
     with pytest.raises(BatchInputError, match=r"b1\.xplane\.pb, .*b4\.xplane\.pb: give the batch sizes"):
@@ -241,10 +247,7 @@ def test_batch_sizes_are_read_from_shapes_only_where_a_leading_dimension_differs
 
 
 def test_fit_vs_refuses_a_negative_count_of_orders(tmp_path: Path) -> None:
-    first = memtrace.load(write_profile(tmp_path / "b1.xplane.pb", [(True, 100, 256, 1 << 20, 256, 0.0, "x"),
-                                                                     (False, 0, 256, 1 << 20, 0, 0.0, "")]))
-    second = memtrace.load(write_profile(tmp_path / "b4.xplane.pb", [(True, 400, 512, 1 << 20, 512, 0.0, "x"),
-                                                                      (False, 0, 512, 1 << 20, 0, 0.0, "")]))
+    first, second = shapeless_pair(tmp_path)
     with pytest.raises(BatchInputError, match="^orders must be 0 or more, not -1$"):
         batch_size.fit_batches(first, second, CPU_BFC, (1, 4), orders=-1)
     # AND a batch asked beyond the recorded ones says how far (batch 8: twice batch 4); one between them, nothing
