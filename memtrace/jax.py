@@ -85,4 +85,27 @@ def run_script(logdir: str, script: str, args: list[str]) -> None:
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
     with recording(logdir):
-        runpy.run_path(script, run_name="__main__")
+        try:
+            runpy.run_path(script, run_name="__main__")
+        finally:
+            say_other_pool()
+
+
+def say_other_pool() -> None:
+    """Where ``memtrace run --limit`` asked XLA for a pool and XLA made another (a JAX that sizes it another way),
+    say so: the limit the script ran under is the pool XLA made, which the profile's events hold."""
+    from .allocator.defaults import XLA_POOL_VARIABLE  # here, after the script: the child imports no more before it
+
+    asked = os.environ.get(XLA_POOL_VARIABLE)
+    if not asked:
+        return
+    import jax
+
+    try:
+        made = (jax.devices()[0].memory_stats() or {}).get("bytes_limit")
+    except Exception:  # noqa: BLE001 - no device, or a backend without memory statistics: nothing to compare
+        return
+    if made is not None and int(made) != int(asked):
+        print(f"memtrace: XLA made a pool of {int(made):,} bytes, not the {int(asked):,} asked for: the script ran "
+              "under the pool XLA made (the profile's events hold it, and memtrace fit reads it there)",
+              file=sys.stderr, flush=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import memtrace
+from memtrace.allocator.defaults import xla_pool_bytes
 from memtrace.commands import run as run_command
 from memtrace.errors import UsageError
 
@@ -47,17 +48,26 @@ def test_the_runtime_is_told_from_the_scripts_imports(tmp_path: Path) -> None:
 
 def test_jax_gets_the_memory_fraction_that_makes_xlas_pool_the_limit() -> None:
     updates, said = run_command.limit_environment(args("930MiB"), "jax", {}, gpu_memory_bytes=H200_BYTES)
-    [(name, value)] = updates.items()
-    # XLA's pool: the GPU's memory x the fraction, truncated to bytes (gpu_helpers.cc), then floor256 by BFC
-    assert name == "XLA_PYTHON_CLIENT_MEM_FRACTION" and int(H200_BYTES * float(value)) == 930 * MIB
-    assert "975,175,680 bytes" in said and f"{H200_BYTES:,}" in said
-    # a card: XLA's default 0.75 of it
+    assert set(updates) == {"XLA_PYTHON_CLIENT_MEM_FRACTION", "MEMTRACE_XLA_POOL_BYTES"}
+    # XLA's pool: the GPU's memory x the fraction (as a 32-bit float), rounded up to a whole 2 MiB (measured on an
+    # H200: tests/test_gpu_heldout.py); the fraction aims half a step below the pool
+    fraction = float(updates["XLA_PYTHON_CLIENT_MEM_FRACTION"])
+    assert xla_pool_bytes(H200_BYTES, fraction) == 930 * MIB == int(updates["MEMTRACE_XLA_POOL_BYTES"])
+    assert abs(H200_BYTES * fraction - (930 * MIB - MIB)) < 1
+    assert "975,175,680 bytes" in said and f"{H200_BYTES:,}" in said and "steps" not in said
+    # a limit between two steps: the largest step within it, said
+    updates, said = run_command.limit_environment(args("931MiB"), "jax", {}, gpu_memory_bytes=H200_BYTES)
+    assert xla_pool_bytes(H200_BYTES, float(updates["XLA_PYTHON_CLIENT_MEM_FRACTION"])) == 930 * MIB
+    assert "a limit of 930 MiB (975,175,680 bytes) (XLA makes its pool in steps of 2 MiB: the largest within 931 MiB)" \
+        in said
+    # a card: XLA's default 0.75 of it, rounded up to its step as XLA rounds it (12 GB is not a whole step)
     updates, _ = run_command.limit_environment(args(card="16GB"), "jax", {}, gpu_memory_bytes=H200_BYTES)
-    assert int(H200_BYTES * float(updates["XLA_PYTHON_CLIENT_MEM_FRACTION"])) == 12_000_000_000
+    pool = xla_pool_bytes(H200_BYTES, float(updates["XLA_PYTHON_CLIENT_MEM_FRACTION"]))
+    assert pool == 5723 * 2 * MIB == 12_002_000_896 and pool - 2 * MIB < 12_000_000_000 < pool
     # the newer name where the environment already uses it (JAX refuses both)
     updates, _ = run_command.limit_environment(args("1GiB"), "jax", {"XLA_CLIENT_MEM_FRACTION": "0.9"},
                                                gpu_memory_bytes=H200_BYTES)
-    assert set(updates) == {"XLA_CLIENT_MEM_FRACTION"}
+    assert set(updates) == {"XLA_CLIENT_MEM_FRACTION", "MEMTRACE_XLA_POOL_BYTES"}
 
 
 def test_tensorflow_gets_whole_mib_for_its_cpu_allocator_and_each_gpu() -> None:
@@ -77,7 +87,7 @@ def test_nonsense_is_refused() -> None:
             (args(card="16GB", cpu_bfc=True), "tensorflow", {}, "--card is a GPU's memory"),
             (args(card="16GB"), "tensorflow", {"TF_CPU_ALLOCATOR_USE_BFC": "true"}, "--card is a GPU's memory"),
             (args("200GiB"), "jax", {}, "more than this GPU's"),
-            (args("512KiB"), "jax", {}, "less than 1 MiB"),
+            (args("1.5MiB"), "jax", {}, "less than its smallest pool, 2 MiB"),
             (args("1GiB"), "jax", {"XLA_CLIENT_MEM_FRACTION": "0.5", "XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5"},
              "which JAX refuses")):
         with pytest.raises(UsageError, match=words):
@@ -107,9 +117,15 @@ def test_the_command_refuses_in_one_line(tmp_path: Path) -> None:
         assert "argument" in words or done.stderr.count("\n") == 1
 
 
-# A stand-in for JAX: its profiler writes an empty profile and notes the memory settings it saw.
+# A stand-in for JAX: its profiler writes an empty profile and notes the memory settings it saw; its device makes
+# its pool as an XLA that truncates the GPU's memory x the fraction would (not JAX 0.11.2's 2 MiB steps).
 _FAKE_JAX = '''
 import json, os
+class _Device:
+    def memory_stats(self):
+        return {"bytes_limit": int(int(os.environ["FAKE_GPU_BYTES"]) * float(os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"]))}
+def devices():
+    return [_Device()]
 class profiler:
     @staticmethod
     def start_trace(logdir, **options):
@@ -131,7 +147,8 @@ def test_a_jax_script_runs_under_jaxs_profiler_with_the_fraction(tmp_path: Path)
     logdir = tmp_path / "log"
     code = ("import sys\nimport memtrace.commands.run as r\nr.cuda_memory_bytes = lambda: " + str(H200_BYTES) + "\n"
             "from memtrace.cli import main\nsys.exit(main(sys.argv[1:]))\n")
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'fake'}{os.pathsep}{ROOT}", "FAKE_JAX_LOGDIR": str(logdir)}
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'fake'}{os.pathsep}{ROOT}", "FAKE_JAX_LOGDIR": str(logdir),
+           "FAKE_GPU_BYTES": str(H200_BYTES)}
     env.pop("XLA_CLIENT_MEM_FRACTION", None)
     env.pop("XLA_PYTHON_CLIENT_MEM_FRACTION", None)
     done = subprocess.run([sys.executable, "-c", code, "run", "--limit", "930MiB", "-o", str(logdir), str(script), "x"],
@@ -140,8 +157,11 @@ def test_a_jax_script_runs_under_jaxs_profiler_with_the_fraction(tmp_path: Path)
     assert done.stdout.strip() == "ran ['x']"
     seen = json.loads((logdir / "seen.json").read_text())
     fraction = float(seen["env"]["XLA_PYTHON_CLIENT_MEM_FRACTION"])
-    assert int(H200_BYTES * fraction) == 930 * MIB and "XLA_CLIENT_MEM_FRACTION" not in seen["env"]
+    assert xla_pool_bytes(H200_BYTES, fraction) == 930 * MIB and "XLA_CLIENT_MEM_FRACTION" not in seen["env"]
     assert "memtrace: running under a limit of 930 MiB" in done.stderr
+    # this stand-in makes another pool than JAX 0.11.2 would, and the child says so, after the script ran
+    made = int(H200_BYTES * fraction)
+    assert f"memtrace: XLA made a pool of {made:,} bytes, not the {930 * MIB:,} asked for" in done.stderr
     assert "memtrace: profiled " in done.stderr and "read it with: memtrace fit" in done.stderr
 
 

@@ -272,7 +272,8 @@ def test_fit_says_whose_defaults_apply(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_a_card_gives_xlas_limit_on_an_xla_profile(capsys: pytest.CaptureFixture[str]) -> None:
-    # XLA takes XLA_PYTHON_CLIENT_MEM_FRACTION (0.75) of the card; TF the card less its reserve
+    # XLA takes XLA_PYTHON_CLIENT_MEM_FRACTION (0.75) of the card, rounded up to its 2 MiB step (12 GB is not one:
+    # 5,722.05 steps); TF the card less its reserve
     assert main(["fit", str(JAX), "--allocator", "GPU_0_bfc", "--card", "16GB", "--json", "--no-alternatives"]) == 0
     [entry] = json.loads(capsys.readouterr().out)["allocators"]
-    assert entry["options"]["limit_bytes"] == 12_000_000_000
+    assert entry["options"]["limit_bytes"] == 5723 * (2 << 20) == 12_002_000_896

@@ -13,7 +13,9 @@ the switch of the runtime that wrote the trace: ``TF_GPU_ALLOCATOR`` means nothi
 
 from __future__ import annotations
 
+import math
 import re
+import struct
 from dataclasses import dataclass, field
 
 from ..errors import UsageError
@@ -91,6 +93,11 @@ class Defaults:
 
 
 XLA_MEM_FRACTION = 0.75  # XLA_PYTHON_CLIENT_MEM_FRACTION's default (JAX 0.4 on; 0.9 before)
+# XLA's GPU pool comes in whole steps of 2 MiB: JAX 0.11.2 on an H200 made the GPU's memory x the fraction (the
+# fraction read as a 32-bit float) rounded up to one, in all 130 runs of fixtures/gpu-heldout/ladder.json.
+XLA_POOL_STEP_BYTES = 2 << 20
+# The pool ``memtrace run --limit`` asked of XLA (bytes), for its JAX child to compare with the one XLA made.
+XLA_POOL_VARIABLE = "MEMTRACE_XLA_POOL_BYTES"
 XLA_PARTITIONING_FLAG = "XLA_FLAGS=--xla_gpu_enable_allocator_spatial_partitioning"
 XLA_HOST_DEFAULT_LIMIT_BYTES = 64 << 30  # XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB's default (pjrt gpu_helpers.cc)
 _XLA_HOST_ALLOCATOR = re.compile(r"(?:.*:)?xla_gpu_host_bfc", re.IGNORECASE)
@@ -155,10 +162,25 @@ def limit_on_card(allocator: str, runtime: str, card_bytes: int, compute_capabil
 
 def card_limit_bytes(card_bytes: int, compute_capability_major: int, runtime: str = "TensorFlow") -> int:
     """The limit a runtime gives its GPU allocator on a card of ``card_bytes``: TF's, the card minus its
-    reserve (:func:`gpu_limit_bytes`); XLA's, the card x XLA_PYTHON_CLIENT_MEM_FRACTION's default."""
+    reserve (:func:`gpu_limit_bytes`); XLA's, its pool for XLA_PYTHON_CLIENT_MEM_FRACTION's default
+    (:func:`xla_pool_bytes`)."""
     if runtime == "XLA":
-        return int(card_bytes * XLA_MEM_FRACTION)
+        return xla_pool_bytes(card_bytes, XLA_MEM_FRACTION)
     return gpu_limit_bytes(card_bytes, compute_capability_major)
+
+
+def xla_pool_bytes(gpu_bytes: int, fraction: float) -> int:
+    """The pool XLA's GPU allocator makes of ``gpu_bytes`` under ``XLA_PYTHON_CLIENT_MEM_FRACTION=fraction``: the
+    product with the fraction as a 32-bit float, rounded up to a whole :data:`XLA_POOL_STEP_BYTES` (measured)."""
+    product = gpu_bytes * struct.unpack("f", struct.pack("f", fraction))[0]
+    return math.ceil(product / XLA_POOL_STEP_BYTES) * XLA_POOL_STEP_BYTES
+
+
+def xla_fraction_for(pool_bytes: int, gpu_bytes: int) -> float:
+    """The ``XLA_PYTHON_CLIENT_MEM_FRACTION`` that makes XLA's pool ``pool_bytes`` (a whole step) on a GPU of
+    ``gpu_bytes``: aimed half a step below it, so that the 32-bit fraction's error (under 10 KB on any GPU) cannot
+    reach the next step or the one below."""
+    return (pool_bytes - XLA_POOL_STEP_BYTES / 2) / gpu_bytes
 
 
 

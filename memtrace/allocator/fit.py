@@ -66,6 +66,7 @@ class Effect:
     name: str  # "partitioned_allocator", "compiled_for_limit", "order_of_frees"
     applies: bool
     words: str
+    limit_bytes: int | None = None  # compiled_for_limit: the limit the recorded programs were compiled for, if known
 
 
 
@@ -151,6 +152,12 @@ class FitResult:
     # alternatives or for the sampled orders, whose share under the limit is ``orders_under`` (``band`` None)
     smallest_searched: bool = True
     orders_under: OrdersUnderLimit | None = None
+
+    @property
+    def compiled_for_bytes(self) -> int | None:
+        """The limit XLA compiled the recorded jit programs for, where that bounds the answer (a GPU profile XLA
+        recorded under a known limit): every answer is for those programs, and XLA compiles others for other limits."""
+        return next((e.limit_bytes for e in self.effects if e.name == "compiled_for_limit" and e.applies), None)
 
     @property
     def verdict(self) -> bool:
@@ -349,17 +356,20 @@ def xla_effects(result: FitResult, device: str, recorded_limit: int | None) -> t
     recorded = f" ({recorded_limit:,} bytes)" if recorded_limit is not None else ""
     if gpu:
         compiled = (f"XLA compiled each jit program for the limit it ran under{recorded}: its scheduler and "
-                    "rematerialization aim at (limit - parameters - outputs) x 95%, so the replay holds for the program "
-                    "as compiled for that limit. Under a smaller limit XLA may compile a program that needs less (a "
-                    "smaller limit than the smallest here may be met by recompiling; record it there with memtrace "
-                    "run --limit SIZE), or more where it recompiles for a larger one")
+                    "rematerialization aim at (limit - parameters - outputs) x 95%, so the replay holds for the programs "
+                    "as compiled for that limit. Under another limit XLA compiles other programs, which may need less "
+                    "or more: a transformer recorded under 1,616 MiB needed 1,525 MiB by replay, yet the programs XLA "
+                    "compiled for 1,550 MiB ran out of memory in 5 runs of 5, and programs compiled for 1,616 MiB "
+                    "ran in 5 of 5 (an H200, fixtures/gpu-heldout). Record the run under the limit you ask about: "
+                    "memtrace run --limit SIZE")
     else:
         compiled = "XLA does not compile for this allocator's limit (pinned host memory)"
     order = ("XLA frees a buffer when the GPU stream is done with it, so the order of frees, and with it the smallest "
              "limit, varies from run to run: the smallest limit is for this recording's order (one H200 MLP needed "
              "897, 929 or 961 MiB by its order), the band for the orders sampled from it; record the program several "
              "times for a band over all of their orders")
-    return (Effect("partitioned_allocator", o.partitioned, part), Effect("compiled_for_limit", gpu, compiled),
+    return (Effect("partitioned_allocator", o.partitioned, part), Effect("compiled_for_limit", gpu, compiled,
+                                                                              recorded_limit if gpu else None),
             Effect("order_of_frees", True, order))
 
 

@@ -223,12 +223,15 @@ def limit_environment(args: argparse.Namespace, runtime: str, env: dict[str, str
     """The environment variables that put the child's allocator under ``--limit`` (or ``--card``'s limit), and a line
     saying so. A UsageError for nonsense (a size under 1 MiB, a limit above the GPU, --card for TF's CPU allocator).
 
-    JAX: ``XLA_PYTHON_CLIENT_MEM_FRACTION`` = limit / the GPU's memory (``gpu_memory_bytes``, else asked of the CUDA
-    driver), or ``XLA_CLIENT_MEM_FRACTION`` where the environment already uses that newer name (JAX refuses both).
+    JAX: the ``XLA_PYTHON_CLIENT_MEM_FRACTION`` of the GPU's memory (``gpu_memory_bytes``, else asked of the CUDA
+    driver) that makes XLA's pool the largest whole 2 MiB step within the limit (XLA makes no other), or
+    ``XLA_CLIENT_MEM_FRACTION`` where the environment already uses that newer name (JAX refuses both); and the pool
+    asked for, for the child to say if XLA made another.
     TensorFlow: ``TF_CPU_BFC_MEM_LIMIT_IN_MB`` for its CPU BFC allocator and each GPU's ``memory_limit`` (both whole
     MiB); ``--card`` sets the GPU's only.
     """
-    from ..allocator.defaults import XLA_MEM_FRACTION, card_limit_bytes, parse_compute_capability
+    from ..allocator.defaults import (XLA_POOL_STEP_BYTES, XLA_POOL_VARIABLE, card_limit_bytes,
+                                      parse_compute_capability, xla_fraction_for)
     from ..errors import UsageError
     from ..units import MIB, format_bytes, parse_size
 
@@ -237,22 +240,27 @@ def limit_environment(args: argparse.Namespace, runtime: str, env: dict[str, str
         raise UsageError(f"{option} must not be negative (got {text!r})")
     size = int(parse_size(text))
     if runtime == "jax":
-        limit = size if args.limit is not None else int(size * XLA_MEM_FRACTION)
-        if limit < MIB:
-            raise UsageError(f"{option} {text} leaves XLA less than 1 MiB")
+        # XLA makes its pool in whole steps of 2 MiB: the largest step within --limit, or the card's own pool
+        limit = size if args.limit is not None else card_limit_bytes(size, 0, "XLA")
+        pool = limit // XLA_POOL_STEP_BYTES * XLA_POOL_STEP_BYTES
+        if pool == 0:
+            raise UsageError(f"{option} {text} leaves XLA less than its smallest pool, "
+                             f"{format_bytes(XLA_POOL_STEP_BYTES)}")
         total = gpu_memory_bytes if gpu_memory_bytes is not None else cuda_memory_bytes()
-        if limit > total:
-            raise UsageError(f"{option} {text}: a limit of {format_bytes(limit)} is more than this GPU's "
+        if pool > total:
+            raise UsageError(f"{option} {text}: a limit of {format_bytes(pool)} is more than this GPU's "
                              f"{format_bytes(total)}")
         names = [n for n in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION") if n in env]
         if len(names) == 2:
             raise UsageError("both XLA_CLIENT_MEM_FRACTION and XLA_PYTHON_CLIENT_MEM_FRACTION are set, which JAX "
                              "refuses: unset one")
         name = names[0] if names else "XLA_PYTHON_CLIENT_MEM_FRACTION"
-        fraction = (limit + 0.5) / total  # XLA truncates total x fraction to bytes: a half byte keeps it at the limit
-        return {name: repr(fraction)}, (f"running under a limit of {format_bytes(limit)} ({limit:,} bytes): {name}="
-                                        f"{fraction!r} of the GPU's {total:,} bytes (XLA may round its pool; the "
-                                        "profile's events show the one it made)")
+        fraction = xla_fraction_for(pool, total)
+        stepped = "" if pool == limit else (f" (XLA makes its pool in steps of {format_bytes(XLA_POOL_STEP_BYTES)}: "
+                                            f"the largest within {format_bytes(limit)})")
+        return {name: repr(fraction), XLA_POOL_VARIABLE: str(pool)}, (
+            f"running under a limit of {format_bytes(pool)} ({pool:,} bytes){stepped}: {name}={fraction!r} of the "
+            f"GPU's {total:,} bytes; the script is told if XLA makes another pool")
     if args.card is not None:
         if args.cpu_bfc or env.get("TF_CPU_ALLOCATOR_USE_BFC", "").lower() in ("1", "true"):
             raise UsageError("--card is a GPU's memory; for TensorFlow's CPU BFC allocator give --limit")

@@ -52,7 +52,7 @@ def _result_json(r: FitResult, chunks: bool) -> dict[str, Any]:
         "assumptions": list(r.assumptions),
         # XLA's three effects on what one recording says, where it is XLA's ({} otherwise). The order of frees is
         # where a band of limits over the orders a runtime takes belongs.
-        "effects": {e.name: {"applies": e.applies, "words": e.words} for e in r.effects},
+        "effects": {e.name: {"applies": e.applies, "words": e.words, "limit_bytes": e.limit_bytes} for e in r.effects},
         "fits_every_order": r.verdict if (r.band is not None or r.orders_under is not None)
         and r.options.limit_bytes is not None else None,
         "band": None if r.band is None else band_json(r.band),
@@ -143,7 +143,7 @@ def headline(r: FitResult) -> str:
         else "no limit the model holds (up to 8 TiB) fits these requests"]
     if r.options.limit_bytes is not None:
         said.append(f"under {mib(r.options.limit_bytes)} it {'fits' if r.fits else 'does NOT fit'}")
-    line = f"{r.allocator}: " + "; ".join(said)
+    line = f"{r.allocator}: " + "; ".join(said) + compiled_for_words(r)
     f = r.failure
     if f is not None:
         line += (f": {f.op or '(op unknown)'} asks for {format_bytes(f.request_bytes)} at event {f.row:,} and the "
@@ -161,6 +161,13 @@ def headline(r: FitResult) -> str:
     if u is not None and not u.fixed:
         line += f" {u.fitting} of {u.sampled} sampled orders fit under {mib(u.limit_bytes)}."
     return line
+
+
+def compiled_for_words(r: FitResult) -> str:
+    """``", for the programs XLA compiled for 1,616 MiB"`` where XLA compiled the recorded programs for their limit,
+    so that an answer is not read as one for the programs XLA compiles for another; else nothing."""
+    limit = r.compiled_for_bytes
+    return "" if limit is None else f", for the programs XLA compiled for {mib(limit)}"
 
 
 def render_text(results: list[FitResult], out: IO[str], map_rows: int = 20) -> None:
@@ -203,7 +210,7 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
         out.write("  smallest limit: none that the model holds (up to 8 TiB) fits these requests\n")
     else:
         out.write(f"  smallest limit: {mib(r.min_limit_bytes)}{' under the recorded order' if r.band is not None else ''}"
-                  + ("" if r.below_step_bytes <= MIB else
+                  + compiled_for_words(r) + ("" if r.below_step_bytes <= MIB else
                      f" (the limits below it were tried every {mib(r.below_step_bytes)}: a smaller one may fit)") + "\n")
     if r.counterexample is not None:
         fails, fits = r.counterexample
@@ -217,8 +224,11 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
                   f"{format_bytes(r.lost_bytes)} of the limit lost to fragmentation (limit - peak in use)\n")
     else:
         verdict = "fits" if r.fits else "does NOT fit"
-        if r.band is not None or r.orders_under is not None:
-            verdict += " (the recorded order)"
+        which = ["the recorded order"] if r.band is not None or r.orders_under is not None else []
+        if r.compiled_for_bytes not in (None, o.limit_bytes):
+            which.append(compiled_for_words(r)[2:])
+        if which:
+            verdict += f" ({', '.join(which)})"
         out.write(f"  under {mib(o.limit_bytes)}: {verdict}; peak in use {format_bytes(r.peak_in_use_bytes)}, "
                   f"pool {format_bytes(r.pool_bytes)}\n")
     if r.band is not None:
