@@ -61,7 +61,8 @@ def memtrace_run(limit: str, logdir: str, script: str, log: str, runs: int = 1, 
     started = time.monotonic()
     with open(log, "w") as out:
         try:
-            code = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=timeout).returncode
+            code = subprocess.run(command, check=False, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                  timeout=timeout).returncode
         except subprocess.TimeoutExpired:
             code = None
     with open(log, errors="replace") as out:
@@ -184,7 +185,8 @@ def main() -> int:
         for path, arcname in order + rest:
             if not os.path.exists(path):
                 continue
-            data = open(path, "rb").read()
+            with open(path, "rb") as source:
+                data = source.read()
             if path.endswith(".xplane.pb"):
                 data, arcname = gzip.compress(data, 6), arcname + ".gz"
             if budget - len(data) < 0:

@@ -230,8 +230,13 @@ def limit_environment(args: argparse.Namespace, runtime: str, env: dict[str, str
     TensorFlow: ``TF_CPU_BFC_MEM_LIMIT_IN_MB`` for its CPU BFC allocator and each GPU's ``memory_limit`` (both whole
     MiB); ``--card`` sets the GPU's only.
     """
-    from ..allocator.defaults import (XLA_POOL_STEP_BYTES, XLA_POOL_VARIABLE, card_limit_bytes,
-                                      parse_compute_capability, xla_fraction_for)
+    from ..allocator.defaults import (
+        XLA_POOL_STEP_BYTES,
+        XLA_POOL_VARIABLE,
+        card_limit_bytes,
+        parse_compute_capability,
+        xla_fraction_for,
+    )
     from ..errors import UsageError
     from ..units import MIB, format_bytes, parse_size
 

@@ -58,7 +58,7 @@ def main() -> int:
         for _ in range(STEPS):
             params = step(params, x, y)
             jax.block_until_ready(params)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - XLA's RESOURCE_EXHAUSTED, or any other failure: said in RESULT
         status, error = ("oom" if "RESOURCE_EXHAUSTED" in str(exc) else "error"), str(exc).splitlines()[0][:300]
     stats = jax.devices()[0].memory_stats() or {}
     print("RESULT " + json.dumps({"prog": "transformer", "status": status, "error": error, "stats": stats}),
