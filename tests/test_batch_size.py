@@ -36,6 +36,7 @@ CPU_BFC = "bfc_cpu_allocator_for_gpu"
 CPU_OPTIONS = BFCOptions(0)  # TF's CPU BFC: growth on, no garbage collection; the limit set per question
 
 A, F = "a", "f"
+GB = 10**9
 
 
 def seq(*events: tuple[str, int] | tuple[str, int, str]) -> Requests:
@@ -515,6 +516,8 @@ def test_cli_table_of_batch_sizes_and_cards(capsys: pytest.CaptureFixture[str]) 
     assert not batch_size.fits_at(model_16_64("cnn"), sixteen["largest_batch"] + 1, options)
     code, out, _ = fit_cnn(capsys)
     assert code == 0 and "TF_CPU_BFC_MEM_LIMIT_IN_MB" in out and "smallest limit of each batch size" in out
+    # TF's CPU allocator: the cards' limits are the limits to set, not cards it runs on
+    assert "TF's CPU BFC allocator takes its limit from TF_CPU_BFC_MEM_LIMIT_IN_MB (default 65,536 MiB)" in out
 
 
 def test_cli_check_against_a_third_recording(capsys: pytest.CaptureFixture[str]) -> None:
@@ -715,3 +718,201 @@ def test_cli_a_limit_near_what_the_model_holds_answers(capsys: pytest.CaptureFix
 def test_cli_check_batch_sizes_beyond_the_prediction_are_one_line(capsys: pytest.CaptureFixture[str], b3: str) -> None:
     code, out, err = fit_cnn(capsys, "--batch", "48", "--check", f"{profile('cnn', 48)}:{b3}")
     assert (code, out) == (2, "") and err.count("\n") == 1 and "--check" in err
+
+
+# -- the rules at their edges, worked by hand (each from a survivor of the mutation run: docs/mutation-report.md) --
+
+def test_a_longest_increasing_run_is_as_long_as_any_and_increasing() -> None:
+    # AGAINST the quadratic recurrence (the longest run ending at each position), on every arrangement of 6 values
+    import itertools
+
+    for values in itertools.permutations([3, 1, 4, 5, 2, 6]):
+        array = np.array(values)
+        best = [1] * len(values)
+        for j in range(len(values)):
+            for i in range(j):
+                if values[i] < values[j]:
+                    best[j] = max(best[j], best[i] + 1)
+        chain = batch_size._longest_increasing(array).tolist()
+        assert len(chain) == max(best) and chain == sorted(chain), values
+        assert all(values[a] < values[b] for a, b in itertools.pairwise(chain)), values
+
+
+def test_batch_size_1_is_a_batch_size() -> None:
+    model = batch_scaling(seq((A, 100, "x"), (F, 0)), seq((A, 300, "x"), (F, 0)), (1, 3))
+    assert model.batch_sizes == (1, 3) and model.sizes_at(2).tolist() == [200, 0]
+
+
+def test_the_recording_without_allocations_is_the_one_named() -> None:
+    empty = Requests.from_events([])
+    with pytest.raises(BatchInputError, match="^SMALL: no allocations for this allocator$"):
+        batch_scaling(empty, LARGE, (2, 8))
+    with pytest.raises(BatchInputError, match="^LARGE: no allocations for this allocator$"):
+        batch_scaling(SMALL, empty, (2, 8))
+    with pytest.raises(BatchInputError, match="^b2.pb: no allocations"):
+        batch_scaling(SMALL, empty, (2, 8), names=("b1.pb", "b2.pb"))
+
+
+def test_two_steps_are_refused_naming_the_small_recording_first() -> None:
+    other = seq((A, 100, "p"), (A, 400, "q"), (A, 8, "r"), (F, 0), (F, 1), (F, 2))
+    with pytest.raises(BatchInputError, match="^b1.pb and b8.pb do not look like one step at two batch sizes: only 0 "):
+        batch_scaling(SMALL, other, (2, 8), names=("b1.pb", "b8.pb"))
+
+
+def test_allocations_that_do_not_grow_are_counted_as_neither_growing_nor_shrinking() -> None:
+    # x grows (affine), s stays 4 B, z shrinks: one of each
+    model = batch_scaling(seq((A, 100, "x"), (A, 4, "s"), (A, 16, "z")), seq((A, 400, "x"), (A, 4, "s"), (A, 8, "z")),
+                          (2, 8))
+    assert (model.growing_allocations, model.shrinking_allocations, model.affine_allocations,
+            model.rounded_allocations) == (1, 1, 2, 0)
+
+
+def test_growing_faster_than_the_batch_by_one_byte_more_than_rounding_allows() -> None:
+    # From batch 2 to 4 a buffer a + bN grows at most twofold; 256 bytes of rounding allowed: 100 B may become
+    # (100 + 256) x 2 = 712 B and stay paired, 713 B is two buffers (left over, with its free)
+    def scaled(large_x: int) -> BatchScaling:
+        return batch_scaling(seq((A, 100, "x"), (A, 100, "y"), (F, 0), (F, 1)),
+                             seq((A, large_x, "x"), (A, 200, "y"), (F, 0), (F, 1)), (2, 4))
+
+    assert scaled(712).small_rows.tolist() == [0, 1, 2, 3]
+    assert scaled(713).small_rows.tolist() == [1, 3] and scaled(713).left_over_small == 2
+
+
+def test_a_batch_whose_sizes_pass_int64_is_computed_in_python_ints() -> None:
+    # x: 2**42 B at batch 1, 2**42 + 2**40 at batch 2 (2**40 a sample); at batch 2**23 it asks for
+    # 2**42 + (2**23 - 1) * 2**40 = 2**63 + 3 * 2**40 bytes, past int64's largest (2**63 - 1): exact, not wrapped
+    model = batch_scaling(seq((A, 2**42, "x"), (F, 0)), seq((A, 2**42 + 2**40, "x"), (F, 0)), (1, 2))
+    assert model.exact_sizes_at(2**23).tolist() == [2**42 + (2**23 - 1) * 2**40, 0]
+    assert model.exact_sizes_at(2**23)[0] == 2**63 + 3 * 2**40
+    assert model.sizes_at(2**23).tolist()[0] == batch_band.BEYOND_BYTES
+
+
+def test_lifetimes_kept_by_half_the_pairs_is_enough_and_less_is_refused() -> None:
+    # GIVEN x, y, z, w (one op: one name vouches for the pairs) allocated at batch 1 and 2, each freed at batch 1;
+    # at batch 2 only x and y are freed: 2 of 4 aligned allocations are freed where their partners are
+    small = seq((A, 100, "x"), (A, 100, "x"), (A, 100, "x"), (A, 100, "x"), (F, 0), (F, 1), (F, 2), (F, 3))
+    half = seq((A, 200, "x"), (A, 200, "x"), (A, 200, "x"), (A, 200, "x"), (F, 0), (F, 1))
+    assert batch_size.kept_lifetimes(small, half, *align(small, half)) == (2, 4)
+    model = batch_scaling(small, half, (1, 2))  # half is at least half: accepted
+    assert model.aligned_allocations == 4
+    # AND where one is freed (1 of 4 kept): refused, saying so, and that the pairs were made by op (not by order)
+    quarter = seq((A, 200, "x"), (A, 200, "x"), (A, 200, "x"), (A, 200, "x"), (F, 0))
+    assert batch_size.kept_lifetimes(small, quarter, *align(small, quarter)) == (1, 4)
+    with pytest.raises(BatchInputError, match=r"^b1.pb and b2.pb do not look like one step at two batch sizes: of 4 "
+                       r"aligned allocations only 1 \(25%\) are freed where their partners are \(at least 50% needed\) "
+                       r"\(are they recordings of one program\?\)$"):
+        batch_scaling(small, quarter, (1, 2), names=("b1.pb", "b2.pb"))
+    # AND a recording that frees none of them keeps none: a free with no partner in the other is no kept lifetime
+    never = seq((A, 200, "x"), (A, 200, "x"), (A, 200, "x"), (A, 200, "x"))
+    assert batch_size.kept_lifetimes(small, never, *align(small, never)) == (0, 4)
+
+
+def test_sizes_that_shrink_against_those_that_grow_among_pairs_made_by_order() -> None:
+    # GIVEN allocations of no op (paired by order alone): two grow by 200 B and 100 B and one shrinks by 150 B:
+    # 150 = 50% of 300: at most half may shrink, accepted
+    def pair(sizes_small: list[int], sizes_large: list[int], named: tuple[int, int] | None = None) -> BatchScaling:
+        small = [(A, s) for s in sizes_small] + [(F, k) for k in range(len(sizes_small))]
+        large = [(A, s) for s in sizes_large] + [(F, k) for k in range(len(sizes_large))]
+        if named is not None:
+            small.append((A, named[0], "x"))
+            large.append((A, named[1], "x"))
+        return batch_scaling(seq(*small), seq(*large), (1, 2), names=("b1.pb", "b2.pb"))
+
+    assert pair([1000, 2000, 3000], [1200, 2100, 2850]).aligned_allocations == 3
+    # AND one byte more shrinking (151 B) is refused, saying how much each way
+    with pytest.raises(BatchInputError, match=r"^b1.pb and b2.pb do not look like one step at two batch sizes: of the "
+                       r"aligned allocations that name no op, those that shrink as the batch grows lose 151 bytes and "
+                       r"those that grow gain 300 \(at most 50% of that may shrink\): events that name no op were "
+                       r"paired by order alone$"):
+        pair([1000, 2000, 3000], [1200, 2100, 2849])
+    # AND a named allocation that grows is not counted among them (the rule is for the pairs made by order)
+    with pytest.raises(BatchInputError, match="lose 151 bytes and those that grow gain 300 "):
+        pair([1000, 2000, 3000], [1200, 2100, 2849], named=(100, 100_000))
+    # AND a pair that grows by one byte counts: 1 + 1 grown, 1 shrunk (half): accepted
+    assert pair([1000, 2000, 3000], [1001, 2001, 2999]).aligned_allocations == 3
+
+
+def test_no_batch_below_1_has_a_smallest_limit_row() -> None:
+    model = batch_scaling(seq((A, MIB, "x"), (F, 0)), seq((A, 2 * MIB, "x"), (F, 0)), (1, 2))
+    rows = batch_size._limits_held(model, (0, 1, 3), BFCOptions(0, allow_growth=False))
+    assert [(row.batch, row.min_limit_bytes) for row in rows] == [(1, MIB), (3, 3 * MIB)]
+    # AND a batch no limit the model holds fits (2**24 MiB: beyond 8 TiB) has none, and the next is still answered
+    rows = batch_size._limits_held(model, (2**24, 2), BFCOptions(0, allow_growth=False))
+    assert [(row.batch, row.min_limit_bytes) for row in rows] == [(2, 2 * MIB)]
+
+
+def test_a_batch_beyond_what_the_model_holds_is_said_at_its_peak_of_true_sizes() -> None:
+    # GIVEN a (freed) and then b, each 2**43 + 2**20 B at batch 2 (beyond 8 TiB, replayed as BEYOND_BYTES), with a
+    # free of an allocation not in the sequence between them: the most alive at once is one of them, not both, and
+    # nothing for the free of the unknown allocation
+    big = 2**43 + 2**20
+    small = Requests.from_events([(A, 256, "a"), (F, 0), (F, -1), (A, 256, "b"), (F, 3)])
+    large = Requests.from_events([(A, big, "a"), (F, 0), (F, -1), (A, big, "b"), (F, 3)])
+    model = batch_scaling(small, large, (1, 2))
+    result = batch_size._described(model, 2, BFCOptions(0), False, CPU_BFC, "", "TensorFlow")
+    assert result.requested_peak_bytes == big
+
+
+def test_a_third_recording_is_held_to_the_prediction_size_by_size() -> None:
+    # GIVEN the prediction of batch 3 from SMALL (batch 2) and LARGE (batch 8): x 150 B, s 4 B; a recording of batch
+    # 3 where x asks for 160 B and s for 4 B
+    model = batch_scaling(SMALL, LARGE, (2, 8))
+    third = seq((A, 160, "x"), (A, 4, "s"), (F, 0), (F, 1))
+    checked = batch_size.check(model, third, 3, BFCOptions(0))
+    # THEN the one that differs is named by its op (x: the first op), with both sizes; the other is equal
+    assert (checked.aligned_allocations, checked.equal_sizes, checked.differing) == (2, 1, (("x", 150, 160),))
+
+
+def test_a_leading_dimension_of_0_or_one_that_does_not_differ_is_no_batch_size() -> None:
+    # the larger batch recorded first (the caller says so): 4 then 1
+    assert batch_size.batch_sizes_from_shapes(SMALL, LARGE, np.array([4, 1, -1, -1]), np.array([1, 1, -1, -1])) == \
+        (4, 1, 1)
+    assert batch_size.batch_sizes_from_shapes(SMALL, LARGE, np.array([0, 1, -1, -1]), np.array([4, 1, -1, -1])) is None
+    assert batch_size.batch_sizes_from_shapes(SMALL, LARGE, np.array([4, 1, -1, -1]), np.array([0, 1, -1, -1])) is None
+
+
+def test_nothing_fits_is_said_as_far_below_the_recorded_batch_sizes(tmp_path: Path) -> None:
+    # GIVEN x of 400 B at batch 4 and 800 B at batch 8, under a limit of 128 B: not even batch 1 (100 B: 256 rounded)
+    first = memtrace.load(write_profile(tmp_path / "b4.xplane.pb", [(True, 400, 512, 1 << 20, 512, 0.0, "x"),
+                                                                    (False, 0, 512, 1 << 20, 0, 0.0, "")]))
+    second = memtrace.load(write_profile(tmp_path / "b8.xplane.pb", [(True, 800, 1024, 1 << 20, 1024, 0.0, "x"),
+                                                                     (False, 0, 1024, 1 << 20, 0, 0.0, "")]))
+    result = batch_size.fit_batches(first, second, CPU_BFC, (4, 8), limit=128, orders=0)
+    # THEN the largest batch is 0, 4 times below batch 4 (as far as batch 1 is), and the answer is no
+    assert (result.largest_batch, result.extrapolated, result.fits) == (0, 4.0, False)
+    # AND at 256 B a sample (x of 1,024 B and 2,048 B), under 300 B batch 1 fits and batch 2 does not: the largest
+    # batch is 1, and the answer is yes
+    first = memtrace.load(write_profile(tmp_path / "c4.xplane.pb", [(True, 1024, 1024, 1 << 20, 1024, 0.0, "x"),
+                                                                    (False, 0, 1024, 1 << 20, 0, 0.0, "")]))
+    second = memtrace.load(write_profile(tmp_path / "c8.xplane.pb", [(True, 2048, 2048, 1 << 20, 2048, 0.0, "x"),
+                                                                     (False, 0, 2048, 1 << 20, 0, 0.0, "")]))
+    result = batch_size.fit_batches(first, second, CPU_BFC, (4, 8), limit=300, orders=0)
+    assert (result.largest_batch, result.extrapolated, result.fits) == (1, 4.0, True)
+
+
+def test_a_batch_whose_peak_is_exactly_what_the_model_holds_is_searched_like_any_other() -> None:
+    # x: 4 TiB at batch 1, 8 TiB (MAX_LIMIT_BYTES) at batch 2: batch 2's smallest limit is searched for (no limit
+    # given), and is the most the model holds
+    model = batch_scaling(seq((A, 2**42, "x"), (F, 0)), seq((A, 2**43, "x"), (F, 0)), (1, 2))
+    result = batch_size._described(model, 2, BFCOptions(0), False, CPU_BFC, "", "TensorFlow")
+    assert result.min_limit_bytes == 2**43 and result.options.limit_bytes is None
+
+
+def test_leading_dimensions_by_hand_from_the_first_output_on() -> None:
+    # frag_bfc.pbtxt's gpu_bfc records in time order: a's output (shape [250], the trace's first output), a's temp
+    # and its free, b's output ([75]), a's output freed, e's output ([1024]), b's freed
+    trace = memtrace.load(FIXTURES / "tiny" / "frag_bfc.pbtxt")
+    assert batch_size.leading_dimensions(trace, "gpu_bfc", 7).tolist() == [250, -1, -1, 75, -1, 1024, -1]
+
+
+def test_the_table_doubles_while_the_largest_card_holds_the_batch(tmp_path: Path) -> None:
+    # GIVEN x of 4 GB a sample (batch 1 and 2): batch 16 needs 64 GB, within an 80 GB card's limit (TF's, less its
+    # reserve: 78.4 GB) and beyond a 48 GB card's; batch 32 (128 GB) beyond every card
+    first = memtrace.load(write_profile(tmp_path / "b1.xplane.pb", [(True, 4 * GB, 4 * GB, 1 << 20, 4 * GB, 0.0, "x"),
+                                                                    (False, 0, 4 * GB, 1 << 20, 0, 0.0, "")]))
+    second = memtrace.load(write_profile(tmp_path / "b2.xplane.pb", [(True, 8 * GB, 8 * GB, 1 << 20, 8 * GB, 0.0, "x"),
+                                                                     (False, 0, 8 * GB, 1 << 20, 0, 0.0, "")]))
+    result = batch_size.fit_batches(first, second, CPU_BFC, (1, 2), orders=0)
+    # THEN the table doubles batch 2 up to 32, the first that the largest card does not hold
+    assert [row.batch for row in result.limits] == [1, 2, 4, 8, 16, 32]
+    assert [(card.size_gb, card.largest_batch) for card in result.cards][-2:] == [(48, 11), (80, 19)]
