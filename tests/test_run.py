@@ -175,7 +175,7 @@ def test_a_script_that_changes_directory_profiles_into_the_logdir_given(tmp_path
     # THEN the profile is in rel_log where memtrace was started, and the command the line suggests reads it
     assert done.returncode == 4 and "before a profile was written" not in done.stderr
     assert (tmp_path / "rel_log" / "plugins" / "profile").is_dir() and not (tmp_path / "elsewhere" / "rel_log").exists()
-    suggested = done.stderr.split("read it with: ")[1].split()
+    suggested = done.stderr.split("read it with: ")[1].splitlines()[0].split()
     assert suggested[:2] == ["memtrace", "summary"]
     read = run_stubbed(tmp_path / "elsewhere", stubbed, *suggested[1:])
     assert read.returncode == 0 and "bfc_cpu_allocator_for_gpu" in read.stdout
@@ -192,7 +192,7 @@ def test_a_script_that_changes_directory_under_tensorflow(tmp_path: Path) -> Non
                           capture_output=True, text=True, cwd=tmp_path, env=environment, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert memory_events(tmp_path / "log") and not (tmp_path / "elsewhere" / "log").exists()
-    suggested = done.stderr.split("read it with: ")[1].split()
+    suggested = done.stderr.split("read it with: ")[1].splitlines()[0].split()
     read = subprocess.run([sys.executable, "-m", *suggested], capture_output=True, text=True, cwd=tmp_path / "elsewhere",
                           env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120, check=False)
     assert read.returncode == 0 and BFC in read.stdout

@@ -163,6 +163,9 @@ def test_a_jax_script_runs_under_jaxs_profiler_with_the_fraction(tmp_path: Path)
     made = int(H200_BYTES * fraction)
     assert f"memtrace: XLA made a pool of {made:,} bytes, not the {930 * MIB:,} asked for" in done.stderr
     assert "memtrace: profiled " in done.stderr and "read it with: memtrace fit" in done.stderr
+    # the script failed (exit code 3) after writing its profile: what the profile cannot show is said
+    assert (f"memtrace: the script ended (exit code 3): where it ran out of memory, the profile holds no event for the "
+            f"request that failed, and memtrace fit {logdir} answers for the requests before it") in done.stderr
 
 
 def test_tensorflows_own_events_show_the_limit_it_was_given(tmp_path: Path) -> None:

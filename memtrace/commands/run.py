@@ -157,10 +157,15 @@ def _run_once(args: argparse.Namespace, logdir: str, env: dict[str, str], runtim
             break
         except KeyboardInterrupt:  # the child got it too; let it write its profile and end
             continue
+    how = f"was killed by signal {-code} ({signal_name(-code)})" if code < 0 else f"ended (exit code {code})"
     if not _profiles(logdir) - before:
-        how = f"was killed by signal {-code} ({signal_name(-code)})" if code < 0 else f"ended (exit code {code})"
         print(f"memtrace: the script {how} after {time.monotonic() - started:.1f} s, before a profile was written "
               f"to {logdir}", file=sys.stderr)
+    elif code:
+        # Neither runtime writes an event for the request that failed: a profile cannot show that its run ran out.
+        print(f"memtrace: the script {how}: where it ran out of memory, the profile holds no event for the request "
+              f"that failed, and memtrace fit {logdir} answers for the requests before it; memtrace oom LOG --trace "
+              f"{logdir} replays the failure (LOG: the script's output, with the allocator's dump)", file=sys.stderr)
     return 128 - code if code < 0 else code
 
 
