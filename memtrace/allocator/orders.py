@@ -52,6 +52,7 @@ does not, that is its answer. The band's replays are held to a budget (``BAND_BU
 
 from __future__ import annotations
 
+import functools
 import heapq
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -175,7 +176,12 @@ class SampledOrder:
 
     graph: OrderGraph
     units: IntArray  # the units, in this order
-    requests: Requests  # the recording's requests in this order (frees renumbered)
+
+    @functools.cached_property
+    def requests(self) -> Requests:
+        """The recording's requests in this order (frees renumbered), written when first replayed: the band stops
+        drawing on orders once its budget is spent, and an order it never replays is never written."""
+        return _in_order(self.graph, self.units)
 
     def schedule(self) -> bfc.ScheduleFactory:
         """The retry's schedule for a replay of :attr:`requests` (see :class:`_Retry`); what it needs to know
@@ -198,7 +204,7 @@ class SampledOrder:
         if len(requested_bytes) != len(q):
             raise ValueError("one size per request row")
         graph = replace(self.graph, requests=replace(q, requested_bytes=np.asarray(requested_bytes, dtype=np.int64)))
-        return _in_order(graph, self.units)
+        return SampledOrder(graph, self.units)
 
 
 def sample_orders(graph: OrderGraph, count: int, seed: int = DEFAULT_SEED) -> list[SampledOrder]:
@@ -208,7 +214,7 @@ def sample_orders(graph: OrderGraph, count: int, seed: int = DEFAULT_SEED) -> li
     offsets, preds = graph.pred_offsets.tolist(), graph.preds.tolist()
     for index in range(count):
         shift = rng.uniform(0.0, float(graph.window_ns), graph.units) if index else np.zeros(graph.units)
-        orders.append(_in_order(graph, _topological(graph.unit_time_ns + shift, offsets, preds)))
+        orders.append(SampledOrder(graph, _topological(graph.unit_time_ns + shift, offsets, preds)))
     return orders
 
 
@@ -228,22 +234,21 @@ def _topological(key: np.ndarray, offsets: list[int], preds: list[int]) -> IntAr
     return np.lexsort((np.arange(len(keys)), np.array(keys))).astype(np.int64)
 
 
-def _in_order(graph: OrderGraph, units: IntArray) -> SampledOrder:
+def _in_order(graph: OrderGraph, units: IntArray) -> Requests:
     """The recording's requests with its units in the order given."""
     q = graph.requests
     lengths = np.diff(graph.unit_rows)[units]
     starts = graph.unit_rows[:-1][units]
     rows = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
     if np.array_equal(rows, np.arange(len(q))):
-        return SampledOrder(graph, units, q)
+        return q
     where = np.empty(len(rows), dtype=np.int64)
     where[rows] = np.arange(len(rows))
     frees = q.frees[rows]
     frees = np.where(frees >= 0, where[np.maximum(frees, 0)], -1)
-    permuted = Requests(q.is_alloc[rows], q.requested_bytes[rows], frees, q.op[rows], q.time_ns[rows], q.op_names,
-                        None if q.upper_end is None else q.upper_end[rows],
-                        None if q.alignment_bytes is None else q.alignment_bytes[rows])
-    return SampledOrder(graph, units, permuted)
+    return Requests(q.is_alloc[rows], q.requested_bytes[rows], frees, q.op[rows], q.time_ns[rows], q.op_names,
+                    None if q.upper_end is None else q.upper_end[rows],
+                    None if q.alignment_bytes is None else q.alignment_bytes[rows])
 
 
 def _first_difference(graph: OrderGraph, order: SampledOrder) -> int:
