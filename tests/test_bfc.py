@@ -824,3 +824,28 @@ def test_replays_resumed_where_the_moving_chunk_is_in_use_decide_as_fresh_ones(
     assert fits(seq_copy(requests), BFCOptions(search.limit_bytes, growth, False, fraction))
     assert not any(fits(seq_copy(requests), BFCOptions(limit, growth, False, fraction))
                    for limit in range(256, search.limit_bytes, 256))
+
+
+@pytest.mark.parametrize("gc", [False, True])
+def test_a_fractions_replays_are_what_fresh_replays_say_at_the_edges_of_the_limits_that_decide_alike(gc: bool) -> None:
+    # GIVEN random sequences whose 128 MiB rule's unlimited replay kept the remainders its split decisions turned on
+    # (the largest kept whole, the least split): a fraction's threshold int(fraction * limit) splits alike only
+    # between the edges those remainders set, so the limits just inside and just outside each edge are asked
+    checked = 0
+    for seed in range(16):
+        requests = random_sequence(1300 + seed, 150, 24 + seed % 6)
+        search_min_limit(requests, BFCOptions(0, True, gc))
+        kept_whole, split_at = bfc._limits(requests, BFCOptions(0, True, gc)).unlimited_splits
+        for fraction in (0.01, 0.1, 0.5):
+            options = BFCOptions(0, True, gc, fraction)
+            edges = [] if kept_whole < 0 else [bfc._fraction_edge(fraction, kept_whole) + d for d in (-1, 0, 1, 2)]
+            if split_at < bfc.MAX_LIMIT_BYTES:
+                edges += [bfc._fraction_edge(fraction, split_at) + d for d in (-1, 0, 1)]
+            for limit in (edge for edge in edges if edge > 0):
+                # THEN each outcome is what a replay from the first request says
+                ours = outcome(requests, replace(options, limit_bytes=limit))
+                fresh = bfc._Run(seq_copy(requests), replace(options, limit_bytes=limit), record=False)
+                assert ours == Outcome(fresh.failed_at is None, fresh.failed_at, fresh.peak, fresh.max_pool), (
+                    seed, fraction, limit)
+                checked += 1
+    assert checked >= 150
