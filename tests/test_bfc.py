@@ -849,3 +849,24 @@ def test_a_fractions_replays_are_what_fresh_replays_say_at_the_edges_of_the_limi
                     seed, fraction, limit)
                 checked += 1
     assert checked >= 150
+
+
+@pytest.mark.parametrize(("growth", "gc"), [(True, False), (True, True), (False, False)])
+def test_limits_asked_in_any_order_from_shared_rows_answer_as_fresh_replays(growth: bool, gc: bool) -> None:
+    # GIVEN random sequences that share their first half with another, searched from the shared state with hints
+    # that go up as well as down, with growth (a replay under a small limit learns the unlimited replay's regions only up to the
+    # one its limit cuts: a larger limit's replay must not start from a state the small limit's replay made after it)
+    # and without (one region the size of the limit: no replay's state is another limit's)
+    for seed in range(24):
+        source, other, rows = branching_sequences(700 + seed, 240, 16 + seed % 6)
+        options = BFCOptions(0, growth, gc)
+        shared = bfc.SharedStart(source, options, rows)
+        peak = other.peak_rounded_live_bytes()
+        for factors in ((1.02, 1.5, 1.1, 2.0), (1.3, 1.01, 1.6, 1.05), (1.01, 1.03, 1.06, 1.1, 1.2, 1.4, 2.0)):
+            hints = [int(peak * f) // (64 * KIB) * 64 * KIB for f in factors]
+            search = search_min_limit(seq_copy(other), options, 64 * KIB, extra_probes=1, budget_events=0, hint=hints,
+                                      shared=shared)
+            # THEN every limit tried answers as a replay of the whole sequence from its first request does
+            for limit, ok in search.tried:
+                fresh = bfc._Run(seq_copy(other), replace(options, limit_bytes=limit), record=False)
+                assert ok == (fresh.failed_at is None), (seed, factors, limit)
