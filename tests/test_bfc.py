@@ -870,3 +870,28 @@ def test_limits_asked_in_any_order_from_shared_rows_answer_as_fresh_replays(grow
             for limit, ok in search.tried:
                 fresh = bfc._Run(seq_copy(other), replace(options, limit_bytes=limit), record=False)
                 assert ok == (fresh.failed_at is None), (seed, factors, limit)
+
+
+@pytest.mark.parametrize("gc", [False, True])
+def test_outcomes_on_either_side_of_where_a_limit_stops_cutting_a_region_are_fresh_replays(gc: bool) -> None:
+    # GIVEN random sequences (growth on) whose unlimited replay kept its states where it made each region, and for
+    # each region the limits about where it stops being cut (pool + region: a replay from that state proves a range
+    # of limits, which must end below the limit that no longer cuts the region), asked from below first
+    asked = 0
+    for seed in range(20):
+        requests = random_sequence(1500 + seed, 200, 18 + seed % 5)
+        options = BFCOptions(0, True, gc)
+        search_min_limit(requests, options)
+        checkpoints = bfc._limits(requests, options).checkpoints or []
+        for c in checkpoints[:6]:
+            edge = c.pool + c.region_bytes
+            for limit in (edge - 512, edge - 1, edge, edge + 255, edge + 256, edge + 4096):
+                if limit <= 0:
+                    continue
+                # THEN each outcome is what a replay from the first request says
+                ours = outcome(requests, replace(options, limit_bytes=limit))
+                fresh = bfc._Run(seq_copy(requests), replace(options, limit_bytes=limit), record=False)
+                assert ours == Outcome(fresh.failed_at is None, fresh.failed_at, fresh.peak, fresh.max_pool), (
+                    seed, limit)
+                asked += 1
+    assert asked >= 60
