@@ -753,8 +753,12 @@ def test_no_period_is_kept_where_no_stretch_of_the_events_repeats_for_three_peri
     assert bfc._period(steps(set(range(1, 24, 2)))) is None
     # WHEN steps 9 to 15 have none (from step 9's second period, rows 400 to 640, nothing breaks: six periods)
     found = bfc._period(steps(set(range(1, 9, 2)) | set(range(17, 24, 2))))
-    # THEN the period of 40 rows is kept, with the rows that break it
+    # THEN the period of 40 rows is kept, with the rows that break it: in each such step s, its allocation j = s % 20
+    # (row 40 s + 2 j) and the same allocation a step later (row 40 (s + 1) + 2 j)
     assert found is not None and found.rows == 40
+    odd = set(range(1, 9, 2)) | set(range(17, 24, 2))
+    assert found.breaks.tolist() == sorted({row for s in odd for row in (40 * s + 2 * (s % 20), 40 * (s + 1) + 2 * (s % 20))
+                                            if row < 960})
     assert int(np.diff(found.breaks).max()) >= 3 * 40 > 80
 
 
