@@ -899,3 +899,19 @@ def test_outcomes_on_either_side_of_where_a_limit_stops_cutting_a_region_are_fre
                     seed, limit)
                 asked += 1
     assert asked >= 60
+
+
+def test_a_replay_refuses_options_that_contradict_each_other() -> None:
+    # a replay served by a schedule records nothing (its events are not in row order), and one that may switch to a
+    # schedule tracks nothing and starts without one
+    requests = seq(("a", 256), ("f", 0))
+    serve = functools.partial(InOrder, len(requests))
+    with pytest.raises(ValueError, match="a replay served by a schedule records nothing"):
+        bfc._Run(requests, BFCOptions(MIB), record=True, schedule=serve)
+    with pytest.raises(ValueError, match="a replay served by a schedule records nothing"):
+        bfc._Run(requests, BFCOptions(MIB), record=True, retry=serve)
+    with pytest.raises(ValueError, match="a replay that may switch to a schedule tracks nothing"):
+        bfc._Run(requests, BFCOptions(MIB), record=False, track=True, retry=serve)
+    with pytest.raises(ValueError, match="a replay that may switch to a schedule tracks nothing"):
+        bfc._Run(requests, BFCOptions(MIB), record=False, schedule=serve, retry=serve)
+    assert bfc._Run(requests, BFCOptions(MIB), record=False, retry=serve).failed_at is None
