@@ -222,12 +222,16 @@ def test_the_tables_batches_double_from_the_large_one_while_they_fit() -> None:
     assert batch_size.table_batches(model, 1024, CPU_OPTIONS) == [1, 4, 8]
 
 
+def one_buffer(path: Path, size: int) -> TraceData:
+    """A from-birth profile without shapes at ``path``: x of ``size`` bytes (256-byte chunks), freed."""
+    chunk = -(-size // 256) * 256
+    return memtrace.load(write_profile(path, [(True, size, chunk, 1 << 20, chunk, 0.0, "x"),
+                                              (False, 0, chunk, 1 << 20, 0, 0.0, "")]))
+
+
 def shapeless_pair(tmp_path: Path) -> tuple[TraceData, TraceData]:
     """Two from-birth profiles without shapes: x of 100 B (batch 1) and of 400 B (batch 4), each freed."""
-    return (memtrace.load(write_profile(tmp_path / "b1.xplane.pb", [(True, 100, 256, 1 << 20, 256, 0.0, "x"),
-                                                                    (False, 0, 256, 1 << 20, 0, 0.0, "")])),
-            memtrace.load(write_profile(tmp_path / "b4.xplane.pb", [(True, 400, 512, 1 << 20, 512, 0.0, "x"),
-                                                                    (False, 0, 512, 1 << 20, 0, 0.0, "")])))
+    return one_buffer(tmp_path / "b1.xplane.pb", 100), one_buffer(tmp_path / "b4.xplane.pb", 400)
 
 
 def test_batch_sizes_are_read_from_shapes_only_where_a_leading_dimension_differs(tmp_path: Path) -> None:
@@ -873,19 +877,13 @@ def test_a_leading_dimension_of_0_or_one_that_does_not_differ_is_no_batch_size()
 
 def test_nothing_fits_is_said_as_far_below_the_recorded_batch_sizes(tmp_path: Path) -> None:
     # GIVEN x of 400 B at batch 4 and 800 B at batch 8, under a limit of 128 B: not even batch 1 (100 B: 256 rounded)
-    first = memtrace.load(write_profile(tmp_path / "b4.xplane.pb", [(True, 400, 512, 1 << 20, 512, 0.0, "x"),
-                                                                    (False, 0, 512, 1 << 20, 0, 0.0, "")]))
-    second = memtrace.load(write_profile(tmp_path / "b8.xplane.pb", [(True, 800, 1024, 1 << 20, 1024, 0.0, "x"),
-                                                                     (False, 0, 1024, 1 << 20, 0, 0.0, "")]))
+    first, second = one_buffer(tmp_path / "b4.xplane.pb", 400), one_buffer(tmp_path / "b8.xplane.pb", 800)
     result = batch_size.fit_batches(first, second, CPU_BFC, (4, 8), limit=128, orders=0)
     # THEN the largest batch is 0, 4 times below batch 4 (as far as batch 1 is), and the answer is no
     assert (result.largest_batch, result.extrapolated, result.fits) == (0, 4.0, False)
     # AND at 256 B a sample (x of 1,024 B and 2,048 B), under 300 B batch 1 fits and batch 2 does not: the largest
     # batch is 1, and the answer is yes
-    first = memtrace.load(write_profile(tmp_path / "c4.xplane.pb", [(True, 1024, 1024, 1 << 20, 1024, 0.0, "x"),
-                                                                    (False, 0, 1024, 1 << 20, 0, 0.0, "")]))
-    second = memtrace.load(write_profile(tmp_path / "c8.xplane.pb", [(True, 2048, 2048, 1 << 20, 2048, 0.0, "x"),
-                                                                     (False, 0, 2048, 1 << 20, 0, 0.0, "")]))
+    first, second = one_buffer(tmp_path / "c4.xplane.pb", 1024), one_buffer(tmp_path / "c8.xplane.pb", 2048)
     result = batch_size.fit_batches(first, second, CPU_BFC, (4, 8), limit=300, orders=0)
     assert (result.largest_batch, result.extrapolated, result.fits) == (1, 4.0, True)
 
@@ -908,10 +906,7 @@ def test_leading_dimensions_by_hand_from_the_first_output_on() -> None:
 def test_the_table_doubles_while_the_largest_card_holds_the_batch(tmp_path: Path) -> None:
     # GIVEN x of 4 GB a sample (batch 1 and 2): batch 16 needs 64 GB, within an 80 GB card's limit (TF's, less its
     # reserve: 78.4 GB) and beyond a 48 GB card's; batch 32 (128 GB) beyond every card
-    first = memtrace.load(write_profile(tmp_path / "b1.xplane.pb", [(True, 4 * GB, 4 * GB, 1 << 20, 4 * GB, 0.0, "x"),
-                                                                    (False, 0, 4 * GB, 1 << 20, 0, 0.0, "")]))
-    second = memtrace.load(write_profile(tmp_path / "b2.xplane.pb", [(True, 8 * GB, 8 * GB, 1 << 20, 8 * GB, 0.0, "x"),
-                                                                     (False, 0, 8 * GB, 1 << 20, 0, 0.0, "")]))
+    first, second = one_buffer(tmp_path / "b1.xplane.pb", 4 * GB), one_buffer(tmp_path / "b2.xplane.pb", 8 * GB)
     result = batch_size.fit_batches(first, second, CPU_BFC, (1, 2), orders=0)
     # THEN the table doubles batch 2 up to 32, the first that the largest card does not hold
     assert [row.batch for row in result.limits] == [1, 2, 4, 8, 16, 32]

@@ -1,13 +1,12 @@
 """A jit-compiled training step of a small transformer (4 pre-norm blocks, width 1024, 16 heads, sequence 512,
 batch 8, float32, SGD), three steps with ``block_until_ready`` after each: a program whose buffers XLA may
-rematerialize under a tight limit (the MLP's do not change). Prints ``RESULT {json}`` like ``mlp.py``; exit 3 when
-XLA runs out of memory."""
+rematerialize under a tight limit (the MLP's do not change). Ends as ``result.run`` says."""
 
-import json
 import sys
 
 import jax
 import jax.numpy as jnp
+import result
 
 BLOCKS, WIDTH, HEADS, SEQ, BATCH, STEPS = 4, 1024, 16, 512, 8, 3
 
@@ -39,32 +38,24 @@ def step(params, x, y):
     return jax.tree_util.tree_map(lambda w, g: w - 0.01 * g, params, grads)
 
 
-def main() -> int:
-    status, error = "ok", ""
-    try:
-        key = jax.random.PRNGKey(0)
-        shapes = {"q": (WIDTH, WIDTH), "k": (WIDTH, WIDTH), "v": (WIDTH, WIDTH), "o": (WIDTH, WIDTH),
-                  "up": (WIDTH, 4 * WIDTH), "down": (4 * WIDTH, WIDTH)}
-        params = []
-        for _ in range(BLOCKS):
-            layer = {}
-            for name, shape in shapes.items():
-                key, sub = jax.random.split(key)
-                layer[name] = jax.random.normal(sub, shape, jnp.float32) * 0.02
-            params.append(layer)
-        key, kx, ky = jax.random.split(key, 3)
-        x = jax.random.normal(kx, (BATCH, SEQ, WIDTH), jnp.float32)
-        y = jax.random.normal(ky, (BATCH, SEQ, WIDTH), jnp.float32)
-        for _ in range(STEPS):
-            params = step(params, x, y)
-            jax.block_until_ready(params)
-    except Exception as exc:  # noqa: BLE001 - XLA's RESOURCE_EXHAUSTED, or any other failure: said in RESULT
-        status, error = ("oom" if "RESOURCE_EXHAUSTED" in str(exc) else "error"), str(exc).splitlines()[0][:300]
-    stats = jax.devices()[0].memory_stats() or {}
-    print("RESULT " + json.dumps({"prog": "transformer", "status": status, "error": error, "stats": stats}),
-          flush=True)
-    return {"ok": 0, "oom": 3}.get(status, 1)
+def train() -> None:
+    key = jax.random.PRNGKey(0)
+    shapes = {"q": (WIDTH, WIDTH), "k": (WIDTH, WIDTH), "v": (WIDTH, WIDTH), "o": (WIDTH, WIDTH),
+              "up": (WIDTH, 4 * WIDTH), "down": (4 * WIDTH, WIDTH)}
+    params = []
+    for _ in range(BLOCKS):
+        layer = {}
+        for name, shape in shapes.items():
+            key, sub = jax.random.split(key)
+            layer[name] = jax.random.normal(sub, shape, jnp.float32) * 0.02
+        params.append(layer)
+    key, kx, ky = jax.random.split(key, 3)
+    x = jax.random.normal(kx, (BATCH, SEQ, WIDTH), jnp.float32)
+    y = jax.random.normal(ky, (BATCH, SEQ, WIDTH), jnp.float32)
+    for _ in range(STEPS):
+        params = step(params, x, y)
+        jax.block_until_ready(params)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(result.run("transformer", train))
