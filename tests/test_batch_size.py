@@ -315,7 +315,9 @@ LARGE = seq((A, 400, "x"), (A, 4, "s"), (F, 0), (F, 1))
 
 @pytest.mark.parametrize(("sizes", "words"), [
     ((8, 8), "equal"),
+    ((1, 1), "equal"),
     ((8, 2), "must increase"),
+    ((2, 1), "must increase"),
     ((0, 8), "positive"),
     ((1, 0), "positive"),
     ((2,), "two batch sizes"),
