@@ -94,7 +94,7 @@ class Defaults:
 
 XLA_MEM_FRACTION = 0.75  # XLA_PYTHON_CLIENT_MEM_FRACTION's default (JAX 0.4 on; 0.9 before)
 # XLA's GPU pool comes in whole steps of 2 MiB: JAX 0.11.2 on an H200 made the GPU's memory x the fraction (the
-# fraction read as a 32-bit float) rounded up to one, in all 130 runs of fixtures/gpu-heldout/ladder.json.
+# fraction read as a 32-bit float) rounded up to one, in all 220 runs of fixtures/gpu-heldout/ladder.json.
 XLA_POOL_STEP_BYTES = 2 << 20
 # The pool ``memtrace run --limit`` asked of XLA (bytes), for its JAX child to compare with the one XLA made.
 XLA_POOL_VARIABLE = "MEMTRACE_XLA_POOL_BYTES"
@@ -178,7 +178,7 @@ def xla_pool_bytes(gpu_bytes: int, fraction: float) -> int:
 
 def xla_fraction_for(pool_bytes: int, gpu_bytes: int) -> float:
     """The ``XLA_PYTHON_CLIENT_MEM_FRACTION`` that makes XLA's pool ``pool_bytes`` (a whole step) on a GPU of
-    ``gpu_bytes``: aimed half a step below it, so that the 32-bit fraction's error (under 10 KB on any GPU) cannot
+    ``gpu_bytes``: aimed half a step below it, so that the 32-bit fraction's error (under 16 KB up to 256 GB) cannot
     reach the next step or the one below."""
     return (pool_bytes - XLA_POOL_STEP_BYTES / 2) / gpu_bytes
 

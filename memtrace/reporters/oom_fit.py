@@ -34,7 +34,7 @@ def to_json(a: Avoidance) -> dict[str, Any]:
                           "setting": alt.setting or None} for alt in a.result.alternatives],
         "settings": a.result.settings,
         "assumptions": list(a.assumptions),
-        "effects": {e.name: {"applies": e.applies, "words": e.words} for e in a.effects},
+        "effects": {e.name: {"applies": e.applies, "words": e.words, "limit_bytes": e.limit_bytes} for e in a.effects},
     }
 
 
