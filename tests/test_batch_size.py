@@ -913,3 +913,31 @@ def test_the_table_doubles_while_the_largest_card_holds_the_batch(tmp_path: Path
     # THEN the table doubles batch 2 up to 32, the first that the largest card does not hold
     assert [row.batch for row in result.limits] == [1, 2, 4, 8, 16, 32]
     assert [(card.size_gb, card.largest_batch) for card in result.cards][-2:] == [(48, 11), (80, 19)]
+
+
+def test_a_batch_whose_search_is_monotone_in_one_order_only_is_not_called_monotone() -> None:
+    # GIVEN (found by a seeded search of random sequences) eight allocations at batch 1 in an order whose fitting is
+    # not monotone in the limit (9 MiB fits, 10 MiB does not), and at batch 2 the same allocations (op0 256 B
+    # larger) in another order, whose search finds nothing non-monotone
+    small = seq((A, 5559296, "op0"), (A, 267776, "op1"), (F, 0), (F, 1), (A, 2916096, "op2"), (F, 4),
+                (A, 1054208, "op3"), (A, 1341952, "op4"), (F, 7), (A, 6822144, "op5"), (A, 274944, "op6"),
+                (A, 388352, "op7"))
+    large = seq((A, 274944, "op6"), (A, 1341952, "op4"), (A, 1054208, "op3"), (A, 267776, "op1"), (F, 3),
+                (A, 5559552, "op0"), (F, 5), (A, 2916096, "op2"), (F, 7), (A, 388352, "op7"), (A, 6822144, "op5"),
+                (F, 1))
+    options = BFCOptions(0)
+    model = batch_scaling(small, large, (1, 2))
+    own, other = model.requests_at(1, "small"), model.requests_at(1, "large")
+    assert fits_fresh(own, 9 * MIB) and not fits_fresh(own, 10 * MIB)
+    assert not search_min_limit(own, options).monotone and search_min_limit(other, options).monotone
+    # THEN batch 1's row is not monotone: its answer in one of the two orders is not
+    limits = batch_size.batch_limit(model, 1, options)
+    assert (limits.min_limit_bytes, limits.monotone) == (9 * MIB, False)
+
+
+def fits_fresh(requests: Requests, limit: int) -> bool:
+    from memtrace.allocator.bfc import fits
+
+    copy = Requests(requests.is_alloc.copy(), requests.requested_bytes.copy(), requests.frees.copy(),
+                    requests.op.copy(), requests.time_ns.copy(), requests.op_names)
+    return fits(copy, BFCOptions(limit))
