@@ -81,6 +81,42 @@ def profiles(logdir: str) -> list[str]:
     return sorted(found)
 
 
+def pack(record: dict, programs: list[str], work: str, tarball: str, budget: int) -> list[str]:
+    """Write ``tarball``: each program's ample recordings and log, then one ladder run of each limit and outcome,
+    then the others, the profiles gzipped, while they fit ``budget`` bytes; the names packed."""
+    order: list[tuple[str, str]] = []
+    for name in programs:
+        order += [(p, f"{name}/ample/{os.path.relpath(p, os.path.join(work, name, 'ample'))}")
+                  for p in profiles(os.path.join(work, name, "ample"))]
+        order.append((os.path.join(work, f"{name}-ample.log"), f"{name}/ample.log"))
+    seen, rest = set(), []
+    for name in programs:
+        for entry in sorted(record["programs"].get(name, {}).get("ladder", []), key=lambda e: e["repeat"]):
+            tag = f"{entry['limit_mib']}-{entry['repeat']}"
+            files = [(p, f"{name}/ladder/{tag}.xplane.pb") for p in profiles(os.path.join(work, name, "ladder", tag))]
+            files.append((os.path.join(work, name, f"ladder-{tag}.log"), f"{name}/ladder/{tag}.log"))
+            key = (name, entry["limit_mib"], entry["outcome"])
+            (order if key not in seen else rest).extend(files)
+            seen.add(key)
+    packed = []
+    with tarfile.open(tarball, "w:gz") as tar:
+        for path, arcname in order + rest:
+            if not os.path.exists(path):
+                continue
+            with open(path, "rb") as source:
+                data = source.read()
+            if path.endswith(".xplane.pb"):
+                data, arcname = gzip.compress(data, 6), arcname + ".gz"
+            if len(data) > budget:
+                continue
+            budget -= len(data)
+            info = tarfile.TarInfo(arcname)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+            packed.append(arcname)
+    return packed
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True)
@@ -166,39 +202,10 @@ def main() -> int:
             say(f"{name} {limit} MiB: {outcomes.count('ok')} of {len(outcomes)} ran ({sorted(set(outcomes))})")
 
     # 3. Pack: the ample recordings and logs first, then one ladder run of each limit and outcome, then the rest.
-    order = []
-    for name in args.programs:
-        order += [(p, f"{name}/ample/{os.path.relpath(p, os.path.join(work, name, 'ample'))}")
-                  for p in profiles(os.path.join(work, name, "ample"))]
-        order.append((os.path.join(work, f"{name}-ample.log"), f"{name}/ample.log"))
-    seen, rest = set(), []
-    for name in args.programs:
-        for entry in sorted(record["programs"].get(name, {}).get("ladder", []), key=lambda e: e["repeat"]):
-            tag = f"{entry['limit_mib']}-{entry['repeat']}"
-            files = [(p, f"{name}/ladder/{tag}.xplane.pb") for p in profiles(os.path.join(work, name, "ladder", tag))]
-            files.append((os.path.join(work, name, f"ladder-{tag}.log"), f"{name}/ladder/{tag}.log"))
-            key = (name, entry["limit_mib"], entry["outcome"])
-            (order if key not in seen else rest).extend(files)
-            seen.add(key)
-    budget, packed = args.pack_mib * MIB, []
-    with tarfile.open(os.path.join(args.out, "recordings.tar.gz"), "w:gz") as tar:
-        for path, arcname in order + rest:
-            if not os.path.exists(path):
-                continue
-            with open(path, "rb") as source:
-                data = source.read()
-            if path.endswith(".xplane.pb"):
-                data, arcname = gzip.compress(data, 6), arcname + ".gz"
-            if budget - len(data) < 0:
-                continue
-            budget -= len(data)
-            info = tarfile.TarInfo(arcname)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-            packed.append(arcname)
-    record["packed"] = packed
+    record["packed"] = pack(record, args.programs, work, os.path.join(args.out, "recordings.tar.gz"),
+                            int(args.pack_mib * MIB))
     save()
-    say(f"packed {len(packed)} files ({(args.pack_mib * MIB - budget) / MIB:.1f} MiB)")
+    say(f"packed {len(record['packed'])} files")
     return 0
 
 

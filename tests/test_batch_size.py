@@ -21,7 +21,7 @@ import memtrace
 import memtrace.testing
 from memtrace.allocator import batch_band, batch_size
 from memtrace.allocator.batch_size import BatchInputError, BatchScaling, align, batch_scaling
-from memtrace.allocator.bfc import BFCOptions, Requests, search_min_limit
+from memtrace.allocator.bfc import BFCOptions, Requests, fits, search_min_limit
 from memtrace.allocator.fit import fit_requests
 from memtrace.allocator.requests import requests_for
 from memtrace.trace.data import TraceData
@@ -30,6 +30,7 @@ from memtrace.units import MIB
 from .conftest import FIXTURES
 from .helpers import run
 from .memory_profiles import write_profile
+from .test_bfc import seq_copy
 
 BATCHES = FIXTURES / "batches"
 CPU_BFC = "bfc_cpu_allocator_for_gpu"
@@ -936,8 +937,5 @@ def test_a_batch_whose_search_is_monotone_in_one_order_only_is_not_called_monoto
 
 
 def fits_fresh(requests: Requests, limit: int) -> bool:
-    from memtrace.allocator.bfc import fits
-
-    copy = Requests(requests.is_alloc.copy(), requests.requested_bytes.copy(), requests.frees.copy(),
-                    requests.op.copy(), requests.time_ns.copy(), requests.op_names)
-    return fits(copy, BFCOptions(limit))
+    """Whether ``requests`` fit under ``limit`` (growth on), replayed as a new sequence: nothing proved carries over."""
+    return fits(seq_copy(requests), BFCOptions(limit))

@@ -143,7 +143,7 @@ def headline(r: FitResult) -> str:
         else "no limit the model holds (up to 8 TiB) fits these requests"]
     if r.options.limit_bytes is not None:
         said.append(f"under {mib(r.options.limit_bytes)} it {'fits' if r.fits else 'does NOT fit'}")
-    line = f"{r.allocator}: " + "; ".join(said) + compiled_for_words(r)
+    line = f"{r.allocator}: " + "; ".join(said) + "".join(f", {w}" for w in compiled_for_words(r))
     f = r.failure
     if f is not None:
         line += (f": {f.op or '(op unknown)'} asks for {format_bytes(f.request_bytes)} at event {f.row:,} and the "
@@ -163,11 +163,11 @@ def headline(r: FitResult) -> str:
     return line
 
 
-def compiled_for_words(r: FitResult) -> str:
-    """``", for the programs XLA compiled for 1,616 MiB"`` where XLA compiled the recorded programs for their limit,
-    so that an answer is not read as one for the programs XLA compiles for another; else nothing."""
+def compiled_for_words(r: FitResult) -> list[str]:
+    """``["for the programs XLA compiled for 1,616 MiB"]`` where XLA compiled the recorded programs for their limit,
+    so that an answer is not read as one for the programs XLA compiles for another; else none."""
     limit = r.compiled_for_bytes
-    return "" if limit is None else f", for the programs XLA compiled for {mib(limit)}"
+    return [] if limit is None else [f"for the programs XLA compiled for {mib(limit)}"]
 
 
 def render_text(results: list[FitResult], out: IO[str], map_rows: int = 20) -> None:
@@ -210,7 +210,7 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
         out.write("  smallest limit: none that the model holds (up to 8 TiB) fits these requests\n")
     else:
         out.write(f"  smallest limit: {mib(r.min_limit_bytes)}{' under the recorded order' if r.band is not None else ''}"
-                  + compiled_for_words(r) + ("" if r.below_step_bytes <= MIB else
+                  + "".join(f", {w}" for w in compiled_for_words(r)) + ("" if r.below_step_bytes <= MIB else
                      f" (the limits below it were tried every {mib(r.below_step_bytes)}: a smaller one may fit)") + "\n")
     if r.counterexample is not None:
         fails, fits = r.counterexample
@@ -225,8 +225,8 @@ def _render(r: FitResult, out: IO[str], map_rows: int) -> None:
     else:
         verdict = "fits" if r.fits else "does NOT fit"
         which = ["the recorded order"] if r.band is not None or r.orders_under is not None else []
-        if r.compiled_for_bytes not in (None, o.limit_bytes):
-            which.append(compiled_for_words(r)[2:])
+        if r.compiled_for_bytes != o.limit_bytes:
+            which += compiled_for_words(r)
         if which:
             verdict += f" ({', '.join(which)})"
         out.write(f"  under {mib(o.limit_bytes)}: {verdict}; peak in use {format_bytes(r.peak_in_use_bytes)}, "
