@@ -370,6 +370,102 @@ def test_the_bands_edges_are_searched_by_galloping_and_bisection_alone() -> None
     assert (band.always.top, band.always.step) == (94_371, 0)
 
 
+def test_a_cards_searches_start_where_the_smaller_cards_put_their_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN 100 B a sample under one region of 10 MiB (the prediction fits up to batch 104,857, see above), made-up
+    # plausible runs every one of which fits up to batch 50,000 and some one up to 104,857, and the answers under two
+    # smaller limits (a table's cards): 52,428 and 83,885 in the prediction, 25,000 and 40,000 for every run, 52,429
+    # and 83,886 for some run
+    tried: dict[str, list[int]] = {"recorded": [], "always": [], "possibly": []}
+
+    class Runs:
+        def always(self, n: int, limit: int) -> bool:
+            tried["always"].append(n)
+            return n <= 50_000
+
+        def possibly(self, n: int, limit: int) -> bool:
+            tried["possibly"].append(n)
+            return n <= 104_857
+
+        def least_live(self, n: int) -> int:
+            return 100 * n
+
+        def events(self, n: int) -> int:
+            return 1
+
+    replay = batch_band.bfc.fits
+
+    def fits(requests: Requests, options: BFCOptions, *rest: object) -> bool:
+        tried["recorded"].append(int(requests.requested_bytes[0]) // 100)
+        return replay(requests, options, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(batch_band.bfc, "fits", fits)
+
+    def answer(batch: int, always: int, possible: int) -> batch_band.LargestBand:
+        def found(n: int) -> batch_band.LargestBatch:
+            return batch_band.LargestBatch(n, n, n, 0, None)
+        return batch_band.LargestBand(found(batch), found(always), found(possible))
+
+    def search(*earlier: tuple[int, batch_band.LargestBand]) -> dict[str, list[int]]:
+        for found in tried.values():
+            found.clear()
+        band = largest_band(GROWING, ONE_REGION, Runs(), earlier=earlier)  # type: ignore[arg-type]
+        assert band.always is not None and band.possible is not None
+        assert (band.recorded.batch, band.always.batch, band.possible.batch) == (104_857, 50_000, 104_857)
+        return {name: list(found) for name, found in tried.items()}
+
+    first, second = (5 * MIB, answer(52_428, 25_000, 52_431)), (8 * MIB, answer(83_885, 40_000, 83_890))
+    # THEN the prediction's search starts on the line through the last two answers (83,885 + 31,457 x 2/3 = 104,856),
+    # passing there and at the top (104,857). Every run's edge starts at the prediction's answer times the last
+    # card's share of its own (104,857 x 40,000 / 83,885 = 50,000.3), moved up by what that share missed under the
+    # last card (83,885 x 25,000 / 52,428 = 39,999.9: 0.1 x 104,857 / 83,885): 50,000 passes, 50,001 fails. Some run's
+    # at 104,857 x 83,890 / 83,885 = 104,863.25 less its miss (83,885 x 52,431 / 52,428 = 83,889.8: 0.2 x 1.25): from
+    # 104,863, which fails, down by 1, 2, 4 to 104,856, which passes, and bisection
+    assert search(first, second) == {"recorded": [104_856, 104_857], "always": [50_000, 50_001],
+                                     "possibly": [104_863, 104_862, 104_860, 104_856, 104_858, 104_857]}
+    # AND where the share missed by much (20,000 of 52,428 under the first card: 32,000.1 where 40,000 came), every
+    # run's search starts that much higher (50,000.4 + 7,999.9 x 1.25 = 60,000.3), on the side where its tests are
+    # cheap (one run that fails): never above the prediction's answer (a share that missed by 80,000: from 104,857)
+    assert search((5 * MIB, answer(52_428, 20_000, 52_429)), second)["always"][0] == 60_000
+    assert search((5 * MIB, answer(52_428, 1, 52_429)), second)["always"] == search()["always"]
+    # AND some run's search never starts below the prediction's answer, which some run (the prediction) fits
+    assert search((5 * MIB, answer(52_428, 25_000, 62_429)), second)["possibly"][0] == 104_857
+    assert search((5 * MIB, answer(52_428, 25_000, 52_431)), (8 * MIB, answer(83_885, 40_000, 83_880)))[
+        "possibly"][0] == 104_857
+    # AND from one answer: the prediction in proportion to the limit (52,428 x 10 / 5 = 104,856), the edges from the
+    # prediction's answer (a share's miss not known yet); an answer of 0 is no guide: the searches go as without answers
+    one = search(first)
+    assert one["recorded"] == [104_856, 104_857] and one["possibly"][0] == 104_857
+    assert one["always"] == search()["always"]  # (104,857 lies above the last batch every run may hold: no hint)
+    assert search((9 * MIB, answer(0, 0, 0))) == search() and search()["possibly"][0] == 104_857
+    assert len(search()["recorded"]) > 2
+
+
+def test_the_run_that_decided_the_last_question_is_asked_first() -> None:
+    # GIVEN batch 3's plausible runs under 9 MiB, where all fit but the temporary grown with the batch (3 MiB of x and
+    # 6 MiB of the temporary make 9 MiB, which the 10 MiB region holds: fits) -- see the band by hand above
+    model = batch_scaling(TMP_SMALL, TMP_LARGE, (1, 2))
+    runs = PlausibleRuns(model, (None, None), ONE_REGION)
+    asked: list[tuple[int, str, str]] = []
+    replay = runs.fits
+
+    def fits(batch: int, limit: int, base: str, kind: str, number: int, order: object) -> bool:
+        asked.append((batch, base, kind))
+        return replay(batch, limit, base, kind, number, order)  # type: ignore[arg-type]
+
+    runs.fits = fits  # type: ignore[method-assign]
+    # WHEN batch 4 is asked whether every run fits 9 MiB: the grown temporary (8 MiB beside x's 4) does not
+    assert not runs.always(4, 9 * MIB)
+    assert asked[-1] == (4, "small", "grown")
+    # THEN batch 5's question starts from that run: one replay answers it
+    asked.clear()
+    assert not runs.always(5, 9 * MIB) and asked == [(5, "small", "grown")]
+    # AND some run fitting batch 5 (x alone, 5 MiB, in batch 2's order): the next question about some run starts there
+    assert runs.possibly(5, 11 * MIB)
+    fitted = asked[-1]
+    asked.clear()
+    assert runs.possibly(6, 11 * MIB) and asked == [(6, *fitted[1:])]
+
+
 def test_every_plausible_run_holding_the_limit_less_the_margin_fits() -> None:
     # GIVEN 1 MiB a sample, one region of 10 MiB: the prediction fits up to batch 10; every plausible run of batch 9
     # holds 9 MiB at once, the limit less the margin (the largest batch that may count), and fits it

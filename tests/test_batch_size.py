@@ -11,6 +11,7 @@ TensorFlow's own outcome under ``TF_CPU_BFC_MEM_LIMIT_IN_MB`` ladders
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 
@@ -939,3 +940,37 @@ def test_a_batch_whose_search_is_monotone_in_one_order_only_is_not_called_monoto
 def fits_fresh(requests: Requests, limit: int) -> bool:
     """Whether ``requests`` fit under ``limit`` (growth on), replayed as a new sequence: nothing proved carries over."""
     return fits(seq_copy(requests), BFCOptions(limit))
+
+
+def test_each_cards_edges_are_boundaries_and_as_searched_alone_where_fitting_is_monotone() -> None:
+    # GIVEN the LSTM recorded at batch 16 and 64, the cards' band in each recording's own order (as fit --vs's table)
+    scaling = model_16_64("lstm")
+    runs = runs_16_64("lstm", orders=1)
+    # WHEN the table's cards are searched each from the answers of the smaller ones
+    cards = batch_size._cards(scaling, runs, CPU_OPTIONS, 8, "TensorFlow")
+    # THEN each card's edges are boundaries: every plausible run fits the limit less the margin at its "every run"
+    # batch, not the next; some run fits the limit and the margin at its "some run" batch, none the next; and the
+    # prediction fits at its largest batch
+    margin = batch_band.MARGIN_BYTES
+    for card in cards:
+        low, high = card.limit_bytes - margin, card.limit_bytes + margin
+        assert card.largest_batch_always is not None and card.largest_batch_possible is not None
+        assert runs.always(card.largest_batch_always, low) and not runs.always(card.largest_batch_always + 1, low)
+        assert runs.possibly(card.largest_batch_possible, high)
+        assert not runs.possibly(card.largest_batch_possible + 1, high)
+        assert batch_size.fits_at(scaling, card.largest_batch, replace(CPU_OPTIONS, limit_bytes=card.limit_bytes))
+    # AND each card says what its searches say from the prediction's answer alone (as the table did before it took
+    # the smaller cards' answers), but at 80 GB (batch 1.2 million, 18,000 times the larger recording), where fitting
+    # is not monotone in the batch: every run fits batch 945,194 and not the next, and the search from the
+    # prediction's answer (1,198,372) alone, galloping down, meets a batch that fails first and stops below it
+    # (941,878, which every run fits too, and not the next)
+    alone = []
+    for card in cards:
+        found = batch_band.largest_band(scaling, replace(CPU_OPTIONS, limit_bytes=card.limit_bytes), runs,
+                                        budget_events=batch_band.CARD_SCAN_BUDGET_EVENTS)
+        assert found.always is not None and found.possible is not None
+        alone.append((found.recorded.batch, found.always.batch, found.possible.batch))
+    table = [(c.largest_batch, c.largest_batch_always, c.largest_batch_possible) for c in cards]
+    assert table[:-1] == alone[:-1] and (table[-1], alone[-1]) == ((1198372, 945194, 1198372), (1198372, 941878, 1198372))
+    assert runs.always(941_878, cards[-1].limit_bytes - margin)
+    assert not runs.always(941_879, cards[-1].limit_bytes - margin)

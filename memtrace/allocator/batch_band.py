@@ -219,6 +219,7 @@ class PlausibleRuns:
     _rows: dict[tuple[str, str], IntArray] = field(init=False, default_factory=dict)
     _drawn: dict[tuple[str, str], list[tuple[SampledOrder, int]]] = field(init=False, default_factory=dict)
     _seen: dict[tuple[int, int, str, str, int], bool] = field(init=False, default_factory=dict)
+    _deciding: dict[bool, tuple[str, str, int]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.orders < 1:
@@ -328,14 +329,26 @@ class PlausibleRuns:
         return count, total
 
     def always(self, batch: int, limit: int) -> bool:
-        """Every plausible run of batch ``batch`` fits ``limit`` (the grown ones, likeliest to fail, tried first)."""
-        return all(self.fits(batch, limit, base, kind, number, order)
-                   for base, kind, number, order, _ in self.runs(batch, ("grown", "recorded", "without")))
+        """Every plausible run of batch ``batch`` fits ``limit`` (the one that last failed, then the grown ones, likeliest
+        to fail, tried first)."""
+        return not self._decided(batch, limit, ("grown", "recorded", "without"), False)
 
     def possibly(self, batch: int, limit: int) -> bool:
-        """Some plausible run of batch ``batch`` fits ``limit`` (those without the one-recording-only requests first)."""
-        return any(self.fits(batch, limit, base, kind, number, order)
-                   for base, kind, number, order, _ in self.runs(batch, ("without", "recorded", "grown")))
+        """Some plausible run of batch ``batch`` fits ``limit`` (the one that last fitted, then those without the
+        one-recording-only requests, tried first)."""
+        return self._decided(batch, limit, ("without", "recorded", "grown"), True)
+
+    def _decided(self, batch: int, limit: int, kinds: Sequence[str], fitting: bool) -> bool:
+        """Whether some run of batch ``batch`` has ``fits == fitting`` under ``limit``: the run that decided the last
+        question so first (the band's searches ask about neighbouring batches, whose runs fail and fit alike)."""
+        runs = list(self.runs(batch, kinds))
+        last = self._deciding.get(fitting)
+        runs.sort(key=lambda run: run[:3] != last)
+        for base, kind, number, order, _ in runs:
+            if self.fits(batch, limit, base, kind, number, order) == fitting:
+                self._deciding[fitting] = (base, kind, number)
+                return True
+        return False
 
     def least_live(self, batch: int) -> int:
         """The fewest bytes any plausible run of batch ``batch`` holds at once: no run fits below it."""
@@ -449,9 +462,10 @@ def limit_band(runs: PlausibleRuns, batch: int, limit: int | None = None, orders
 
 
 def largest_recorded(scaling: Prediction, options: BFCOptions, base: str | None = None, *,
-                     budget_events: int = SCAN_BUDGET_EVENTS) -> LargestBatch:
+                     budget_events: int = SCAN_BUDGET_EVENTS, hint: int | None = None) -> LargestBatch:
     """The largest batch whose prediction fits ``options.limit_bytes`` (in ``base``'s order; default the nearer
-    recording's at each batch): :func:`largest_where` with the prediction's replay as the test."""
+    recording's at each batch): :func:`largest_where` with the prediction's replay as the test (galloping from
+    ``hint`` where one is given)."""
     limit = options.limit_bytes
 
     def passes(n: int) -> bool:
@@ -463,7 +477,7 @@ def largest_recorded(scaling: Prediction, options: BFCOptions, base: str | None 
         return min(scaling.requests_at(n, b).peak_rounded_live_bytes() for b in bases) <= limit
 
     return largest_where(passes, within, start=scaling.batch_sizes[1], cost=lambda n: len(scaling.requests_at(n, base)),
-                         budget_events=budget_events)
+                         budget_events=budget_events, hint=hint)
 
 
 def _bisect(test: Callable[[int], bool], low: int, high: int) -> int:
@@ -508,10 +522,12 @@ class LargestBand:
 
 
 def largest_band(scaling: Prediction, options: BFCOptions, runs: PlausibleRuns | None, *,
-                 budget_events: int = SCAN_BUDGET_EVENTS) -> LargestBand:
+                 budget_events: int = SCAN_BUDGET_EVENTS, earlier: Sequence[tuple[int, LargestBand]] = ()) -> LargestBand:
     """The largest batches under ``options.limit_bytes`` (see :class:`LargestBand`); the prediction's search scans
-    above its boundary for about ``budget_events`` replayed events at most."""
-    recorded = largest_recorded(scaling, options, budget_events=budget_events)
+    above its boundary for about ``budget_events`` replayed events at most. ``earlier``: (limit, answer) under
+    other limits, smaller ones first (a table's cards): each search gallops from where they put its answer."""
+    recorded = largest_recorded(scaling, options, budget_events=budget_events,
+                                hint=_recorded_hint(earlier, options.limit_bytes))
     if runs is None:
         return LargestBand(recorded, None, None)
     low, high = options.limit_bytes - MARGIN_BYTES, min(options.limit_bytes + MARGIN_BYTES, bfc.MAX_LIMIT_BYTES)
@@ -520,14 +536,59 @@ def largest_band(scaling: Prediction, options: BFCOptions, runs: PlausibleRuns |
     def within_prediction(n: int) -> bool:  # every plausible run holds the prediction's bytes in one of its orders
         return min(scaling.requests_at(n, b).peak_rounded_live_bytes() for b in ("small", "large")) <= low
 
-    # The band's edges lie near the prediction's answer: their searches gallop from it, and bisect (a scan above each
-    # edge would replay every plausible run of every batch tried: the prediction's answer is the one scanned).
-    near = recorded.batch or None
+    # The band's edges lie near the prediction's answer: their searches gallop from it (or from where the earlier
+    # answers put them), and bisect (a scan above each edge would replay every plausible run of every batch tried: the
+    # prediction's answer is the one scanned).
     if low > 0:
         always = largest_where(lambda n: runs.always(n, low), within_prediction, start=start, cost=runs.events,
-                               budget_events=0, hint=near)
+                               budget_events=0, hint=_edge_hint(earlier, recorded.batch, "always"))
     else:
         always = LargestBatch(0, 0, 0, 1, None)
     possible = largest_where(lambda n: runs.possibly(n, high), lambda n: runs.least_live(n) <= high, start=start,
-                             cost=runs.events, budget_events=0, hint=near)
+                             cost=runs.events, budget_events=0, hint=_edge_hint(earlier, recorded.batch, "possible"))
     return LargestBand(recorded, always, possible)
+
+
+def _recorded_hint(earlier: Sequence[tuple[int, LargestBand]], limit: int) -> int | None:
+    """Where the prediction's largest batch under ``limit`` lies by the answers under other limits: on the line through
+    the last two (batches grow about linearly with the limit), or in proportion to the limit from one."""
+    known = [(under, band.recorded.batch) for under, band in earlier if band.recorded.batch > 0]
+    if not known:
+        return None
+    (l1, b1), (l2, b2) = known[-2:] if len(known) > 1 else ((0, 0), known[-1])
+    if l2 == l1:
+        return None
+    return max(1, round(b2 + (b2 - b1) * (limit - l2) / (l2 - l1)))
+
+
+def _edge_hint(earlier: Sequence[tuple[int, LargestBand]], recorded: int, edge: str) -> int | None:
+    """Where a search for a band's edge (``always`` or ``possible``) starts, on the side where its tests are cheap.
+
+    Every plausible run fits the prediction's answer ``recorded`` (the edges' searches start there without earlier
+    answers) under the limit and the margin, and not all of them under the limit less the margin, as a rule: some
+    run's edge lies at or above it, where a test that passes is one replay (the run that fitted last); every run's
+    at or below, where a test that fails is one (the run that failed last). Under the earlier limits the edge was a
+    share of the prediction's answer (the band widens with the batch): the search starts at that share of
+    ``recorded``, moved towards ``recorded`` by as much as the share missed the edge under the last limit (a miss
+    not known yet: at ``recorded``), and never beyond it.
+    """
+    if recorded <= 0:
+        return None
+    share, was_share = _edge_share(earlier, edge), _edge_share(earlier[:-1], edge)
+    if share is None or was_share is None:
+        return recorded
+    _, last = earlier[-1]
+    found: LargestBatch = getattr(last, edge)
+    miss = abs(found.batch - last.recorded.batch * was_share) * recorded / last.recorded.batch
+    if edge == "always":
+        return max(1, min(recorded, round(recorded * share + miss)))
+    return max(recorded, round(recorded * share - miss))
+
+
+def _edge_share(earlier: Sequence[tuple[int, LargestBand]], edge: str) -> float | None:
+    """The band's edge as a share of the prediction's answer under the last limit of ``earlier`` (None: no answer)."""
+    if not earlier:
+        return None
+    _, band = earlier[-1]
+    found: LargestBatch | None = getattr(band, edge)
+    return None if found is None or found.batch <= 0 or band.recorded.batch <= 0 else found.batch / band.recorded.batch

@@ -41,6 +41,7 @@ from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -707,8 +708,7 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
         # Each card's limit under this allocator's options (a CPU allocator's: the limit to set, not a card); the
         # band in each recording's own order only (one order of each: the cards lie far beyond the recordings).
         own = PlausibleRuns(scaling, threads, options, 1, window_ns, seed) if orders else None
-        card_rows = tuple(_card(scaling, own, options, gb, card_limit_bytes(gb * GB, compute_capability,
-                                                                             defaults.runtime)) for gb in CARDS_GB)
+        card_rows = _cards(scaling, own, options, compute_capability, defaults.runtime)
         limits = tuple(batch_limit(scaling, n, options) for n in table_batches(scaling, card_rows[-1].limit_bytes, options))
         if own is not None:
             limits = tuple(replace(row, band=_limit_band(own, row.batch, None)) for row in limits)
@@ -723,11 +723,21 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
                     runs.only if runs is not None else None, band, limit_bands, orders)
 
 
-def _card(scaling: BatchScaling, runs: PlausibleRuns | None, options: BFCOptions, size_gb: int, limit_bytes: int) -> Card:
-    found = _largest(lambda: largest_band(scaling, _with_limit(options, limit_bytes), runs,
-                                          budget_events=CARD_SCAN_BUDGET_EVENTS))
-    return Card(size_gb, limit_bytes, found.recorded.batch, None if found.always is None else found.always.batch,
-                None if found.possible is None else found.possible.batch)
+def _cards(scaling: BatchScaling, runs: PlausibleRuns | None, options: BFCOptions, compute_capability: int,
+           runtime: str) -> tuple[Card, ...]:
+    """The largest batches on each card of CARDS_GB, the smallest first: each card's searches start where the cards
+    before it put the answers."""
+    cards: list[Card] = []
+    earlier: list[tuple[int, LargestBand]] = []
+    for size_gb in CARDS_GB:
+        limit_bytes = card_limit_bytes(size_gb * GB, compute_capability, runtime)
+        found: LargestBand = _largest(partial(largest_band, scaling, _with_limit(options, limit_bytes), runs,
+                                              budget_events=CARD_SCAN_BUDGET_EVENTS, earlier=tuple(earlier)))
+        earlier.append((limit_bytes, found))
+        cards.append(Card(size_gb, limit_bytes, found.recorded.batch,
+                          None if found.always is None else found.always.batch,
+                          None if found.possible is None else found.possible.batch))
+    return tuple(cards)
 
 
 def _limit_band(runs: PlausibleRuns, batch: int, limit: int | None) -> OrderBand | None:
