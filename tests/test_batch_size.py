@@ -974,3 +974,27 @@ def test_each_cards_edges_are_boundaries_and_as_searched_alone_where_fitting_is_
     assert table[:-1] == alone[:-1] and (table[-1], alone[-1]) == ((1198372, 945194, 1198372), (1198372, 941878, 1198372))
     assert runs.always(941_878, cards[-1].limit_bytes - margin)
     assert not runs.always(941_879, cards[-1].limit_bytes - margin)
+
+
+def test_a_rows_band_takes_the_predictions_smallest_limits_from_the_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the CNN recorded at batch 16 and 64, and batch 48's row: its smallest limit in each recording's order
+    scaling = model_16_64("cnn")
+    row = batch_size.batch_limit(scaling, 48, CPU_OPTIONS)
+    searches = [0]
+    search = batch_band.order_band.__globals__["bfc"].search_min_limit
+
+    def counted(*args: object, **kwargs: object) -> object:
+        searches[0] += 1
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(batch_band.order_band.__globals__["bfc"], "search_min_limit", counted)
+    # WHEN the row's band is made with them, and without
+    given = batch_band.limit_band(runs_16_64("cnn", orders=1), 48, known=batch_size._searched(scaling, row))
+    with_them = searches[0]
+    searches[0] = 0
+    alone = batch_band.limit_band(runs_16_64("cnn", orders=1), 48)
+    # THEN the band is the same, each recorded order's smallest limit the row's (batch 64's order nearer: first), and
+    # the two searches of the prediction's requests, in each recording's order, are not made again
+    assert given == alone and given.recorded_limits[0] == row.min_limit_bytes
+    assert row.other_order_min_limit_bytes in given.recorded_limits
+    assert with_them == searches[0] - 2

@@ -355,9 +355,11 @@ class PlausibleRuns:
         return min(order.requests.peak_rounded_live_bytes()
                    for *_, order, _ in self.runs(batch, ("without", "recorded")))
 
-    def recordings_at(self, batch: int) -> list[Recording]:
+    def recordings_at(self, batch: int, known: dict[str, int] | None = None) -> list[Recording]:
         """Batch ``batch``'s runs as :func:`memtrace.allocator.orders.order_band` takes recordings: one per recording and
-        kind of requests (its events in its order, with batch ``batch``'s sizes), the nearer recording's first."""
+        kind of requests (its events in its order, with batch ``batch``'s sizes), the nearer recording's first.
+        ``known``: the smallest limit of the prediction's requests in a recording's order (by base), where searched
+        already (:func:`memtrace.allocator.batch_size.batch_limit`): the same search of the same requests."""
         found = []
         near = self.scaling.base_for(batch)
         for base in (near, "large" if near == "small" else "small"):
@@ -371,7 +373,7 @@ class PlausibleRuns:
                 events = replace(events, requested_bytes=sizes)
                 graph = order_graph(events, None if threads is None else threads[rows], window_ns=self.window_ns)
                 name = f"batch {own_batch:,}'s order" + ("" if kind == "recorded" else f", {KIND_WORDS[kind]}")
-                found.append(Recording(name, graph))
+                found.append(Recording(name, graph, min_limit_bytes=(known or {}).get(base) if kind == "recorded" else None))
         return found
 
     def events(self, batch: int) -> int:
@@ -453,11 +455,13 @@ def largest_where(passes: Callable[[int], bool], within: Callable[[int], bool], 
     return LargestBatch(found, boundary, top, step, counter)
 
 
-def limit_band(runs: PlausibleRuns, batch: int, limit: int | None = None, orders: int | None = None) -> OrderBand:
+def limit_band(runs: PlausibleRuns, batch: int, limit: int | None = None, orders: int | None = None,
+               known: dict[str, int] | None = None) -> OrderBand:
     """The band of limits over batch ``batch``'s plausible runs (``fit``'s band, :func:`memtrace.allocator.orders.order_band`,
     over one "recording" per recording and kind of requests), ``orders`` of each (default: the runs'), and under
-    ``limit`` if one is asked about. Raises ValueError where some run fits no limit the model holds."""
-    return order_band(runs.recordings_at(batch), runs.options, orders=runs.orders if orders is None else orders,
+    ``limit`` if one is asked about; ``known``: the prediction's smallest limits in each recording's order, where
+    searched already. Raises ValueError where some run fits no limit the model holds."""
+    return order_band(runs.recordings_at(batch, known), runs.options, orders=runs.orders if orders is None else orders,
                       seed=runs.seed, limit=limit)
 
 

@@ -711,7 +711,7 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
         card_rows = _cards(scaling, own, options, compute_capability, defaults.runtime)
         limits = tuple(batch_limit(scaling, n, options) for n in table_batches(scaling, card_rows[-1].limit_bytes, options))
         if own is not None:
-            limits = tuple(replace(row, band=_limit_band(own, row.batch, None)) for row in limits)
+            limits = tuple(replace(row, band=_limit_band(own, row.batch, None, _searched(scaling, row))) for row in limits)
     result = _described(scaling, described, options, given, allocator, defaults.source, defaults.runtime)
     checked = None
     if check_with is not None:
@@ -740,10 +740,17 @@ def _cards(scaling: BatchScaling, runs: PlausibleRuns | None, options: BFCOption
     return tuple(cards)
 
 
-def _limit_band(runs: PlausibleRuns, batch: int, limit: int | None) -> OrderBand | None:
+def _searched(scaling: BatchScaling, row: BatchLimit) -> dict[str, int]:
+    """A row's smallest limits by the recording whose order they are in (the band's recorded orders: the same search)."""
+    near = scaling.base_for(row.batch)
+    return {near: row.min_limit_bytes, "large" if near == "small" else "small": row.other_order_min_limit_bytes}
+
+
+def _limit_band(runs: PlausibleRuns, batch: int, limit: int | None,
+                known: dict[str, int] | None = None) -> OrderBand | None:
     """The band of limits over batch ``batch``'s plausible runs; None where some run fits no limit the model holds."""
     try:
-        return limit_band(runs, batch, limit)
+        return limit_band(runs, batch, limit, known=known)
     except ValueError:
         return None
 
