@@ -915,3 +915,128 @@ def test_a_replay_refuses_options_that_contradict_each_other() -> None:
     with pytest.raises(ValueError, match="a replay that may switch to a schedule tracks nothing"):
         bfc._Run(requests, BFCOptions(MIB), record=False, schedule=serve, retry=serve)
     assert bfc._Run(requests, BFCOptions(MIB), record=False, retry=serve).failed_at is None
+
+
+def replays_made(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int]]:
+    """Every replay made from now on, as it is made: its limit, the row it started at and the rows of its sequence."""
+    made: list[tuple[int, int, int]] = []
+    run_init = bfc._Run.__init__
+
+    def logged(run: Any, requests: Requests, options: BFCOptions, *args: Any, **kwargs: Any) -> None:
+        run_init(run, requests, options, *args, **kwargs)
+        made.append((options.limit_bytes, run.first_row, len(requests)))
+
+    monkeypatch.setattr(bfc._Run, "__init__", logged)
+    return made
+
+
+# Row 0 (1 KiB) is shared with another sequence; then, with growth and unlimited, 3 MiB takes region 1 (4 MiB, at 2 MiB
+# of pool, kept whole: 1 MiB would remain), is freed; 5 MiB takes region 2 (8 MiB at 6 MiB), is freed; 9 MiB fits no
+# free chunk (4 and 8 MiB) and takes region 3 (16 MiB at 14 MiB). The most live at once: 9 MiB + 1 KiB.
+FOUR_REGIONS = [("a", KIB), ("a", 3 * MIB), ("f", 1), ("a", 5 * MIB), ("f", 3), ("a", 9 * MIB)]
+
+
+def test_a_search_from_shared_rows_learns_each_region_once_and_replays_from_the_one_a_limit_cuts_worked_by_hand(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN FOUR_REGIONS, its first row shared, searched to 4 MiB (the lower bound 8 MiB: limits from 12 MiB; the
+    # states kept where a region ends above 12 MiB: before rows 3 and 5) with hints 12, 20, 36 and 24 MiB
+    made = replays_made(monkeypatch)
+    options = BFCOptions(0)
+    shared = bfc.SharedStart(seq(*FOUR_REGIONS), options, 1)
+    made.clear()
+    search = search_min_limit(seq(*FOUR_REGIONS), options, 4 * MIB, extra_probes=0, budget_events=0,
+                              hint=[12 * MIB, 20 * MIB, 36 * MIB, 24 * MIB], shared=shared)
+    # THEN 24 MiB (region 3 cut to 10 MiB holds 9; under 20 MiB it is cut to 6), and one replay a limit, each from
+    # where the unlimited replay stops being the limit's:
+    # 12 MiB cuts no region learned (only region 0, shared): from the shared state (row 1), learning regions 2 (cut by
+    # 12 MiB: 6 MiB of room, the frontier) and none after; 20 MiB cuts none learned: from the frontier (row 3),
+    # learning region 3 (cut: 6 MiB of room, the new frontier); 36 MiB cuts none: from the frontier (row 5), cuts no
+    # region there either (the replay is the unlimited one to the end); 32 MiB (below 36) then needs no replay: it
+    # cuts no region; 24 MiB cuts region 3: from row 5; 20 MiB was replayed already
+    assert search.limit_bytes == 24 * MIB
+    assert [(limit // MIB, ok) for limit, ok in search.tried] == [(12, False), (20, False), (36, True), (32, True),
+                                                                  (24, True)]
+    assert [(limit // MIB, row, rows) for limit, row, rows in made] == [(12, 1, 6), (20, 3, 6), (36, 5, 6), (24, 5, 6)]
+
+
+def test_a_fractions_search_from_shared_rows_replays_every_limit_from_its_own_shared_state(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the same search with fragmentation_fraction 0.1 (the split threshold moves with the limit: no replay is
+    # the unlimited one, so no region is learned)
+    made = replays_made(monkeypatch)
+    options = BFCOptions(0, fragmentation_fraction=0.1)
+    shared = bfc.SharedStart(seq(*FOUR_REGIONS), options, 1)
+    made.clear()
+    search = search_min_limit(seq(*FOUR_REGIONS), options, 4 * MIB, extra_probes=0, budget_events=0,
+                              hint=[12 * MIB, 20 * MIB, 36 * MIB, 24 * MIB], shared=shared)
+    # THEN the same limits are tried, and each is replayed: the shared row under it (from the first request), then
+    # the sequence from that state (row 1)
+    assert [(limit // MIB, ok) for limit, ok in search.tried] == [(12, False), (20, False), (36, True), (32, True),
+                                                                  (24, True)]
+    assert [(limit // MIB, row, rows) for limit, row, rows in made] == [
+        (limit, row, rows) for limit in (12, 20, 36, 32, 24) for row, rows in ((0, 1), (1, 6))]
+
+
+def test_outcomes_replay_from_the_first_region_a_limit_cuts_and_reuse_what_each_replay_proved_worked_by_hand(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN 1, 3, 5 and 9 MiB, none freed: with growth, regions of 2, 4, 8 and 16 MiB (pool 2, 6, 14, 30 MiB), each
+    # request taking its region's chunk (kept whole); the unlimited replay's states kept where a region ends above
+    # 10 MiB: before row 2 (region 2, 6 to 14 MiB) and row 3 (region 3, 14 to 30 MiB)
+    starts = replay_starts(monkeypatch)
+    requests = seq(("a", KIB), ("a", 3 * MIB), ("a", 5 * MIB), ("a", 9 * MIB))
+    bfc._limits(requests, BFCOptions(0)).unlimited(10 * MIB)
+
+    def replayed_from(limit: int) -> list[int]:
+        starts.clear()
+        ours = outcome(requests, BFCOptions(limit))
+        rows = [row for _, row in starts]
+        theirs = simulate(seq_copy(requests), BFCOptions(limit))
+        assert ours == Outcome(theirs.fits, theirs.failed_at, theirs.peak_in_use_bytes, theirs.max_pool_bytes), limit
+        return rows
+
+    # THEN 12 MiB cuts region 2 (6 MiB of room): replayed from row 2 (9 MiB fails at row 3); 256 bytes more decide
+    # alike (proven by that replay): no replay
+    assert replayed_from(12 * MIB) == [2]
+    assert replayed_from(12 * MIB + 256) == []
+    # 14 MiB leaves region 2 whole (exactly its end): it is not that replay's, and it cuts region 3: from row 3
+    assert replayed_from(14 * MIB) == [3]
+    # 10 MiB cuts region 2 to 4 MiB: from row 2 (5 MiB fails there); 9.5 MiB is below the states kept (a region
+    # before 10 MiB might be cut too): from the first request, not answered by that replay's proof
+    assert replayed_from(10 * MIB) == [2]
+    assert replayed_from(9 * MIB + 512 * KIB) == [0]
+    # above every region, off the 256-byte grid: the unlimited replay's outcome, no replay
+    assert replayed_from(30 * MIB + 100) == []
+
+
+def test_garbage_collection_borrows_the_unlimited_replay_and_its_proof_from_the_search_without_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN 1 KiB and 3 MiB (growth: regions of 2 and 4 MiB, the largest pool 6 MiB), searched to 8 MiB without
+    # garbage collection (its unlimited replay, the states kept from 8 MiB)
+    starts = replay_starts(monkeypatch)
+    requests = seq(("a", KIB), ("a", 3 * MIB))
+    assert search_min_limit(requests, BFCOptions(0, True, False), 8 * MIB).limit_bytes == 8 * MIB
+    assert [(options.limit_bytes, row) for options, row in starts] == [(bfc.MAX_LIMIT_BYTES, 0)]
+    # WHEN searched with it: unlimited, no extension fails, so the replay is the same: borrowed, with what it proved
+    # (every limit from the largest pool up fits)
+    starts.clear()
+    assert search_min_limit(requests, BFCOptions(0, True, True), 8 * MIB).limit_bytes == 8 * MIB
+    with_gc = bfc._limits(requests, BFCOptions(0, True, True))
+    # THEN no replay; searched again, still none and nothing more proven
+    assert starts == [] and with_gc.proven == [(6 * MIB, bfc.MAX_LIMIT_BYTES, True)]
+    assert search_min_limit(requests, BFCOptions(0, True, True), 8 * MIB).limit_bytes == 8 * MIB
+    assert starts == [] and with_gc.proven == [(6 * MIB, bfc.MAX_LIMIT_BYTES, True)]
+    # AND a limit between the largest pool and the states kept (6 MiB + 256) is answered by the borrowed proof
+    assert outcome(requests, BFCOptions(6 * MIB + 256, True, True)).fits and starts == []
+
+
+def test_split_decisions_at_exactly_twice_the_request_are_not_the_thresholds() -> None:
+    # GIVEN one request from the first region (2 MiB) of an unlimited replay under the 128 MiB rule
+    def remainders(size: int) -> tuple[int, int]:
+        return bfc._Run(seq(("a", size)), BFCOptions(bfc.MAX_LIMIT_BYTES), record=False).split_remainders
+
+    # THEN 1 MiB: the chunk is exactly twice it, split whatever the threshold: no remainder the threshold decided
+    assert remainders(MIB) == (-1, bfc.MAX_LIMIT_BYTES)
+    # 1.5 MiB: under twice, 512 KiB would remain (under 128 MiB): kept whole, 512 KiB the largest so kept
+    assert remainders(3 * MIB // 2) == (512 * KIB, bfc.MAX_LIMIT_BYTES)
+    # 300 MiB (a region of 512 MiB): under twice, 212 MiB remain (at least 128 MiB): split by the threshold alone
+    assert remainders(300 * MIB) == (-1, 212 * MIB)
