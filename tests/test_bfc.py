@@ -1040,3 +1040,50 @@ def test_split_decisions_at_exactly_twice_the_request_are_not_the_thresholds() -
     assert remainders(3 * MIB // 2) == (512 * KIB, bfc.MAX_LIMIT_BYTES)
     # 300 MiB (a region of 512 MiB): under twice, 212 MiB remain (at least 128 MiB): split by the threshold alone
     assert remainders(300 * MIB) == (-1, 212 * MIB)
+
+
+def test_a_fractions_replay_starts_from_the_128_mib_rules_state_exactly_within_its_edges_worked_by_hand(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN sequences whose smallest limit under the 128 MiB rule was searched (growth: its unlimited replay kept its
+    # states where a region ends above the lower bound, and the remainders its split decisions turned on); a
+    # fraction's replay is that replay up to the first region its limit cuts where its threshold int(fraction *
+    # limit) splits alike: above the largest remainder kept whole, at most the least split by the threshold alone
+    starts = replay_starts(monkeypatch)
+
+    def replayed_from(requests: Requests, limit: int, fraction: float, gc: bool = False) -> list[int]:
+        starts.clear()
+        options = BFCOptions(limit, True, gc, fraction)
+        ours = outcome(requests, options)
+        rows = [row for _, row in starts]
+        fresh = bfc._Run(seq_copy(requests), options, record=False)
+        assert ours == Outcome(fresh.failed_at is None, fresh.failed_at, fresh.peak, fresh.max_pool), (limit, fraction)
+        return rows
+
+    # 1.5 MiB takes region 0 (2 MiB, under twice: kept whole, 512 KiB remain), is freed; 4 MiB takes region 1 (4 MiB
+    # at 2 MiB, an exact fit): the state before row 2 kept (the lower bound is 4 MiB)
+    kept = seq(("a", 3 * MIB // 2), ("f", 0), ("a", 4 * MIB))
+    assert search_min_limit(kept, BFCOptions(0)).limit_bytes == 6 * MIB
+    # THEN under fraction 0.1 about 5 MiB (cutting region 1): int(0.1 x 5,242,890) = 524,289 > 512 KiB keeps the
+    # 1.5 MiB chunk whole as 128 MiB did: from row 2; a byte less, int(524,288.9) = 512 KiB splits it: from row 0
+    assert replayed_from(kept, 5_242_890, 0.1) == [2]
+    assert replayed_from(kept, 5_242_889, 0.1) == [0]
+    # 2 MiB and 4 MiB, each its region exactly (0 bytes remain, kept whole)
+    exact = seq(("a", 2 * MIB), ("f", 0), ("a", 4 * MIB))
+    assert search_min_limit(exact, BFCOptions(0)).limit_bytes == 6 * MIB
+    # under 5 MiB, fraction 1e-6: a threshold of 5 bytes keeps them whole: from row 2; 1e-7: int(0.52) = 0, and the
+    # 0 bytes that remain reach it: split, unlike the 128 MiB rule's replay: from row 0
+    assert replayed_from(exact, 5 * MIB, 1e-6) == [2]
+    assert replayed_from(exact, 5 * MIB, 1e-7) == [0]
+    # 300 MiB takes region 0 (512 MiB: under twice, 212 MiB remain, split by the threshold alone); 400 MiB takes
+    # region 1 (512 MiB at 512 MiB: 112 MiB remain, kept whole)
+    split = seq(("a", 300 * MIB), ("a", 400 * MIB))
+    assert search_min_limit(split, BFCOptions(0)).limit_bytes == 912 * MIB
+    # under fraction 0.25: int(0.25 x (848 MiB + 3)) = 212 MiB still splits it: from row 1; a byte more does not
+    assert replayed_from(split, 848 * MIB + 3, 0.25) == [1]
+    assert replayed_from(split, 848 * MIB + 4, 0.25) == [0]
+    # AND with garbage collection, the 128 MiB rule's record has no unlimited replay of its own: it borrows the one
+    # without (unlimited, no extension fails: the same replay), once: asked again, it proves nothing more
+    assert replayed_from(kept, 5_242_890, 0.1, gc=True) == [2]
+    base = bfc._limits(kept, BFCOptions(0, True, True))
+    proofs = list(base.proven)
+    assert replayed_from(kept, 5_242_890 + 256, 0.1, gc=True) == [2] and base.proven == proofs
