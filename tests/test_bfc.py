@@ -1087,3 +1087,99 @@ def test_a_fractions_replay_starts_from_the_128_mib_rules_state_exactly_within_i
     base = bfc._limits(kept, BFCOptions(0, True, True))
     proofs = list(base.proven)
     assert replayed_from(kept, 5_242_890 + 256, 0.1, gc=True) == [2] and base.proven == proofs
+
+
+def steps_of_twenty(count: int, changed: dict[int, int] | None = None, drop_last: int = 0) -> Requests:
+    """``count`` steps of 40 events: 20 allocations of 1 to 20 KiB, each freed at once; in step s (a key of
+    ``changed``) allocation ``changed[s]`` asks for 256 bytes more; the last ``drop_last`` events left out."""
+    events: list[tuple] = []
+    for step in range(count):
+        for j in range(20):
+            events.append(("a", (j + 1) * KIB + (256 if (changed or {}).get(step) == j else 0)))
+            events.append(("f", len(events) - 1))
+    return seq(*events[:len(events) - drop_last])
+
+
+def test_a_period_of_exactly_the_shortest_looked_for_is_found_and_one_a_row_shorter_is_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN 12 steps of 40 events that repeat exactly
+    requests = steps_of_twenty(12)
+    # WHEN periods from 40 rows up are looked for THEN the period is 40 rows, and nothing breaks it
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 40)
+    found = bfc._period(requests)
+    assert found is not None and (found.rows, found.breaks.tolist()) == (40, [])
+    # WHEN from 41 rows up THEN two steps (80 rows) are the period
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 41)
+    found = bfc._period(seq_copy(requests))
+    assert found is not None and (found.rows, found.breaks.tolist()) == (80, [])
+
+
+def test_a_period_needs_four_periods_of_events_equal_to_the_one_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN periods from 32 rows up looked for, and 5 steps of 40 events (the last anchor's window ends the sequence)
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 32)
+    # THEN 160 events each equal the one a period before (4 periods): the period is kept
+    found = bfc._period(steps_of_twenty(5))
+    assert found is not None and (found.rows, found.breaks.tolist()) == (40, [])
+    # AND without the last event (the last free), 159 are: not enough, no period
+    assert bfc._period(steps_of_twenty(5, drop_last=1)) is None
+
+
+def test_a_period_is_kept_where_the_longest_stretch_between_breaks_is_exactly_three_periods(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN 24 steps of 40 events, periods from 32 rows up looked for; every third step from step 3 has its first
+    # allocation 256 bytes larger: the rows that break the repeat are that row (40 s) and the same a step later
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 32)
+    found = bfc._period(steps_of_twenty(24, {step: 0 for step in range(3, 24, 3)}))
+    # THEN rows 0 to 119 repeat, three periods before the first break (row 120); the other stretches are 40 and 80
+    # rows: the period is kept, with its breaks
+    assert found is not None and found.rows == 40
+    assert found.breaks.tolist() == [row for step in range(3, 24, 3) for row in (40 * step, 40 * step + 40)]
+    # AND where every third step from step 2 has its last allocation larger, the longest stretch is the first, rows
+    # 0 to 117 (the first break is row 80 + 38): two rows short of three periods, no period
+    assert bfc._period(steps_of_twenty(24, {step: 19 for step in range(2, 24, 3)})) is None
+
+
+def runs_of_blocks(steps: int, x_blocks: int, tail_blocks: int) -> Requests:
+    """``steps`` steps of ``x_blocks`` blocks X and one block Y (a period of 16 (x_blocks + 1) rows), then
+    ``tail_blocks`` blocks X: a block is 8 allocations, each freed at once (16 events), of 1 to 8 KiB in X and 9 to
+    16 KiB in Y."""
+    events: list[tuple] = []
+
+    def block(first_kib: int) -> None:
+        for size in range(first_kib, first_kib + 8):
+            events.append(("a", size * KIB))
+            events.append(("f", len(events) - 1))
+
+    for _ in range(steps):
+        for _ in range(x_blocks):
+            block(1)
+        block(9)
+    for _ in range(tail_blocks):
+        block(1)
+    return seq(*events)
+
+
+def test_the_period_is_a_distance_at_which_the_windows_at_every_anchor_recur(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN periods from 16 rows up looked for, and runs of nine blocks X between blocks Y (a period of 160 rows):
+    # a window of 16 events within a run of X recurs 16, 32, ... rows earlier, up to the Y before it; each anchor's
+    # window rules out other distances, and 160 recurs at all four
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 16)
+    # WHEN 20 steps (3,200 rows): the anchors' windows recur together at 32, 48, 64, 96, 112, 128, 144 and 160 rows
+    # (160 the eighth of the distances scored; the first anchor's alone also at 80)
+    # THEN the period is 160 rows (every event equal to the one a period before), with nothing breaking it
+    found = bfc._period(runs_of_blocks(20, 9, 0))
+    assert found is not None and (found.rows, found.breaks.tolist()) == (160, [])
+    # WHEN 16 steps and nine blocks X more, the last window (the ninth X of a run) recurs at 16 to 128 rows, and
+    # the anchors' windows together only at multiples of 160 THEN the period is 160 rows
+    found = bfc._period(runs_of_blocks(16, 9, 9))
+    assert found is not None and (found.rows, found.breaks.tolist()) == (160, [])
+
+
+def test_only_the_eight_nearest_distances_at_which_the_anchors_recur_are_scored(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN periods from 16 rows up looked for, 13 steps of twelve blocks X and one Y (a period of 208 rows) and two
+    # blocks X: the anchors' windows recur together at 16, 32, 80, 96, 112, 128, 144, 192 and then 208 rows
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 16)
+    found = bfc._period(runs_of_blocks(13, 12, 2))
+    # THEN 208 is not scored: of the eight nearest, 16 rows (within the runs of X) has the most events equal to the
+    # one a period before; it is kept, broken where a Y meets an X
+    assert found is not None and found.rows == 16
