@@ -1183,3 +1183,20 @@ def test_only_the_eight_nearest_distances_at_which_the_anchors_recur_are_scored(
     # THEN 208 is not scored: of the eight nearest, 16 rows (within the runs of X) has the most events equal to the
     # one a period before; it is kept, broken where a Y meets an X
     assert found is not None and found.rows == 16
+
+
+def test_windows_that_differ_only_in_their_first_event_by_16_gib_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN periods from 16 rows up looked for, and 5 steps of four blocks of 8 allocations of 1 to 8 KiB, each freed
+    # at once, where the fourth block's first allocation is 16 GiB larger (a period of 64 rows): a window of 16
+    # events that starts there differs from the one 16 rows before in its first event alone, by 2**34 (a hash
+    # whose multiplier is 4 x an odd number, raised to the 15th power, would lose those bits)
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 16)
+    events: list[tuple] = []
+    for _ in range(5):
+        for block in range(4):
+            for j in range(8):
+                events.append(("a", (j + 1) * KIB + (16 << 30 if block == 3 and j == 0 else 0)))
+                events.append(("f", len(events) - 1))
+    found = bfc._period(seq(*events))
+    # THEN the period is 64 rows (not 16, under which the larger allocation and the one a block after it differ)
+    assert found is not None and (found.rows, found.breaks.tolist()) == (64, [])
