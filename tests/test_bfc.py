@@ -1200,3 +1200,46 @@ def test_windows_that_differ_only_in_their_first_event_by_16_gib_are_told_apart(
     found = bfc._period(seq(*events))
     # THEN the period is 64 rows (not 16, under which the larger allocation and the one a block after it differ)
     assert found is not None and (found.rows, found.breaks.tolist()) == (64, [])
+
+
+def test_a_scan_to_the_byte_steps_from_a_proof_that_ends_at_a_regions_end_to_that_end_worked_by_hand(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN FOUR_REGIONS (regions end at 2, 6, 14 and 30 MiB; 9 MiB + 1 KiB live at most), the unlimited replay's
+    # states kept from 10 MiB (before rows 3 and 5), and the outcome under 12 MiB: replayed from row 3 (region 2 cut
+    # to 6 MiB holds 5 MiB whole; 9 MiB then finds no room), proving 11 MiB (region 2 holds 5 MiB from there) up to
+    # the end of region 2 less a byte (the limits that cut it)
+    made = replays_made(monkeypatch)
+    requests = seq(*FOUR_REGIONS)
+    bfc._limits(requests, BFCOptions(0)).unlimited(10 * MIB)
+    assert not outcome(requests, BFCOptions(12 * MIB)).fits
+    made.clear()
+    # WHEN the smallest limit is found to the byte, from the lower bound up
+    # THEN 23 MiB (region 3 cut to 9 MiB), from three replays: 9 MiB + 1 KiB (below the states kept: from the first
+    # request; region 2 cut to 3 MiB + 1 KiB, 5 MiB fails, proving up to 11 MiB less a byte); 11 MiB to 14 MiB less
+    # a byte proven; 14 MiB, region 2 whole, cuts region 3 (to nothing: from row 5, proving up to 23 MiB less a
+    # byte); 23 MiB from row 5
+    assert min_limit(requests, BFCOptions(0), granularity=1) == 23 * MIB
+    assert [(limit, row) for limit, row, _ in made] == [(9 * MIB + KIB, 0), (14 * MIB, 5), (23 * MIB, 5)]
+
+
+def test_garbage_collections_record_takes_the_fits_proven_without_it_with_states_of_its_own_kept_higher(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN 1 KiB and 3 MiB (growth: regions of 2 and 4 MiB, the largest pool 6 MiB): searched with garbage collection
+    # to 64 MiB first (its own unlimited replay, the states kept from 64 MiB), then without it to 1 MiB (5 MiB: region
+    # 1 cut to 3 MiB; its own unlimited replay, kept from 4 MiB: the one with collection keeps none that low)
+    made = replays_made(monkeypatch)
+    requests = seq(("a", KIB), ("a", 3 * MIB))
+    assert search_min_limit(requests, BFCOptions(0, True, True), 64 * MIB).limit_bytes == 64 * MIB
+    assert search_min_limit(requests, BFCOptions(0, True, False), MIB).limit_bytes == 5 * MIB
+    # WHEN without collection, the outcome above every region off the 256-byte grid (6 MiB + 100), and a fraction's
+    # (0.1) above every region where it splits as the 128 MiB rule does (16 MiB: int(0.1 x 16 MiB) > 1 MiB, the
+    # remainder the 3 MiB request left whole): no replay, each the unlimited outcome, remembered and proven
+    made.clear()
+    assert outcome(requests, BFCOptions(6 * MIB + 100, True, False)).fits
+    assert outcome(requests, BFCOptions(16 * MIB, True, False, 0.1)).fits
+    assert made == []
+    # THEN with collection, those limits (and 20 MiB, alike under the fraction) fit without a replay: a fit without
+    # collection is the fit with it (its own states, kept from 64 MiB, do not reach them)
+    assert fits(requests, BFCOptions(6 * MIB + 100, True, True))
+    assert fits(requests, BFCOptions(20 * MIB, True, True, 0.1))
+    assert made == []
