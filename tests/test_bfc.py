@@ -1035,11 +1035,14 @@ def test_split_decisions_at_exactly_twice_the_request_are_not_the_thresholds() -
         return bfc._Run(seq(("a", size)), BFCOptions(bfc.MAX_LIMIT_BYTES), record=False).split_remainders
 
     # THEN 1 MiB: the chunk is exactly twice it, split whatever the threshold: no remainder the threshold decided
-    assert remainders(MIB) == (-1, bfc.MAX_LIMIT_BYTES)
+    # (and none kept whole: a remainder below 0)
+    kept_whole, split_at = remainders(MIB)
+    assert kept_whole < 0 and split_at == bfc.MAX_LIMIT_BYTES
     # 1.5 MiB: under twice, 512 KiB would remain (under 128 MiB): kept whole, 512 KiB the largest so kept
     assert remainders(3 * MIB // 2) == (512 * KIB, bfc.MAX_LIMIT_BYTES)
     # 300 MiB (a region of 512 MiB): under twice, 212 MiB remain (at least 128 MiB): split by the threshold alone
-    assert remainders(300 * MIB) == (-1, 212 * MIB)
+    kept_whole, split_at = remainders(300 * MIB)
+    assert kept_whole < 0 and split_at == 212 * MIB
 
 
 def test_a_fractions_replay_starts_from_the_128_mib_rules_state_exactly_within_its_edges_worked_by_hand(
@@ -1175,7 +1178,8 @@ def test_the_period_is_a_distance_at_which_the_windows_at_every_anchor_recur(mon
     assert found is not None and (found.rows, found.breaks.tolist()) == (160, [])
 
 
-def test_only_the_eight_nearest_distances_at_which_the_anchors_recur_are_scored(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_only_the_eight_nearest_distances_at_which_the_anchors_recur_are_scored(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN periods from 16 rows up looked for, 13 steps of twelve blocks X and one Y (a period of 208 rows) and two
     # blocks X: the anchors' windows recur together at 16, 32, 80, 96, 112, 128, 144, 192 and then 208 rows
     monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 16)
@@ -1185,7 +1189,8 @@ def test_only_the_eight_nearest_distances_at_which_the_anchors_recur_are_scored(
     assert found is not None and found.rows == 16
 
 
-def test_windows_that_differ_only_in_their_first_event_by_16_gib_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_windows_that_differ_only_in_their_first_event_by_16_gib_are_told_apart(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN periods from 16 rows up looked for, and 5 steps of four blocks of 8 allocations of 1 to 8 KiB, each freed
     # at once, where the fourth block's first allocation is 16 GiB larger (a period of 64 rows): a window of 16
     # events that starts there differs from the one 16 rows before in its first event alone, by 2**34 (a hash
