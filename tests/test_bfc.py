@@ -936,7 +936,7 @@ def replays_made(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int]]:
 FOUR_REGIONS = [("a", KIB), ("a", 3 * MIB), ("f", 1), ("a", 5 * MIB), ("f", 3), ("a", 9 * MIB)]
 
 
-def test_a_search_from_shared_rows_learns_each_region_once_and_replays_from_the_one_a_limit_cuts_worked_by_hand(
+def test_a_search_from_shared_rows_learns_the_regions_and_replays_each_limit_from_the_one_it_cuts_worked_by_hand(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN FOUR_REGIONS, its first row shared, searched to 4 MiB (the lower bound 8 MiB: limits from 12 MiB; the
     # states kept where a region ends above 12 MiB: before rows 3 and 5) with hints 12, 20, 36 and 24 MiB
