@@ -440,6 +440,57 @@ def test_a_cards_searches_start_where_the_smaller_cards_put_their_answers(monkey
     assert len(search()["recorded"]) > 2
 
 
+def _band(recorded: int, always: int, possible: int) -> batch_band.LargestBand:
+    def found(n: int) -> batch_band.LargestBatch:
+        return batch_band.LargestBatch(n, n, n, 0, None)
+    return batch_band.LargestBand(found(recorded), found(always), found(possible))
+
+
+@pytest.mark.parametrize(("earlier", "limit", "hint"), [
+    ([], 10, None),  # no answer: no hint
+    ([(10, _band(0, 0, 0)), (20, _band(0, 0, 0))], 30, None),  # answers of batch 0 are none
+    ([(10, _band(100, 0, 0))], 30, 300),  # one answer: in proportion to the limit
+    ([(1024, _band(1, 0, 0))], 10 * 1024, 10),  # (from the origin: 1 x 10 exactly, not 1 + 9 x 1024 / 1023)
+    ([(10, _band(100, 0, 0)), (20, _band(300, 0, 0))], 30, 500),  # two: on the line through them (not 900)
+    ([(10, _band(100, 0, 0)), (20, _band(300, 0, 0)), (30, _band(0, 0, 0))], 40, 700),  # a 0 left out of the line
+    ([(10, _band(100, 0, 0)), (20, _band(1, 0, 0))], 30, 1),  # a batch-1 answer counts (the line falls below 1)
+    ([(10, _band(100, 0, 0)), (10, _band(300, 0, 0))], 30, None),  # two answers under one limit: no line
+    ([(10, _band(300, 0, 0)), (20, _band(100, 0, 0))], 40, 1),  # a line that falls below batch 1: batch 1
+])
+def test_the_predictions_search_starts_on_the_line_through_the_last_two_answers(
+        earlier: list[tuple[int, batch_band.LargestBand]], limit: int, hint: int | None) -> None:
+    assert batch_band._recorded_hint(earlier, limit) == hint
+
+
+@pytest.mark.parametrize(("earlier", "recorded", "edge", "hint"), [
+    ([], 0, "always", None),  # the prediction fits no batch: no hint
+    ([(10, _band(100, 50, 200)), (20, _band(200, 100, 400))], 0, "possible", None),
+    ([], 7, "possible", 7),  # no answer: the prediction's
+    ([(10, _band(100, 50, 200))], 7, "always", 7),  # one: its share's miss not known yet, the prediction's
+    # two, the share exact (50 of 100, 100 of 200): every run's at the share, some run's likewise (2x)
+    ([(10, _band(100, 50, 200)), (20, _band(200, 100, 400))], 1000, "always", 500),
+    ([(10, _band(100, 50, 200)), (20, _band(200, 100, 400))], 1000, "possible", 2000),
+    # the share missed by 20 of 200 (40 of 100 before: 80 expected, 100 came): 500 + 20 x 1000 / 200 = 600
+    ([(10, _band(100, 40, 200)), (20, _band(200, 100, 400))], 1000, "always", 600),
+    ([(10, _band(100, 40, 200)), (20, _band(200, 100, 400))], 10, "always", 6),
+    # some run's: 2,000 less its miss (2.1 x 200 = 420 expected, 400 came: 20 x 1000 / 200)
+    ([(10, _band(100, 50, 210)), (20, _band(200, 100, 400))], 1000, "possible", 1900),
+    # never beyond the prediction's answer, never below batch 1; a prediction of batch 1 still moves some run's
+    ([(10, _band(100, 1, 200)), (20, _band(200, 190, 400))], 300, "always", 300),  # (285 + 188 x 1.5)
+    ([(10, _band(100, 1, 200)), (20, _band(200, 1, 400))], 10, "always", 1),  # (0.05 + 1 x 0.05)
+    ([(10, _band(100, 50, 100)), (20, _band(200, 100, 200))], 1000, "possible", 1000),
+    ([(10, _band(100, 50, 300)), (20, _band(200, 100, 600))], 1, "possible", 3),
+    # an edge of batch 0 (or a prediction of 0) under the last limit gives no share: the prediction's; 1 does
+    ([(10, _band(100, 50, 200)), (20, _band(200, 0, 400))], 1000, "always", 1000),
+    ([(10, _band(100, 50, 200)), (20, _band(0, 0, 400))], 1000, "possible", 1000),
+    ([(10, _band(1, 1, 2)), (20, _band(1, 1, 2))], 1000, "always", 1000),
+    ([(10, _band(1, 1, 2)), (20, _band(1, 1, 2))], 1000, "possible", 2000),
+])
+def test_a_band_edges_search_starts_at_its_share_of_the_predictions_answer_on_the_cheap_side(
+        earlier: list[tuple[int, batch_band.LargestBand]], recorded: int, edge: str, hint: int | None) -> None:
+    assert batch_band._edge_hint(earlier, recorded, edge) == hint
+
+
 def test_the_run_that_decided_the_last_question_is_asked_first() -> None:
     # GIVEN batch 3's plausible runs under 9 MiB, where all fit but the temporary grown with the batch (3 MiB of x and
     # 6 MiB of the temporary make 9 MiB, which the 10 MiB region holds: fits) -- see the band by hand above
@@ -458,7 +509,7 @@ def test_the_run_that_decided_the_last_question_is_asked_first() -> None:
     assert asked[-1] == (4, "small", "grown")
     # THEN batch 5's question starts from that run: one replay answers it
     asked.clear()
-    assert not runs.always(5, 9 * MIB) and asked == [(5, "small", "grown")]
+    assert runs.always(5, 9 * MIB) is False and asked == [(5, "small", "grown")]
     # AND some run fitting batch 5 (x alone, 5 MiB, in batch 2's order): the next question about some run starts there
     assert runs.possibly(5, 11 * MIB)
     fitted = asked[-1]
