@@ -515,6 +515,9 @@ def test_the_run_that_decided_the_last_question_is_asked_first() -> None:
     fitted = asked[-1]
     asked.clear()
     assert runs.possibly(6, 11 * MIB) and asked == [(6, *fitted[1:])]
+    # AND where no run fits (x alone is 12 MiB at batch 12), the answer is False, every run asked
+    asked.clear()
+    assert runs.possibly(12, 11 * MIB) is False and len(asked) == runs.total(12)
 
 
 def test_every_plausible_run_holding_the_limit_less_the_margin_fits() -> None:
