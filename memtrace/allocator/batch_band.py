@@ -568,11 +568,11 @@ def _recorded_hint(earlier: Sequence[tuple[int, LargestBand]], limit: int) -> in
 def _edge_hint(earlier: Sequence[tuple[int, LargestBand]], recorded: int, edge: str) -> int | None:
     """Where a search for a band's edge (``always`` or ``possible``) starts, on the side where its tests are cheap.
 
-    Every plausible run fits the prediction's answer ``recorded`` (the edges' searches start there without earlier
-    answers) under the limit and the margin, and not all of them under the limit less the margin, as a rule: some
-    run's edge lies at or above it, where a test that passes is one replay (the run that fitted last); every run's
-    at or below, where a test that fails is one (the run that failed last). Under the earlier limits the edge was a
-    share of the prediction's answer (the band widens with the batch): the search starts at that share of
+    At the prediction's answer ``recorded`` (where the edges' searches start without earlier answers) some plausible
+    run, the prediction, fits the limit and the margin, and as a rule not every one fits the limit less the margin:
+    some run's edge lies at or above it, where a test that passes is one replay (the run that fitted last); every
+    run's at or below, where a test that fails is one (the run that failed last). Under the earlier limits the edge
+    was a share of the prediction's answer (the band widens with the batch): the search starts at that share of
     ``recorded``, moved towards ``recorded`` by as much as the share missed the edge under the last limit (a miss
     not known yet: at ``recorded``), and never beyond it.
     """
