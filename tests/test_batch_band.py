@@ -344,11 +344,38 @@ def test_a_search_from_a_hint_that_fails_gallops_down_to_batch_0() -> None:
     assert (found.batch, found.boundary) == (0, 0) and tried == [50, 49, 47, 43, 35, 19, 9, 4, 2, 1]
 
 
+class OneMadeUpRun:
+    """Made-up plausible runs as one run, for the band's edges: under the limit less the margin (below 10 MiB here) it
+    fits where ``always`` says, under the limit and the margin where ``possibly`` says; each batch asked once."""
+
+    RUN = ("made", "up", 0)
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[int, int], bool] = {}
+
+    def always(self, n: int, limit: int) -> bool:
+        raise NotImplementedError
+
+    def possibly(self, n: int, limit: int) -> bool:
+        raise NotImplementedError
+
+    def run_fits(self, n: int, limit: int, run: tuple[str, str, int]) -> bool:
+        if (n, limit) not in self.seen:
+            self.seen[n, limit] = self.always(n, limit) if limit < 10 * MIB else self.possibly(n, limit)
+        return self.seen[n, limit]
+
+    def deciding(self, n: int, limit: int, kinds: object, fitting: bool) -> tuple[str, str, int] | None:
+        return self.RUN if self.run_fits(n, limit, self.RUN) == fitting else None
+
+    def likeliest(self, n: int, kinds: object, fitting: bool) -> tuple[str, str, int]:
+        return self.RUN
+
+
 def test_the_bands_edges_are_searched_by_galloping_and_bisection_alone() -> None:
     # GIVEN 100 B a sample under one region of 10 MiB: the prediction fits up to batch 104,857 (see above); plausible
     # runs (made up) of which some fits 11 MiB up to that batch and again at 115,343, the last batch whose bytes
     # alive at once stay under 11 MiB, every one up to batch 50,000 under 9 MiB
-    class Runs:
+    class Runs(OneMadeUpRun):
         def possibly(self, n: int, limit: int) -> bool:
             return n <= 104_857 or n == 115_343
 
@@ -377,7 +404,7 @@ def test_a_cards_searches_start_where_the_smaller_cards_put_their_answers(monkey
     # and 83,886 for some run
     tried: dict[str, list[int]] = {"recorded": [], "always": [], "possibly": []}
 
-    class Runs:
+    class Runs(OneMadeUpRun):
         def always(self, n: int, limit: int) -> bool:
             tried["always"].append(n)
             return n <= 50_000
@@ -424,7 +451,8 @@ def test_a_cards_searches_start_where_the_smaller_cards_put_their_answers(monkey
                                      "possibly": [104_863, 104_862, 104_860, 104_856, 104_858, 104_857]}
     # AND where the share missed by much (20,000 of 52,428 under the first card: 32,000.1 where 40,000 came), every
     # run's search starts that much higher (50,000.4 + 7,999.9 x 1.25 = 60,000.3), on the side where its tests are
-    # cheap (one run that fails): never above the prediction's answer (a share that missed by 80,000: from 104,857)
+    # cheap (one run that fails); one that lands above the last batch every run may hold (94,371: a share that missed
+    # by 40,000, 50,000.4 + 49,998 = 99,999) is no start: the search goes as without answers
     assert search((5 * MIB, answer(52_428, 20_000, 52_429)), second)["always"][0] == 60_000
     assert search((5 * MIB, answer(52_428, 1, 52_429)), second)["always"] == search()["always"]
     # AND some run's search never starts below the prediction's answer, which some run (the prediction) fits
@@ -518,6 +546,84 @@ def test_the_run_that_decided_the_last_question_is_asked_first() -> None:
     # AND where no run fits (x alone is 12 MiB at batch 12), the answer is False, every run asked
     asked.clear()
     assert runs.possibly(12, 11 * MIB) is False and len(asked) == runs.total(12)
+
+
+def test_each_band_edge_is_searched_one_run_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the band by hand above (one region of 10 MiB; x of 1 MiB a sample, and batch 1's temporary of 2 MiB, grown
+    # in proportion to the batch in one of batch 1's runs), the prediction's answer 10
+    model = batch_scaling(TMP_SMALL, TMP_LARGE, (1, 2))
+    runs = PlausibleRuns(model, (None, None), ONE_REGION)
+    asked: list[tuple[int, str, str, bool]] = []
+    asked_some: list[tuple[int, str, str, bool]] = []
+    replay = runs.fits
+
+    def fits(batch: int, limit: int, base: str, kind: str, number: int, order: object) -> bool:
+        fresh = (batch, limit, base, kind, number) not in runs._seen
+        answer = replay(batch, limit, base, kind, number, order)  # type: ignore[arg-type]
+        if fresh:
+            (asked if limit < 10 * MIB else asked_some).append((batch, base, kind, answer))
+        return answer
+
+    monkeypatch.setattr(runs, "fits", fits)
+    band = largest_band(model, ONE_REGION, runs)
+    assert band.always is not None and (band.recorded.batch, band.always.batch) == (10, 3)
+    # THEN every run's edge under 9 MiB (batch 10 lies above the last batch the prediction holds there: no start): the
+    # first run, x alone in batch 2's order, searched alone by doubling and bisection (one replay a batch) fits up to
+    # 9; there batch 1's run with the grown temporary fails (9 + 18 MiB), and searched alone from there, down by 1, 2,
+    # 4 and by bisection, fits up to 3 (3 + 6 MiB), where every other run fits too (x alone; x and batch 1's 2 MiB)
+    assert asked[:12] == [(1, "large", "recorded", True), (2, "large", "recorded", True), (4, "large", "recorded", True),
+                          (8, "large", "recorded", True), (9, "large", "recorded", True), (9, "small", "grown", False),
+                          (8, "small", "grown", False), (6, "small", "grown", False), (2, "small", "grown", True),
+                          (4, "small", "grown", False), (3, "small", "grown", True), (3, "large", "recorded", True)]
+    assert sorted(asked[12:]) == [(3, "small", "recorded", True), (3, "small", "without", True)]
+    # AND some run's edge under 11 MiB: from the prediction's answer, where x alone in batch 2's order fits first, that
+    # run alone: 10 and 11 fit, and 11 is the last batch any run may hold (x alone, 11 MiB): two replays
+    assert band.possible is not None and band.possible.batch == 11
+    assert asked_some == [(10, "large", "recorded", True), (11, "large", "recorded", True)]
+
+
+class TwoMadeUpRuns:
+    """Two made-up plausible runs, "a" and "b", each fitting up to its own batch (whatever the limit)."""
+
+    def __init__(self, a: int, b: int) -> None:
+        self.edges = {"a": a, "b": b}
+        self.asked: list[tuple[str, int]] = []
+        self.last: dict[bool, tuple[str, str, int]] = {}
+
+    def run_fits(self, n: int, limit: int, run: tuple[str, str, int]) -> bool:
+        self.asked.append((run[0], n))
+        return n <= self.edges[run[0]]
+
+    def deciding(self, n: int, limit: int, kinds: object, fitting: bool) -> tuple[str, str, int] | None:
+        for name in sorted(self.edges, key=lambda name: (name, "", 0) != self.last.get(fitting)):
+            if self.run_fits(n, limit, (name, "", 0)) == fitting:
+                self.last[fitting] = (name, "", 0)
+                return name, "", 0
+        return None
+
+    def likeliest(self, n: int, kinds: object, fitting: bool) -> tuple[str, str, int]:
+        return self.last.get(fitting, ("a", "", 0))
+
+    def events(self, n: int) -> int:
+        return 1
+
+
+def test_an_edge_moves_to_the_run_that_decides_there_until_every_run_agrees() -> None:
+    # GIVEN run a fits up to batch 100 and run b up to 60, searched from batch 90 (all within up to 200)
+    runs = TwoMadeUpRuns(100, 60)
+    found = batch_band._every_run_edge(runs, MIB, lambda n: n <= 200, 64, 90)  # type: ignore[arg-type]
+    # THEN every run fits up to 60: at 90 run b fails (a fits), b alone gallops down from 90 (89, 87, 83, 75 fail, 59
+    # fits) and bisects to 60; there a fits too
+    assert found.batch == 60
+    assert runs.asked == [("a", 90), ("b", 90), ("b", 90), ("b", 89), ("b", 87), ("b", 83), ("b", 75), ("b", 59),
+                          ("b", 67), ("b", 63), ("b", 61), ("b", 60), ("b", 60), ("a", 60)]
+    # AND some run fits up to 100 where a fits up to 60 and b up to 100: a alone from 50 gallops to 60; at 61 b fits,
+    # and b alone gallops from there to 100; at 101 neither fits
+    runs = TwoMadeUpRuns(60, 100)
+    found = batch_band._some_run_edge(runs, MIB, lambda n: n <= 200, 64, 50)  # type: ignore[arg-type]
+    assert found.batch == 100
+    assert [n for name, n in runs.asked if name == "b"][-1] == 101 and ("a", 101) in runs.asked
+    assert runs.asked[:7] == [("a", 50), ("a", 50), ("a", 51), ("a", 53), ("a", 57), ("a", 65), ("a", 61)]
 
 
 def test_every_plausible_run_holding_the_limit_less_the_margin_fits() -> None:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Protocol
 
 import numpy as np
@@ -97,6 +98,9 @@ MARGIN_BYTES = 1 << 20
 DEFAULT_BATCH_ORDERS = 8
 
 KINDS = ("recorded", "without", "grown")
+ALWAYS_KINDS = ("grown", "recorded", "without")  # the order a question "does every run fit?" asks them (likeliest to fail first)
+POSSIBLY_KINDS = ("without", "recorded", "grown")  # and "does some run fit?" (likeliest to fit first)
+Run = tuple[str, str, int]  # a plausible run whatever the batch: (base recording, kind of requests, order number)
 KIND_WORDS = {"recorded": "the prediction's requests", "without": "without the requests in one recording only",
               "grown": "the requests in one recording only grown with the batch"}
 
@@ -331,24 +335,48 @@ class PlausibleRuns:
     def always(self, batch: int, limit: int) -> bool:
         """Every plausible run of batch ``batch`` fits ``limit`` (the one that last failed, then the grown ones, likeliest
         to fail, tried first)."""
-        return not self._decided(batch, limit, ("grown", "recorded", "without"), False)
+        return not self._decided(batch, limit, ALWAYS_KINDS, False)
 
     def possibly(self, batch: int, limit: int) -> bool:
         """Some plausible run of batch ``batch`` fits ``limit`` (the one that last fitted, then those without the
         one-recording-only requests, tried first)."""
-        return self._decided(batch, limit, ("without", "recorded", "grown"), True)
+        return self._decided(batch, limit, POSSIBLY_KINDS, True)
 
     def _decided(self, batch: int, limit: int, kinds: Sequence[str], fitting: bool) -> bool:
-        """Whether some run of batch ``batch`` has ``fits == fitting`` under ``limit``: the run that decided the last
-        question so first (the band's searches ask about neighbouring batches, whose runs fail and fit alike)."""
+        """Whether some run of batch ``batch`` has ``fits == fitting`` under ``limit``."""
+        return self.deciding(batch, limit, kinds, fitting) is not None
+
+    def deciding(self, batch: int, limit: int, kinds: Sequence[str], fitting: bool) -> Run | None:
+        """The first run of batch ``batch`` (base, kind, order number) whose ``fits == fitting`` under ``limit``, or
+        None: the run that decided the last question so first (the band's searches ask about neighbouring batches,
+        whose runs fail and fit alike), then in the order of ``kinds``."""
         runs = list(self.runs(batch, kinds))
         last = self._deciding.get(fitting)
         runs.sort(key=lambda run: run[:3] != last)
         for base, kind, number, order, _ in runs:
             if self.fits(batch, limit, base, kind, number, order) == fitting:
                 self._deciding[fitting] = (base, kind, number)
-                return True
-        return False
+                return base, kind, number
+        return None
+
+    def run_fits(self, batch: int, limit: int, run: Run) -> bool:
+        """Whether the plausible run ``run`` (base, kind, order number) of batch ``batch`` fits ``limit``; where its
+        requests at this batch are the prediction's (nothing left over, nothing grown here), the recorded kind's."""
+        base, kind, number = run
+        sizes = self.sizes(batch, base, kind)
+        if sizes is None:
+            kind, sizes = "recorded", self.scaling.sizes_at(batch, base)
+        order, _ = self.drawn(base, kind)[number]
+        return self.fits(batch, limit, base, kind, number, order.resized(sizes))
+
+    def likeliest(self, batch: int, kinds: Sequence[str], fitting: bool) -> Run:
+        """The run likeliest to have ``fits == fitting`` near batch ``batch``: the one that last had, else the first of
+        batch ``batch``'s in the order of ``kinds`` (the nearer recording's first)."""
+        last = self._deciding.get(fitting)
+        if last is not None:
+            return last
+        base, kind, number, *_ = next(self.runs(batch, kinds))
+        return base, kind, number
 
     def least_live(self, batch: int) -> int:
         """The fewest bytes any plausible run of batch ``batch`` holds at once: no run fits below it."""
@@ -544,13 +572,52 @@ def largest_band(scaling: Prediction, options: BFCOptions, runs: PlausibleRuns |
     # answers put them), and bisect (a scan above each edge would replay every plausible run of every batch tried: the
     # prediction's answer is the one scanned).
     if low > 0:
-        always = largest_where(lambda n: runs.always(n, low), within_prediction, start=start, cost=runs.events,
-                               budget_events=0, hint=_edge_hint(earlier, recorded.batch, "always"))
+        always = _every_run_edge(runs, low, within_prediction, start, _edge_hint(earlier, recorded.batch, "always"))
     else:
         always = LargestBatch(0, 0, 0, 1, None)
-    possible = largest_where(lambda n: runs.possibly(n, high), lambda n: runs.least_live(n) <= high, start=start,
-                             cost=runs.events, budget_events=0, hint=_edge_hint(earlier, recorded.batch, "possible"))
+    possible = _some_run_edge(runs, high, lambda n: runs.least_live(n) <= high, start,
+                              _edge_hint(earlier, recorded.batch, "possible"))
     return LargestBand(recorded, always, possible)
+
+
+def _every_run_edge(runs: PlausibleRuns, limit: int, within: Callable[[int], bool], start: int,
+                    hint: int | None) -> LargestBatch:
+    """The largest batch every plausible run of which fits ``limit``, by galloping and bisection: on one run at a time
+    (one replay a batch tried), the run that fails where the last one's edge was next, until every run fits there."""
+    at = _start(hint, within)
+    run = (at and runs.deciding(at, limit, ALWAYS_KINDS, False)) or runs.likeliest(at or start, ALWAYS_KINDS, False)
+    while True:
+        found = largest_where(partial(_run_fits, runs, limit, run), within, start=start, cost=runs.events,
+                              budget_events=0, hint=hint)
+        failing = runs.deciding(found.batch, limit, ALWAYS_KINDS, False) if found.batch else None
+        if failing is None:
+            return found
+        run, hint = failing, found.batch
+
+
+def _run_fits(runs: PlausibleRuns, limit: int, run: Run, batch: int) -> bool:
+    return runs.run_fits(batch, limit, run)
+
+
+def _start(hint: int | None, within: Callable[[int], bool]) -> int | None:
+    """The batch a search gallops from: ``hint``, where :func:`largest_where` takes it (above batch 1, within)."""
+    return hint if hint is not None and hint > 1 and within(hint) else None
+
+
+def _some_run_edge(runs: PlausibleRuns, limit: int, within: Callable[[int], bool], start: int,
+                   hint: int | None) -> LargestBatch:
+    """The largest batch some plausible run of which fits ``limit``, by galloping and bisection: on one run at a time,
+    the run that fits the batch after the last one's edge next, until none does."""
+    at = _start(hint, within)
+    run = (at and runs.deciding(at, limit, POSSIBLY_KINDS, True)) or runs.likeliest(at or start, POSSIBLY_KINDS, True)
+    while True:
+        found = largest_where(partial(_run_fits, runs, limit, run), within, start=start, cost=runs.events,
+                              budget_events=0, hint=hint)
+        after = found.batch + 1
+        fitting = runs.deciding(after, limit, POSSIBLY_KINDS, True) if after <= found.top else None
+        if fitting is None:
+            return found
+        run, hint = fitting, after
 
 
 def _recorded_hint(earlier: Sequence[tuple[int, LargestBand]], limit: int) -> int | None:
