@@ -532,9 +532,11 @@ def test_the_run_that_decided_the_last_question_is_asked_first() -> None:
         return replay(batch, limit, base, kind, number, order)  # type: ignore[arg-type]
 
     runs.fits = fits  # type: ignore[method-assign]
+    # (before any question, the likeliest run to fail is the first asked: batch 2's order, as predicted, at batch 4)
+    assert runs.likeliest(4, batch_band.ALWAYS_KINDS, False) == ("large", "recorded", 0)
     # WHEN batch 4 is asked whether every run fits 9 MiB: the grown temporary (8 MiB beside x's 4) does not
     assert not runs.always(4, 9 * MIB)
-    assert asked[-1] == (4, "small", "grown")
+    assert asked[-1] == (4, "small", "grown") and runs.likeliest(4, batch_band.ALWAYS_KINDS, False) == asked[-1][1:] + (0,)
     # THEN batch 5's question starts from that run: one replay answers it
     asked.clear()
     assert runs.always(5, 9 * MIB) is False and asked == [(5, "small", "grown")]
@@ -624,6 +626,37 @@ def test_an_edge_moves_to_the_run_that_decides_there_until_every_run_agrees() ->
     assert found.batch == 100
     assert [n for name, n in runs.asked if name == "b"][-1] == 101 and ("a", 101) in runs.asked
     assert runs.asked[:7] == [("a", 50), ("a", 50), ("a", 51), ("a", 53), ("a", 57), ("a", 65), ("a", 61)]
+
+
+def test_where_every_run_fits_the_start_the_edge_search_takes_the_run_that_failed_last() -> None:
+    # GIVEN a fits up to 100, b up to 60, and b the run that failed last (a the one that fitted last)
+    runs = TwoMadeUpRuns(100, 60)
+    runs.last = {False: ("b", "", 0), True: ("a", "", 0)}
+    # WHEN every run's edge is searched from 50, where both fit
+    found = batch_band._every_run_edge(runs, MIB, lambda n: n <= 200, 64, 50)  # type: ignore[arg-type]
+    # THEN b alone gallops up from 50 (51, 53, 57 fit, 65 fails) and bisects to 60, where a fits too
+    assert found.batch == 60
+    assert runs.asked == [("b", 50), ("a", 50), ("b", 50), ("b", 51), ("b", 53), ("b", 57), ("b", 65), ("b", 61),
+                          ("b", 59), ("b", 60), ("b", 60), ("a", 60)]
+    # AND some run's edge from 150, where neither fits, takes a, the run that fitted last, down to 100; at 101 b
+    # fails too
+    runs = TwoMadeUpRuns(100, 60)
+    runs.last = {False: ("b", "", 0), True: ("a", "", 0)}
+    found = batch_band._some_run_edge(runs, MIB, lambda n: n <= 200, 64, 150)  # type: ignore[arg-type]
+    assert found.batch == 100 and runs.asked[:3] == [("a", 150), ("b", 150), ("a", 150)]
+
+
+def test_the_batch_after_the_edge_is_asked_up_to_the_last_within() -> None:
+    # GIVEN a fits up to 99 and b up to 100, the last batch within: some run fits up to 100, found from a's edge
+    runs = TwoMadeUpRuns(99, 100)
+    found = batch_band._some_run_edge(runs, MIB, lambda n: n <= 100, 64, 90)  # type: ignore[arg-type]
+    assert (found.batch, found.top) == (100, 100)
+
+
+@pytest.mark.parametrize(("hint", "start"), [(None, None), (1, None), (2, 2), (100, 100), (101, None)])
+def test_a_search_starts_at_the_hint_where_largest_where_takes_it(hint: int | None, start: int | None) -> None:
+    # (above batch 1, and within: here up to 100)
+    assert batch_band._start(hint, lambda n: n <= 100) == start
 
 
 def test_every_plausible_run_holding_the_limit_less_the_margin_fits() -> None:
