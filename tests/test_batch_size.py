@@ -998,3 +998,21 @@ def test_a_rows_band_takes_the_predictions_smallest_limits_from_the_row(monkeypa
     assert given == alone and given.recorded_limits[0] == row.min_limit_bytes
     assert row.other_order_min_limit_bytes in given.recorded_limits
     assert with_them == searches[0] - 2
+
+
+def test_the_cards_band_is_each_recordings_own_order_only() -> None:
+    # GIVEN the new user's CNN (TF's default threads: its orders can change) recorded at batch 16 and 64
+    small, large = (memtrace.load(profile("cnn3", b)) for b in (16, 64))
+    fitted = batch_size.fit_batches(small, large, CPU_BFC, (16, 64), orders=8)
+    eight = fitted.cards[0]
+    assert eight.size_gb == 8 and eight.largest_batch_always is not None
+    # THEN the 8 GB card's "every run" is an edge over each recording's own order only: every such run fits the limit
+    # less the margin there, not at the next batch; a run in an order drawn from batch 16's recording fails there (the
+    # band of 8 orders a recording is for the table's rows and the limits asked about, not the cards)
+    requests = [requests_for(t, CPU_BFC) for t in (small, large)]
+    threads = (requests[0].threads, requests[1].threads)
+    own = batch_band.PlausibleRuns(fitted.scaling, threads, CPU_OPTIONS, 1)
+    drawn = batch_band.PlausibleRuns(fitted.scaling, threads, CPU_OPTIONS, 2)
+    low = eight.limit_bytes - batch_band.MARGIN_BYTES
+    assert own.always(eight.largest_batch_always, low) and not own.always(eight.largest_batch_always + 1, low)
+    assert not drawn.always(eight.largest_batch_always, low)
