@@ -613,7 +613,7 @@ class TwoMadeUpRuns:
 def test_an_edge_moves_to_the_run_that_decides_there_until_every_run_agrees() -> None:
     # GIVEN run a fits up to batch 100 and run b up to 60, searched from batch 90 (all within up to 200)
     runs = TwoMadeUpRuns(100, 60)
-    found = batch_band._every_run_edge(runs, MIB, lambda n: n <= 200, 64, 90)  # type: ignore[arg-type]
+    found = batch_band._band_edge(runs, MIB, lambda n: n <= 200, 64, 90, False)  # type: ignore[arg-type]
     # THEN every run fits up to 60: at 90 run b fails (a fits), b alone gallops down from 90 (89, 87, 83, 75 fail, 59
     # fits) and bisects to 60; there a fits too
     assert found.batch == 60
@@ -622,7 +622,7 @@ def test_an_edge_moves_to_the_run_that_decides_there_until_every_run_agrees() ->
     # AND some run fits up to 100 where a fits up to 60 and b up to 100: a alone from 50 gallops to 60; at 61 b fits,
     # and b alone gallops from there to 100; at 101 neither fits
     runs = TwoMadeUpRuns(60, 100)
-    found = batch_band._some_run_edge(runs, MIB, lambda n: n <= 200, 64, 50)  # type: ignore[arg-type]
+    found = batch_band._band_edge(runs, MIB, lambda n: n <= 200, 64, 50, True)  # type: ignore[arg-type]
     assert found.batch == 100
     assert [n for name, n in runs.asked if name == "b"][-1] == 101 and ("a", 101) in runs.asked
     assert runs.asked[:7] == [("a", 50), ("a", 50), ("a", 51), ("a", 53), ("a", 57), ("a", 65), ("a", 61)]
@@ -633,7 +633,7 @@ def test_where_every_run_fits_the_start_the_edge_search_takes_the_run_that_faile
     runs = TwoMadeUpRuns(100, 60)
     runs.last = {False: ("b", "", 0), True: ("a", "", 0)}
     # WHEN every run's edge is searched from 50, where both fit
-    found = batch_band._every_run_edge(runs, MIB, lambda n: n <= 200, 64, 50)  # type: ignore[arg-type]
+    found = batch_band._band_edge(runs, MIB, lambda n: n <= 200, 64, 50, False)  # type: ignore[arg-type]
     # THEN b alone gallops up from 50 (51, 53, 57 fit, 65 fails) and bisects to 60, where a fits too
     assert found.batch == 60
     assert runs.asked == [("b", 50), ("a", 50), ("b", 50), ("b", 51), ("b", 53), ("b", 57), ("b", 65), ("b", 61),
@@ -642,14 +642,14 @@ def test_where_every_run_fits_the_start_the_edge_search_takes_the_run_that_faile
     # fails too
     runs = TwoMadeUpRuns(100, 60)
     runs.last = {False: ("b", "", 0), True: ("a", "", 0)}
-    found = batch_band._some_run_edge(runs, MIB, lambda n: n <= 200, 64, 150)  # type: ignore[arg-type]
+    found = batch_band._band_edge(runs, MIB, lambda n: n <= 200, 64, 150, True)  # type: ignore[arg-type]
     assert found.batch == 100 and runs.asked[:3] == [("a", 150), ("b", 150), ("a", 150)]
 
 
 def test_the_batch_after_the_edge_is_asked_up_to_the_last_within() -> None:
     # GIVEN a fits up to 99 and b up to 100, the last batch within: some run fits up to 100, found from a's edge
     runs = TwoMadeUpRuns(99, 100)
-    found = batch_band._some_run_edge(runs, MIB, lambda n: n <= 100, 64, 90)  # type: ignore[arg-type]
+    found = batch_band._band_edge(runs, MIB, lambda n: n <= 100, 64, 90, True)  # type: ignore[arg-type]
     assert (found.batch, found.top) == (100, 100)
 
 

@@ -335,16 +335,12 @@ class PlausibleRuns:
     def always(self, batch: int, limit: int) -> bool:
         """Every plausible run of batch ``batch`` fits ``limit`` (the one that last failed, then the grown ones, likeliest
         to fail, tried first)."""
-        return not self._decided(batch, limit, ALWAYS_KINDS, False)
+        return self.deciding(batch, limit, ALWAYS_KINDS, False) is None
 
     def possibly(self, batch: int, limit: int) -> bool:
         """Some plausible run of batch ``batch`` fits ``limit`` (the one that last fitted, then those without the
         one-recording-only requests, tried first)."""
-        return self._decided(batch, limit, POSSIBLY_KINDS, True)
-
-    def _decided(self, batch: int, limit: int, kinds: Sequence[str], fitting: bool) -> bool:
-        """Whether some run of batch ``batch`` has ``fits == fitting`` under ``limit``."""
-        return self.deciding(batch, limit, kinds, fitting) is not None
+        return self.deciding(batch, limit, POSSIBLY_KINDS, True) is not None
 
     def deciding(self, batch: int, limit: int, kinds: Sequence[str], fitting: bool) -> Run | None:
         """The first run of batch ``batch`` (base, kind, order number) whose ``fits == fitting`` under ``limit``, or
@@ -572,52 +568,35 @@ def largest_band(scaling: Prediction, options: BFCOptions, runs: PlausibleRuns |
     # answers put them), and bisect (a scan above each edge would replay every plausible run of every batch tried: the
     # prediction's answer is the one scanned).
     if low > 0:
-        always = _every_run_edge(runs, low, within_prediction, start, _edge_hint(earlier, recorded.batch, "always"))
+        always = _band_edge(runs, low, within_prediction, start, _edge_hint(earlier, recorded.batch, "always"), False)
     else:
         always = LargestBatch(0, 0, 0, 1, None)
-    possible = _some_run_edge(runs, high, lambda n: runs.least_live(n) <= high, start,
-                              _edge_hint(earlier, recorded.batch, "possible"))
+    possible = _band_edge(runs, high, lambda n: runs.least_live(n) <= high, start,
+                          _edge_hint(earlier, recorded.batch, "possible"), True)
     return LargestBand(recorded, always, possible)
 
 
-def _every_run_edge(runs: PlausibleRuns, limit: int, within: Callable[[int], bool], start: int,
-                    hint: int | None) -> LargestBatch:
-    """The largest batch every plausible run of which fits ``limit``, by galloping and bisection: on one run at a time
-    (one replay a batch tried), the run that fails where the last one's edge was next, until every run fits there."""
+def _band_edge(runs: PlausibleRuns, limit: int, within: Callable[[int], bool], start: int, hint: int | None,
+               some: bool) -> LargestBatch:
+    """The largest batch every plausible run of which fits ``limit`` (``some``: some plausible run of which), by
+    galloping and bisection on one run at a time (one replay a batch tried): the run that fails first (fits first),
+    then the run that fails at its edge (fits the batch after it), from there, until none does."""
+    kinds = POSSIBLY_KINDS if some else ALWAYS_KINDS
     at = _start(hint, within)
-    run = (at and runs.deciding(at, limit, ALWAYS_KINDS, False)) or runs.likeliest(at or start, ALWAYS_KINDS, False)
+    run = (at and runs.deciding(at, limit, kinds, some)) or runs.likeliest(at or start, kinds, some)
     while True:
-        found = largest_where(partial(_run_fits, runs, limit, run), within, start=start, cost=runs.events,
+        found = largest_where(partial(runs.run_fits, limit=limit, run=run), within, start=start, cost=runs.events,
                               budget_events=0, hint=hint)
-        failing = runs.deciding(found.batch, limit, ALWAYS_KINDS, False) if found.batch else None
-        if failing is None:
+        at = found.batch + 1 if some else found.batch
+        other = runs.deciding(at, limit, kinds, some) if 0 < at <= found.top else None
+        if other is None:
             return found
-        run, hint = failing, found.batch
-
-
-def _run_fits(runs: PlausibleRuns, limit: int, run: Run, batch: int) -> bool:
-    return runs.run_fits(batch, limit, run)
+        run, hint = other, at
 
 
 def _start(hint: int | None, within: Callable[[int], bool]) -> int | None:
     """The batch a search gallops from: ``hint``, where :func:`largest_where` takes it (above batch 1, within)."""
     return hint if hint is not None and hint > 1 and within(hint) else None
-
-
-def _some_run_edge(runs: PlausibleRuns, limit: int, within: Callable[[int], bool], start: int,
-                   hint: int | None) -> LargestBatch:
-    """The largest batch some plausible run of which fits ``limit``, by galloping and bisection: on one run at a time,
-    the run that fits the batch after the last one's edge next, until none does."""
-    at = _start(hint, within)
-    run = (at and runs.deciding(at, limit, POSSIBLY_KINDS, True)) or runs.likeliest(at or start, POSSIBLY_KINDS, True)
-    while True:
-        found = largest_where(partial(_run_fits, runs, limit, run), within, start=start, cost=runs.events,
-                              budget_events=0, hint=hint)
-        after = found.batch + 1
-        fitting = runs.deciding(after, limit, POSSIBLY_KINDS, True) if after <= found.top else None
-        if fitting is None:
-            return found
-        run, hint = fitting, after
 
 
 def _recorded_hint(earlier: Sequence[tuple[int, LargestBand]], limit: int) -> int | None:
