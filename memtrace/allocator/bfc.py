@@ -50,7 +50,12 @@ dicts, so merging needs no linked lists. Regions get virtual base addresses far 
 bytes), ascending or descending in creation order, so chunks of different regions never touch.
 The loop reads one column (rounded bytes, or ``~row`` for a free), made Python ints a block at a
 time, so its memory does not grow with the sequence; a recording replay keeps its statistics as
-arrays, a block at a time.
+arrays, a block at a time. Where numba is installed (``memtrace[fast]``), the same loop compiled
+(``bfc_compiled.py``: the state in arrays, chunks as handles with their neighbours) serves the
+replays in row order once a process has replayed about a million events in Python
+(:func:`_compiled_serves`; ``MEMTRACE_REPLAY=python`` or ``compiled`` decides instead): this
+loop stays the reference it is tested against, event by event, and serves what the compiled one
+hands back (TF's retry once a request fails).
 
 Fewer replays: a replay under a limit also proves its answer for every limit under which the
 allocator would decide alike (:func:`proven_limits`); what a sequence's replays proved is kept
@@ -65,6 +70,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import weakref
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -1149,6 +1155,38 @@ class _Snapshot:
         return 8 * len(self.keys) + 100 * (len(self.free_size) + len(self.used)) + 1000
 
 
+@dataclass(slots=True)
+class _State:
+    """A replay's state where it begins (:meth:`_Run._initial_state`): the chunks, the regions, and what a tracked
+    replay keeps beside them (see ``_Run._replay_python``'s locals of the same names)."""
+
+    keys: list[int]
+    free_size: dict[int, int]
+    free_start: dict[int, int]
+    used: dict[int, int]
+    addr_of: dict[int, int]
+    regions: dict[int, int]
+    region_rows: list[int]
+    region_slope: dict[int, int]
+    pool: int
+    in_use: int
+    peak: int
+    max_pool: int
+    growth: int
+    row: int
+    peak_moving: int
+    pool_moving: int
+    track: bool
+    ftrack: bool
+    dlo: int
+    dhi: int
+    pool_slope: int
+    growth_slope: int
+    tfree: int
+    tsize: int
+    tend: int
+
+
 _NEVER = -(1 << 62)  # a maximum of nothing
 _SNAPSHOT_BYTES = 32 << 20  # what a sequence's snapshots may hold in all
 _SNAPSHOTS = 64  # about this many in a replay, evenly spaced
@@ -1306,6 +1344,45 @@ def _fraction_edge(fraction: float, remainder: int) -> int:
     return limit
 
 
+# The compiled loop's start (numba's import and its machine code read from the cache, about 0.4 s once a process) pays
+# for itself over about this many events replayed: a process replays in Python until its replays come to this many.
+_COMPILED_AFTER_ROWS = 1_000_000
+_COMPILED_RANGE: weakref.WeakKeyDictionary[Requests, bool] = weakref.WeakKeyDictionary()
+_python_rows = [0]  # rows this process replayed in Python (while the compiled loop was not yet started)
+
+
+def _compiled_serves(run: _Run) -> bool:
+    """Whether the compiled loop (``bfc_compiled``, numba) replays ``run``: where numba is installed, unless
+    ``MEMTRACE_REPLAY=python``; a replay in row order (TF's retry takes over in Python), whose requests all fit
+    the model's largest limit; once the process's replays have come
+    to enough events to pay for its start (``MEMTRACE_REPLAY=compiled``: from the first, and numba must be there)."""
+    choice = os.environ.get("MEMTRACE_REPLAY", "")
+    if choice == "python" or run._schedule is not None:
+        return False
+    rows = len(run.requests) - run.first_row
+    if choice != "compiled" and _python_rows[0] + rows < _COMPILED_AFTER_ROWS:
+        _python_rows[0] += rows
+        return False
+    from memtrace.allocator import bfc_compiled
+
+    if not bfc_compiled.available():
+        if choice == "compiled":
+            raise RuntimeError("MEMTRACE_REPLAY=compiled, but numba is not installed (pip install memtrace[fast])")
+        return False
+    return _in_compiled_range(run.requests)
+
+
+def _in_compiled_range(requests: Requests) -> bool:
+    """Whether the compiled loop holds every event of ``requests`` (its integers are 64 bits, Python's are not): no
+    request above the largest limit (the growth size doubles up to it), no free of a row outside the sequence."""
+    found = _COMPILED_RANGE.get(requests)
+    if found is None:
+        events = _events(requests)
+        found = _COMPILED_RANGE[requests] = not len(events) or (int(events.max()) <= MAX_LIMIT_BYTES
+                                                               and int(events.min()) >= -len(events))
+    return found
+
+
 class _Run:
     """One replay. The state lives in locals of :meth:`_replay` for speed; what is left is kept here.
 
@@ -1349,16 +1426,15 @@ class _Run:
     def _regions_by_slot(self) -> dict[int, int]:
         return {self._slot(r): r for r in range(len(self.region_rows))}
 
-    def _replay(self) -> None:  # one loop, kept in one frame for speed
+    def _initial_state(self, from_arrays: bool = False) -> _State:
+        """The allocator's state where this replay begins: new, a checkpoint's (``start``), or a snapshot's under
+        another limit (``resume``), shifted by what moves with the limit. With ``from_arrays``, a checkpoint's chunks
+        are left in its arrays (the state's are empty: the compiled loop reads the arrays)."""
         opts = self.options
         limit = opts.limit_bytes
-        growth_size = opts.initial_region_bytes
-        max_frag = opts.max_internal_fragmentation_bytes
         fraction = opts.fragmentation_fraction
-        gc = opts.garbage_collection
-        events = _events(self.requests)
-        n = len(events)
-        shift, amask = _KEY_SHIFT, _ADDRESS_MASK
+        shift = _KEY_SHIFT
+        growth_size = opts.initial_region_bytes
         keys: list[int] = []  # free chunks, size << 80 | vaddr, sorted: the bins' order
         free_size: dict[int, int] = {}  # vaddr -> size of a free chunk
         free_start: dict[int, int] = {}  # end vaddr -> start vaddr of a free chunk
@@ -1366,18 +1442,11 @@ class _Run:
         addr_of: dict[int, int] = {}  # allocation row -> vaddr, while in use
         regions: dict[int, int] = {}  # region -> size, the live ones
         region_rows: list[int] = []
-        made_regions: list[tuple[int, int]] = []  # (region, size) of every region made, and (region, row) of each
-        given_back: list[tuple[int, int]] = []  # given back: kept by a recording replay (never one that resumes)
         pool = in_use = peak = max_pool = 0
-        # The remainders (chunk - request) of the chunks under twice the request: the largest kept whole, the least
-        # split (by the threshold max_frag): any threshold between them makes every split decision the same.
-        kept_whole, split_at = -1, MAX_LIMIT_BYTES
         # Where they move with the limit (while the moving chunk is in use; once the cut region is made), the peak in
         # use and the largest pool under this limit, kept apart: under limit + d they are d larger.
         peak_moving = pool_moving = _NEVER
         first_row = 0
-        checkpoints = self._checkpoints
-        keep_from = self._keep_from
         # Tracking the limits that decide alike: limit + d for dlo <= d <= dhi. What moves with d: the pool and the
         # growth size (by pool_slope, growth_slope per byte of limit) and the region the limit cuts (region_slope),
         # whose last chunk (from tail_start to tail_end, tail_size bytes under this limit) moves with it: free when
@@ -1397,13 +1466,14 @@ class _Run:
                 growth_slope = 1  # the whole limit
         if self._start is not None:  # resume a replay that was the same up to this row
             c = self._start
-            sizes, addrs = c.free_sizes.tolist(), c.free_addresses.tolist()
-            keys = [(s << shift) | a for s, a in zip(sizes, addrs)]
-            free_size = dict(zip(addrs, sizes))
-            free_start = {a + s: a for a, s in zip(addrs, sizes)}
-            used_addrs = c.used_addresses.tolist()
-            used = dict(zip(used_addrs, c.used_sizes.tolist()))
-            addr_of = dict(zip(c.used_rows.tolist(), used_addrs))
+            if not from_arrays:
+                sizes, addrs = c.free_sizes.tolist(), c.free_addresses.tolist()
+                keys = [(s << shift) | a for s, a in zip(sizes, addrs)]
+                free_size = dict(zip(addrs, sizes))
+                free_start = {a + s: a for a, s in zip(addrs, sizes)}
+                used_addrs = c.used_addresses.tolist()
+                used = dict(zip(used_addrs, c.used_sizes.tolist()))
+                addr_of = dict(zip(c.used_rows.tolist(), used_addrs))
             regions, region_rows = dict(c.regions), list(c.region_rows)
             pool, in_use, peak, max_pool, growth_size, first_row = c.pool, c.in_use, c.peak, c.max_pool, c.growth, c.row
             growth_slope = 0
@@ -1437,6 +1507,39 @@ class _Run:
             peak, peak_moving, max_pool, pool_moving = z.peaks
             peak_moving += d
             pool_moving += d
+        return _State(keys, free_size, free_start, used, addr_of, regions, region_rows, region_slope, pool, in_use,
+                      peak, max_pool, growth_size, first_row, peak_moving, pool_moving, track, ftrack, dlo, dhi,
+                      pool_slope, growth_slope, tfree, tsize, tend)
+
+    def _replay(self) -> None:
+        if _compiled_serves(self):
+            self._replay_compiled()
+        else:
+            self._replay_python()
+
+    def _replay_python(self) -> None:  # one loop, kept in one frame for speed
+        opts = self.options
+        limit = opts.limit_bytes
+        max_frag = opts.max_internal_fragmentation_bytes
+        fraction = opts.fragmentation_fraction
+        gc = opts.garbage_collection
+        events = _events(self.requests)
+        n = len(events)
+        shift, amask = _KEY_SHIFT, _ADDRESS_MASK
+        made_regions: list[tuple[int, int]] = []  # (region, size) of every region made, and (region, row) of each
+        given_back: list[tuple[int, int]] = []  # given back: kept by a recording replay (never one that resumes)
+        # The remainders (chunk - request) of the chunks under twice the request: the largest kept whole, the least
+        # split (by the threshold max_frag): any threshold between them makes every split decision the same.
+        kept_whole, split_at = -1, MAX_LIMIT_BYTES
+        checkpoints = self._checkpoints
+        keep_from = self._keep_from
+        z = self._initial_state()  # (not the name of any later local)
+        keys, free_size, free_start, used, addr_of = z.keys, z.free_size, z.free_start, z.used, z.addr_of
+        regions, region_rows, region_slope = z.regions, z.region_rows, z.region_slope
+        pool, in_use, peak, max_pool, growth_size, first_row = z.pool, z.in_use, z.peak, z.max_pool, z.growth, z.row
+        peak_moving, pool_moving = z.peak_moving, z.pool_moving
+        track, ftrack, dlo, dhi = z.track, z.ftrack, z.dlo, z.dhi
+        pool_slope, growth_slope, tfree, tsize, tend = z.pool_slope, z.growth_slope, z.tfree, z.tsize, z.tend
         snapshots = self.snapshots if track else None
         every = max(_SNAPSHOT_ROWS, n // _SNAPSHOTS) if snapshots is not None else _BLOCK
         record = self.record
@@ -1737,6 +1840,160 @@ class _Run:
         if track:
             self.proven_low, self.proven_high = limit + dlo, limit + dhi
 
+    def _replay_compiled(self) -> None:
+        """The replay with its loop compiled (``bfc_compiled``): from the same state as :meth:`_replay_python`,
+        keeping the same snapshots and checkpoints, handing the rest to Python where TF's retry takes over."""
+        from memtrace.allocator import bfc_compiled as compiled
+
+        opts = self.options
+        events = _events(self.requests)
+        n = len(events)
+        z = self._initial_state(from_arrays=True)
+        first_row = z.row
+        machine = compiled.Machine(events, opts.limit_bytes, opts.max_internal_fragmentation_bytes,
+                                   opts.fragmentation_fraction, opts.garbage_collection, self.record,
+                                   self._checkpoints is not None, self._keep_from, opts.region_order,
+                                   opts.regions_descending, _REGION_SHIFT, _REGION_SLOTS, first_row)
+        c = self._start
+        if c is not None and self._resume is None:
+            free, used = (c.free_sizes, c.free_addresses), (c.used_rows, c.used_addresses, c.used_sizes)
+        else:
+            rows = list(z.addr_of)
+            free = (np.array([k >> _KEY_SHIFT for k in z.keys], dtype=np.int64),
+                    np.array([k & _ADDRESS_MASK for k in z.keys], dtype=np.int64))
+            used = (np.array(rows, dtype=np.int64), np.array([z.addr_of[r] for r in rows], dtype=np.int64),
+                    np.array([z.used[z.addr_of[r]] for r in rows], dtype=np.int64))
+        machine.load(*free, *used, z.regions, z.region_rows, z.region_slope,
+                     {"POOL": z.pool, "IN_USE": z.in_use, "PEAK": z.peak, "MAX_POOL": z.max_pool, "GROWTH": z.growth,
+                      "KEPT_WHOLE": -1, "SPLIT_AT": MAX_LIMIT_BYTES, "PEAK_MOVING": z.peak_moving,
+                      "POOL_MOVING": z.pool_moving, "DLO": z.dlo, "DHI": z.dhi, "POOL_SLOPE": z.pool_slope,
+                      "GROWTH_SLOPE": z.growth_slope, "TFREE": z.tfree, "TSIZE": z.tsize, "TEND": z.tend,
+                      "TRACK": z.track, "FTRACK": z.ftrack})
+        regions_at_start = len(z.region_rows)
+        snapshots = self.snapshots if z.track else None
+        every = max(_SNAPSHOT_ROWS, n // _SNAPSHOTS) if snapshots is not None else _BLOCK
+        # Where the events repeat, the replay moves on by whole periods as _replay_python's does (the same rows).
+        repeats = None if self.record else _period(self.requests)
+        period = repeats.rows if repeats is not None else 0
+        saved: list[tuple[int, tuple[Any, ...], dict[int, int]]] = []  # a period and two earlier: row, state, live
+        row = last_snapshot = first_row
+        block_begins = True  # (False where the loop stopped within a block, to keep a checkpoint)
+        while row < n:
+            if block_begins and period and row % period == 0 and repeats is not None:
+                run_end = repeats.run_end(row)
+                now = None  # the state here, read from the machine where it is compared or kept
+                moved = None
+                for at, state, live in saved:  # the state a period earlier, then two
+                    span = row - at
+                    if run_end >= row + span:
+                        now = machine.period_state() if now is None else now
+                        if state == now:
+                            moved = _repeated(repeats, span, row, run_end - (run_end - row) % span, live,
+                                              machine.live())
+                            if moved is not None:
+                                break
+                if moved is not None:
+                    row = moved[0]
+                    machine.relabel(moved[1])
+                    saved = []
+                    continue
+                saved = [kept for kept in saved[:1] if kept[0] == row - period]
+                if run_end >= row + 3 * period and machine.chunks <= period:
+                    saved.insert(0, (row, machine.period_state() if now is None else now, machine.live()))
+            # A snapshot where _replay_python's blocks begin (the same rows, the same rule).
+            if (block_begins and snapshots is not None and row > first_row and (row - first_row) % every == 0
+                    and machine.scalar("TRACK") and machine.chunks <= 4 * (row - last_snapshot)):
+                last_snapshot = row
+                snapshots.append(self._snapshot(machine, row))
+                if sum(snapshot.size_bytes for snapshot in snapshots) > _SNAPSHOT_BYTES:
+                    del snapshots[::2]  # thin them out, evenly
+            end = min(n, row - (row - first_row) % every + every)
+            if period:
+                end = min(end, (row // period + 1) * period)
+            status = machine.run(row, end)
+            row = machine.row
+            block_begins = status == compiled.DONE
+            if status == compiled.CHECKPOINT:
+                assert self._checkpoints is not None
+                grown = machine.scalar("GROWTH")
+                while events[row] > grown:
+                    grown *= 2
+                self._checkpoints.append(self._checkpoint_of(machine, row, grown))
+                machine.skip_checkpoint(row)
+            elif status == compiled.TOO_MANY_REGIONS:
+                raise ValueError("the replay made more regions than the model holds")
+            elif status == compiled.FAILED:
+                if self._retry is not None:  # TF's retry serves the rest: Python's loop, from this state
+                    kept_whole, split_at = machine.scalar("KEPT_WHOLE"), machine.scalar("SPLIT_AT")
+                    self._start, self._checkpoints = self._checkpoint_of(machine, row, 0), None
+                    self._replay_python()
+                    whole, split = self.split_remainders
+                    self.split_remainders = (max(whole, kept_whole), min(split, split_at))
+                    return
+                self.failed_at = row
+                break
+        peak, peak_moving = machine.scalar("PEAK"), machine.scalar("PEAK_MOVING")
+        max_pool, pool_moving = machine.scalar("MAX_POOL"), machine.scalar("POOL_MOVING")
+        self.peaks = (peak, peak_moving, max_pool, pool_moving)
+        self.split_remainders = (machine.scalar("KEPT_WHOLE"), machine.scalar("SPLIT_AT"))
+        self.peak = max(peak, peak_moving)
+        self.max_pool = max(max_pool, pool_moving)
+        self.region_rows = tuple(machine.region_rows())
+        self.regions = machine.regions()
+        self.made_regions = tuple(machine.made_since(regions_at_start)) if self.record else ()
+        self.given_back = tuple(machine.given_back())
+        self._final = (machine.free_chunks(), machine.used_chunks(), machine.scalar("POOL"), machine.scalar("IN_USE"),
+                       machine.scalar("GROWTH"))
+        self.tables = [machine.recorded_table()] if self.record else []
+        if machine.scalar("TRACK"):
+            limit = opts.limit_bytes
+            self.proven_low, self.proven_high = limit + machine.scalar("DLO"), limit + machine.scalar("DHI")
+
+    # The state where a compiled replay ended, as _replay_python leaves it: made when asked (a search asks only
+    # whether a replay fits). The Python loop sets them itself.
+    @functools.cached_property
+    def used(self) -> dict[int, int]:
+        _, (_, addresses, sizes), *_ = self._final
+        return dict(zip(addresses.tolist(), sizes.tolist()))
+
+    @functools.cached_property
+    def free_size(self) -> dict[int, int]:
+        (sizes, addresses), *_ = self._final
+        return dict(zip(addresses.tolist(), sizes.tolist()))
+
+    @functools.cached_property
+    def addr_of(self) -> dict[int, int]:
+        _, (rows, addresses, _), *_ = self._final
+        return dict(zip(rows.tolist(), addresses.tolist()))
+
+    @functools.cached_property
+    def _end(self) -> tuple[list[int], int, int, int]:
+        (sizes, addresses), _, pool, in_use, growth = self._final
+        return [(size << _KEY_SHIFT) | a for size, a in zip(sizes.tolist(), addresses.tolist())], pool, in_use, growth
+
+    def _checkpoint_of(self, machine: Any, row: int, grown: int) -> _Checkpoint:
+        """The compiled loop's state before ``row`` as a checkpoint (as :meth:`_checkpoint` makes one)."""
+        sizes, addresses = machine.free_chunks()
+        used_rows, used_addresses, used_sizes = machine.used_chunks()
+        return _Checkpoint(row, machine.scalar("POOL"), grown, sizes, addresses, used_rows, used_addresses, used_sizes,
+                           tuple(machine.regions().items()), tuple(machine.region_rows()), machine.scalar("IN_USE"),
+                           machine.scalar("PEAK"), machine.scalar("MAX_POOL"), machine.scalar("GROWTH"))
+
+    def _snapshot(self, machine: Any, row: int) -> _Snapshot:
+        """The compiled loop's state before ``row`` as a snapshot (as :meth:`_replay_python` takes one)."""
+        shift = _KEY_SHIFT
+        sizes, addresses = (column.tolist() for column in machine.free_chunks())
+        used_rows, used_addresses, used_sizes = (column.tolist() for column in machine.used_chunks())
+        limit = self.options.limit_bytes
+        m = machine.scalar
+        return _Snapshot(row, limit, limit + m("DLO"), limit + m("DHI"),
+                         [(size << shift) | a for size, a in zip(sizes, addresses)], dict(zip(addresses, sizes)),
+                         {a + size: a for a, size in zip(addresses, sizes)}, dict(zip(used_addresses, used_sizes)),
+                         dict(zip(used_rows, used_addresses)), machine.regions(), tuple(machine.region_rows()),
+                         m("POOL"), m("IN_USE"), m("GROWTH"), m("POOL_SLOPE"), m("GROWTH_SLOPE"),
+                         machine.region_slopes(), m("TFREE"), m("TSIZE"), m("TEND"),
+                         (m("PEAK"), m("PEAK_MOVING"), m("MAX_POOL"), m("POOL_MOVING")))
+
     def state(self, row: int) -> _Checkpoint:
         """The allocator's state where this replay ended, as a state another replay may resume from at ``row`` (a
         replay that tracks nothing: this state's regions are those of this replay's limit)."""
@@ -1782,7 +2039,8 @@ class _Run:
 
     def simulation(self) -> Simulation:
         # One array of 5 rows, each a column the simulation keeps (contiguous: no copies); the blocks let go at once.
-        table = np.concatenate(self.tables, axis=1) if self.tables else np.zeros((5, 0), dtype=np.int64)
+        table = (self.tables[0] if len(self.tables) == 1 else np.concatenate(self.tables, axis=1) if self.tables
+                 else np.zeros((5, 0), dtype=np.int64))
         self.tables = []
         vaddr, rec_size, rec_in_use, rec_pool, rec_largest = table
         touched = vaddr >= 0

@@ -1,0 +1,308 @@
+"""The compiled replay (``memtrace.allocator.bfc_compiled``, numba) against the Python loop it transcribes.
+
+The Python loop (``MEMTRACE_REPLAY=python``) is the reference: every test replays the same sequence both ways and
+compares everything a replay says, event by event where it records: each event's chunk, address, bytes in use,
+pool and largest free chunk; the failure; the peaks; the limits it proves alike; the states it keeps where it
+makes a region, the snapshots it takes for nearby limits, the replays resumed from them; TF's retry taking over
+where a request fails; and the searches built on all of these. Sequences: random ones under every option set,
+ties made on purpose, garbage collection across regions, and the real recordings among the fixtures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import astuple, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+import pytest
+
+import memtrace
+from memtrace.allocator import bfc, bfc_compiled, orders
+from memtrace.allocator.bfc import BFCOptions, Requests, search_min_limit
+from memtrace.allocator.requests import requests_for
+from tests.conftest import unavailable
+from tests.test_bfc import OPTION_SETS, random_sequence, seq, seq_copy
+from tests.test_orders import graph
+
+T = TypeVar("T")
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+@pytest.fixture(autouse=True)
+def _numba() -> None:
+    if not bfc_compiled.available():
+        unavailable("numba is not installed (pip install -e '.[test]' installs it)")
+
+
+def both(monkeypatch: pytest.MonkeyPatch, make: Callable[[], T]) -> tuple[T, T]:
+    """``make()`` with the Python loop, then with the compiled one (each on what ``make`` builds afresh)."""
+    compiled_runs = []
+    real = bfc._Run._replay_compiled
+
+    def counted(run: Any) -> None:
+        compiled_runs.append(run)
+        real(run)
+
+    monkeypatch.setattr(bfc._Run, "_replay_compiled", counted)
+    monkeypatch.setenv("MEMTRACE_REPLAY", "python")
+    reference = make()
+    assert not compiled_runs
+    monkeypatch.setenv("MEMTRACE_REPLAY", "compiled")
+    ours = make()
+    assert compiled_runs, "the compiled loop replayed nothing"
+    return reference, ours
+
+
+def said(run: Any) -> tuple[Any, ...]:
+    """Everything a replay says once done."""
+    return (run.failed_at, run.peaks, run.peak, run.max_pool, run.split_remainders, run.region_rows, run.regions,
+            run.made_regions, run.given_back, run.used, run.free_size, run.addr_of, run._end, run.proven_low,
+            run.proven_high)
+
+
+def columns(simulation: bfc.Simulation) -> tuple[Any, ...]:
+    """Every event's statistics, and the final map."""
+    return (simulation.fits, simulation.failed_at, simulation.region.tolist(), simulation.offset.tolist(),
+            simulation.chunk_bytes.tolist(), simulation.bytes_in_use.tolist(), simulation.pool_bytes.tolist(),
+            simulation.largest_free_bytes.tolist(), simulation.peak_in_use_bytes, simulation.regions,
+            simulation.region_rows, simulation.max_pool_bytes, simulation.made_regions, simulation.given_back,
+            simulation.chunks)
+
+
+def checkpoint(c: Any) -> tuple[Any, ...]:
+    return tuple(x.tolist() if isinstance(x, np.ndarray) else x for x in astuple(c))
+
+
+def snapshot(z: bfc._Snapshot) -> tuple[Any, ...]:
+    return tuple(getattr(z, name) for name in bfc._Snapshot.__dataclass_fields__)
+
+
+def options_for(growth: bool, gc: bool, fraction: float, limit: int, **more: Any) -> BFCOptions:
+    return BFCOptions(limit, allow_growth=growth, garbage_collection=gc, fragmentation_fraction=fraction, **more)
+
+
+@pytest.mark.parametrize(("growth", "gc", "fraction"), OPTION_SETS)
+def test_every_event_replays_alike_on_random_sequences(monkeypatch: pytest.MonkeyPatch, growth: bool, gc: bool,
+                                                       fraction: float) -> None:
+    # GIVEN random sequences (256 B to 2**10..2**27 B, about half freed) under limits from below their peak to
+    # unlimited, regions in each address order
+    compared = failed = 0
+    for seed in range(25):
+        requests = random_sequence(300 + seed, 400, 10 + seed % 18, round_sizes=seed % 3 == 0)
+        peak = requests.peak_rounded_live_bytes()
+        rng = np.random.default_rng(seed)
+        for share in (0.8, 1.0, 1.15, 1.6, 4.0):
+            limit = min(bfc.MAX_LIMIT_BYTES, max(256, int(peak * share * rng.uniform(0.95, 1.05)) // 256 * 256))
+            options = options_for(growth, gc, fraction, limit, regions_descending=seed % 2 == 1,
+                                  region_order=(1, 0) if seed % 5 == 0 else ())
+            # WHEN each is replayed recording every event, and tracking the limits that decide alike
+            recorded = both(monkeypatch, lambda: columns(bfc.simulate(seq_copy(requests), options)))  # noqa: B023
+            tracked = both(monkeypatch, lambda: said(bfc._Run(seq_copy(requests), options, record=False,  # noqa: B023
+                                                               track=True)))
+            # THEN both loops say the same, event by event
+            assert recorded[0] == recorded[1], (seed, share)
+            assert tracked[0] == tracked[1], (seed, share)
+            compared += 1
+            failed += not recorded[0][0]
+    assert compared == 125 and 10 < failed < 100
+
+
+def test_garbage_collection_gives_back_the_same_regions_and_makes_new_ones_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN growth and garbage collection, regions emptied and a request that fits only once they are given back:
+    # 1 MiB and 2 MiB (regions 0 and 1: 2 and 4 MiB), both freed; 5 MiB under 8 MiB needs them back
+    requests = seq(("a", 1 << 20), ("a", 3 << 20), ("f", 0), ("f", 1), ("a", 5 << 20), ("a", 256), ("f", 4),
+                   ("a", 7 << 20))
+    options = BFCOptions(8 << 20, allow_growth=True, garbage_collection=True)
+    reference, ours = both(monkeypatch, lambda: columns(bfc.simulate(seq_copy(requests), options)))
+    assert reference == ours
+    # (the regions given back, worked by hand: 0 and 1 at row 4, whose 5 MiB takes region 2 whole)
+    assert ours[13] == ((0, 4), (1, 4))
+    tracked = both(monkeypatch, lambda: said(bfc._Run(seq_copy(requests), options, record=False, track=True)))
+    assert tracked[0] == tracked[1]
+
+
+def test_the_states_kept_where_regions_are_made_and_the_replays_from_them_are_alike(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN random sequences with growth, replayed unlimited keeping the state before each region a limit of
+    # keep_from or more may cut
+    for seed in range(12):
+        requests = random_sequence(500 + seed, 500, 14 + seed % 12)
+        keep_from = requests.peak_rounded_live_bytes() // 2
+
+        def unlimited() -> tuple[Any, ...]:
+            kept: list[bfc._Checkpoint] = []
+            run = bfc._Run(seq_copy(requests), BFCOptions(bfc.MAX_LIMIT_BYTES), record=False,  # noqa: B023
+                           checkpoints=kept, keep_from=keep_from)  # noqa: B023
+            return said(run), [checkpoint(c) for c in kept], kept
+
+        reference, ours = both(monkeypatch, unlimited)
+        # THEN the same states are kept, and a replay from each under a limit that cuts its region is alike
+        assert reference[:2] == ours[:2], seed
+        assert ours[2], seed
+        for c in ours[2]:
+            limit = (c.pool + c.region_bytes // 2) // 256 * 256
+            for track in (False, True):
+                start = both(monkeypatch, lambda: said(bfc._Run(seq_copy(requests), BFCOptions(limit), record=False,  # noqa: B023
+                                                                start=c, track=track)))  # noqa: B023
+                assert start[0] == start[1], (seed, c.row, track)
+
+
+def test_snapshots_and_the_replays_resumed_from_them_are_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN sequences long enough for snapshots (every 8,192 rows at least), tracked under a limit near their peak
+    for seed, (growth, fraction) in enumerate([(True, 0.0), (False, 0.0), (True, 0.05), (False, 0.1)]):
+        requests = random_sequence(700 + seed, 40_000, 16 + seed)
+        limit = int(requests.peak_rounded_live_bytes() * 1.3) // 4096 * 4096
+        options = options_for(growth, False, fraction, limit)
+
+        def tracked() -> tuple[Any, ...]:
+            taken: list[bfc._Snapshot] = []
+            run = bfc._Run(seq_copy(requests), options, record=False, track=True, snapshots=taken)  # noqa: B023
+            return said(run), [snapshot(z) for z in taken], taken
+
+        reference, ours = both(monkeypatch, tracked)
+        # THEN the same snapshots are taken at the same rows
+        assert reference[:2] == ours[:2], seed
+        assert len(ours[2]) >= 2, seed
+        # AND a replay resumed from each, under another limit its comparisons admit, says the same both ways
+        for z in ours[2]:
+            other = z.low + (z.high - z.low) // 3 // 256 * 256
+            resumed = both(monkeypatch, lambda: said(bfc._Run(seq_copy(requests), replace(options, limit_bytes=other),  # noqa: B023
+                                                              record=False, track=True, resume=z)))  # noqa: B023
+            assert resumed[0] == resumed[1], (seed, z.row)
+
+
+def test_a_replay_handed_to_tfs_retry_where_it_fails_ends_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN random recordings on four threads and orders drawn from them, under limits around their peak
+    switched = 0
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        events: list[tuple[Any, ...]] = []
+        live: list[int] = []
+        for _ in range(150):
+            if live and rng.uniform() < 0.45:
+                events.append(("f", live.pop(int(rng.integers(0, len(live))))))
+            else:
+                live.append(len(events))
+                events.append(("a", int(2 ** rng.uniform(8, 16)), f"op{int(rng.integers(0, 40))}"))
+        g = graph(events, rng.integers(1, 5, len(events)).tolist(), window_ns=int(rng.integers(1, 20)))
+        peak = g.requests.peak_rounded_live_bytes()
+        for order in orders.sample_orders(g, 2, seed):
+            for limit in (peak // 256 * 256, int(peak * 1.1) // 256 * 256):
+                options = BFCOptions(limit, allow_growth=seed % 2 == 0)
+                # WHEN replayed in order until a request fails, and from there as TF's retry serves it
+                reference, ours = both(monkeypatch, lambda: said(bfc._Run(
+                    order.requests, options, record=False, retry=order.schedule())))  # noqa: B023
+                # THEN both end alike
+                assert reference == ours, (seed, limit)
+                switched += bfc._Run(order.requests, options, record=False).failed_at is not None
+    assert switched > 10
+
+
+@pytest.mark.parametrize(("growth", "gc", "fraction"), OPTION_SETS)
+def test_searches_for_the_smallest_limit_answer_alike(monkeypatch: pytest.MonkeyPatch, growth: bool, gc: bool,
+                                                      fraction: float) -> None:
+    # GIVEN random sequences, some long enough for snapshots and the stepped search below the boundary
+    for seed in range(6):
+        events = 30_000 if seed == 5 else 300
+        requests = random_sequence(900 + seed, events, 12 + 3 * seed, round_sizes=seed == 2)
+        options = options_for(growth, gc, fraction, 0)
+        # WHEN the smallest limit is searched (every limit tried, the replays made, the proofs)
+        reference, ours = both(monkeypatch, lambda: _search(seq_copy(requests), options))  # noqa: B023
+        # THEN the same
+        assert reference == ours, seed
+
+
+def _search(requests: Requests, options: BFCOptions) -> tuple[Any, ...]:
+    found = search_min_limit(requests, options)
+    return (found.limit_bytes, found.monotone, found.tried, found.below_step, found.replays, found.replayed_events,
+            found.counterexample())
+
+
+FIXTURE_TRACES = ["fit/eager.xplane.pb.gz", "fit/lstm.xplane.pb.gz", "fit/cnn.xplane.pb.gz",
+                  "gpu-h200/mlp_930.xplane.pb.gz"]
+
+
+@pytest.mark.parametrize("name", FIXTURE_TRACES)
+def test_real_recordings_replay_alike_event_by_event(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    # GIVEN a real recording's requests (TF's CPU allocator, and JAX's on an H200) under TF's defaults and a tight
+    # limit where it fails
+    path = FIXTURES / name
+    trace = memtrace.load(path)
+    allocator = "GPU_0_bfc" if "GPU_0_bfc" in trace.allocators else trace.allocators[0]
+    requests = requests_for(trace, allocator).requests
+    peak = requests.peak_rounded_live_bytes()
+    for options in (BFCOptions(bfc.MAX_LIMIT_BYTES), BFCOptions(peak // 256 * 256, garbage_collection=True),
+                    BFCOptions(int(peak * 1.2) // 256 * 256, allow_growth=False)):
+        # WHEN replayed recording every event
+        reference, ours = both(monkeypatch, lambda: columns(bfc.simulate(seq_copy(requests), options)))  # noqa: B023
+        # THEN every event's statistics are the same
+        assert reference == ours, options
+    searched = both(monkeypatch, lambda: _search(seq_copy(requests), BFCOptions(0)))
+    assert searched[0] == searched[1]
+
+
+def test_the_compiled_loop_serves_only_where_it_is_asked_and_holds_the_sequence(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    short = seq(("a", 256), ("f", 0))
+    monkeypatch.setenv("MEMTRACE_REPLAY", "python")
+    assert not bfc._compiled_serves(_bare(short))
+    monkeypatch.setenv("MEMTRACE_REPLAY", "compiled")
+    assert bfc._compiled_serves(_bare(short))
+    # a request above the largest limit (the growth size would pass 64 bits doubling towards it) stays in Python
+    assert not bfc._compiled_serves(_bare(seq(("a", bfc.MAX_LIMIT_BYTES + 256))))
+    # so does a replay served by a schedule
+    assert not bfc._compiled_serves(_bare(short, schedule=lambda start: iter(())))
+
+
+def _bare(requests: Requests, schedule: Any = None) -> Any:
+    """A replay's fields as _compiled_serves reads them, not replayed."""
+    run = bfc._Run.__new__(bfc._Run)
+    run.requests, run._schedule, run.first_row, run.record = requests, schedule, 0, False
+    return run
+
+
+def test_a_replay_of_repeating_steps_moves_on_by_the_same_periods(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN steps of training: a random step (weights kept, activations freed) repeated 40 times
+    moves: list[tuple[Any, ...]] = []
+    real = bfc._repeated
+
+    def logged(*args: Any) -> Any:
+        found = real(*args)
+        moves.append((args[1:4], found if found is None else found[0]))
+        return found
+
+    monkeypatch.setattr(bfc, "_repeated", logged)
+    for seed, (growth, gc, fraction) in enumerate([(True, False, 0.0), (False, True, 0.0), (True, False, 0.05)]):
+        step = random_sequence(1300 + seed, 700, 14 + 4 * seed)
+        events: list[tuple[Any, ...]] = [("a", 4096)]
+        for repeat in range(40):
+            base = len(events)
+            for kind, value in zip(step.is_alloc.tolist(), step.requested_bytes.tolist()):
+                events.append(("a", value) if kind else ("f", 0))
+            frees = step.frees.tolist()
+            for offset, freed in enumerate(frees):
+                if freed >= 0:
+                    events[base + offset] = ("f", base + freed)
+            # (whatever the step leaves live is freed before the next one)
+            live = set(range(base, len(events))) - {value for kind, value in events[base:] if kind == "f"}
+            events += [("f", row) for row in sorted(live) if events[row][0] == "a"]
+            del repeat
+        requests = seq(*events)
+        assert bfc._period(requests) is not None
+        limit = int(requests.peak_rounded_live_bytes() * 1.25) // 4096 * 4096
+        options = options_for(growth, gc, fraction, limit)
+        for track in (False, True):
+            # WHEN replayed both ways
+            moves.clear()
+            reference = said(bfc._Run(seq_copy(requests), options, record=False, track=track))
+            python_moves = list(moves)
+            moves.clear()
+            monkeypatch.setenv("MEMTRACE_REPLAY", "compiled")
+            ours = said(bfc._Run(seq_copy(requests), options, record=False, track=track))
+            monkeypatch.setenv("MEMTRACE_REPLAY", "python")
+            # THEN both moved on by the same periods, from the same rows, and say the same
+            assert reference == ours, (seed, track)
+            assert moves == python_moves and any(found for _, found in moves), (seed, track)
+        searched = both(monkeypatch, lambda: _search(seq_copy(requests), options_for(growth, gc, fraction, 0)))  # noqa: B023
+        assert searched[0] == searched[1], seed
