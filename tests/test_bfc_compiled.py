@@ -120,6 +120,26 @@ def test_garbage_collection_gives_back_the_same_regions_and_makes_new_ones_alike
     assert ours[13] == ((0, 4), (1, 4))
     tracked = both(monkeypatch, lambda: said(bfc._Run(seq_copy(requests), options, record=False, track=True)))
     assert tracked[0] == tracked[1]
+    # AND where the region the limit cuts is given back (it moved with the limit: so does the room collected):
+    # under 10 MiB, 1 MiB takes region 0 (2 MiB), 3 MiB region 1 (4 MiB), 1.5 MiB region 2, cut to the 4 MiB left;
+    # 1 MiB and 1.5 MiB freed, 5.5 MiB finds no chunk and no room: regions 0 and 2 go back, 6 MiB is made. The room
+    # collected, 0.5 MiB beyond the request, shrinks with the limit: limits down to 9.5 MiB decide alike
+    cut = seq(("a", 1 << 20), ("a", 3 << 20), ("a", 3 << 19), ("f", 2), ("f", 0), ("a", 11 << 19))
+    options = BFCOptions(10 << 20, allow_growth=True, garbage_collection=True)
+    for track in (False, True):
+        reference, ours = both(monkeypatch, lambda: said(bfc._Run(seq_copy(cut), options, record=False,
+                                                                  track=track)))  # noqa: B023
+        assert reference == ours, track
+    recorded = both(monkeypatch, lambda: columns(bfc.simulate(seq_copy(cut), options)))
+    assert recorded[0] == recorded[1]
+    assert recorded[1][13] == ((0, 5), (2, 5)) and recorded[1][9] == ((1, 4 << 20), (3, 6 << 20))
+    assert bfc._Run(seq_copy(cut), options, record=False, track=True).proven_low == 19 << 19
+    # AND where collecting cannot make the room: 6.5 MiB fails under 10 MiB (6 MiB would come back); it would not
+    # from 10.5 MiB on, which the room collected (moving with the limit) says, before the moving chunk's size does
+    failing = seq(("a", 1 << 20), ("a", 3 << 20), ("a", 3 << 19), ("f", 2), ("f", 0), ("a", 13 << 19))
+    reference, ours = both(monkeypatch, lambda: said(bfc._Run(seq_copy(failing), options, record=False, track=True)))
+    assert reference == ours
+    assert ours[0] == 5 and ours[-1] == (21 << 19) - 1
 
 
 def test_the_states_kept_where_regions_are_made_and_the_replays_from_them_are_alike(
