@@ -273,6 +273,19 @@ def test_the_compiled_loop_serves_only_where_it_is_asked_and_holds_the_sequence(
     assert not bfc._compiled_serves(_bare(seq(("a", bfc.MAX_LIMIT_BYTES + 256))))
     # so does a replay served by a schedule
     assert not bfc._compiled_serves(_bare(short, schedule=lambda start: iter(())))
+    # unset: the Python loop serves until this process's Python replays come to a million events replayed
+    monkeypatch.delenv("MEMTRACE_REPLAY")
+    monkeypatch.setattr(bfc, "_python_rows", [0])
+    # (a replay that fails at its fourth row replays four rows: the rest of the sequence is not counted)
+    sizes = np.random.default_rng(5).integers(1, 1 << 10, 100_000).tolist()  # (no period to skip)
+    failing = seq(("a", 1 << 20), ("a", 1 << 20), ("f", 0), ("a", 3 << 20), *[("a", size) for size in sizes])
+    assert bfc._Run(failing, BFCOptions(2 << 20, allow_growth=False), record=False).failed_at == 3
+    assert bfc._python_rows == [4]
+    bfc._Run(failing, BFCOptions(1 << 30), record=False)
+    assert bfc._python_rows == [4 + len(failing)]
+    assert not bfc._compiled_serves(_bare(short))
+    monkeypatch.setattr(bfc, "_python_rows", [bfc._COMPILED_AFTER_ROWS])
+    assert bfc._compiled_serves(_bare(short))
 
 
 def _bare(requests: Requests, schedule: Any = None) -> Any:

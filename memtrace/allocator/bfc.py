@@ -1344,24 +1344,23 @@ def _fraction_edge(fraction: float, remainder: int) -> int:
     return limit
 
 
-# The compiled loop's start (numba's import and its machine code read from the cache, about 0.4 s once a process) pays
-# for itself over about this many events replayed: a process replays in Python until its replays come to this many.
+# The compiled loop's start (numba's import and its machine code read from the cache, about 0.45 s once a process)
+# costs about what the Python loop takes for this many events: a process replays in Python until its replays have
+# taken that long, then in the compiled loop (a command with little to replay never pays the start).
 _COMPILED_AFTER_ROWS = 1_000_000
 _COMPILED_RANGE: weakref.WeakKeyDictionary[Requests, bool] = weakref.WeakKeyDictionary()
-_python_rows = [0]  # rows this process replayed in Python (while the compiled loop was not yet started)
+_python_rows = [0]  # rows this process's Python loop replayed (periods skipped not counted)
 
 
 def _compiled_serves(run: _Run) -> bool:
     """Whether the compiled loop (``bfc_compiled``, numba) replays ``run``: where numba is installed, unless
     ``MEMTRACE_REPLAY=python``; a replay in row order (TF's retry takes over in Python), whose requests all fit
-    the model's largest limit; once the process's replays have come
-    to enough events to pay for its start (``MEMTRACE_REPLAY=compiled``: from the first, and numba must be there)."""
+    the model's largest limit; once the process's Python replays have replayed enough events to pay for its start
+    (``MEMTRACE_REPLAY=compiled``: from the first, and numba must be there)."""
     choice = os.environ.get("MEMTRACE_REPLAY", "")
     if choice == "python" or run._schedule is not None:
         return False
-    rows = len(run.requests) - run.first_row
-    if choice != "compiled" and _python_rows[0] + rows < _COMPILED_AFTER_ROWS:
-        _python_rows[0] += rows
+    if choice != "compiled" and _python_rows[0] < _COMPILED_AFTER_ROWS:
         return False
     from memtrace.allocator import bfc_compiled
 
@@ -1556,6 +1555,7 @@ class _Run:
         period = repeats.rows if repeats is not None else 0
         saved: list[tuple[Any, ...]] = []  # the states a period and two earlier, to compare with
         cursor = [first_row]  # where the next block begins
+        replayed = 0  # rows replayed (not skipped by periods), for _compiled_serves
 
         def in_order() -> Iterator[int]:
             while cursor[0] < n:
@@ -1592,6 +1592,8 @@ class _Run:
                 if run_end >= begin + 3 * period and len(keys) + len(used) <= period:
                     saved.insert(0, (begin, list(keys), dict(used), dict(regions), dict(region_slope), scalars,
                                      dict(addr_of)))
+            block_stop = end if schedule is None else n
+            replayed += block_stop - begin
             block = (enumerate(events[begin:end].tolist(), begin) if schedule is None
                      else ((row, listed[row]) for row in schedule))
             # A snapshot copies the state: taken where that costs little beside the events replayed since the last.
@@ -1699,6 +1701,7 @@ class _Run:
                                 listed, period, repeats, checkpoints = events.tolist(), 0, None, None
                                 break
                             self.failed_at = row
+                            replayed -= block_stop - row - 1  # (the rest of the block was not replayed)
                             break
                         i = bisect_left(keys, x << shift)
                     key = keys[i]
@@ -1824,6 +1827,7 @@ class _Run:
         if record and rec:
             tables.append(np.array(rec, dtype=np.int64).T.copy())
 
+        _python_rows[0] += replayed
         self.peaks = (peak, peak_moving, max_pool, pool_moving)
         self.split_remainders = (kept_whole, split_at)
         self.peak = max(peak, peak_moving)
