@@ -286,6 +286,18 @@ def test_the_compiled_loop_serves_only_where_it_is_asked_and_holds_the_sequence(
     assert not bfc._compiled_serves(_bare(short))
     monkeypatch.setattr(bfc, "_python_rows", [bfc._COMPILED_AFTER_ROWS])
     assert bfc._compiled_serves(_bare(short))
+    # and a replay that alone has that many events to replay, from the first: unless the events repeat (where the
+    # Python loop moves on by whole periods) and it does not record (where it does not)
+    monkeypatch.setattr(bfc, "_python_rows", [0])
+    monkeypatch.setattr(bfc, "_COMPILED_AFTER_ROWS", 50_000)
+    assert bfc._compiled_serves(_bare(failing))
+    repeating = seq(*[event for base in range(0, 50_000, 4) for event in (("a", 1024), ("a", 4096), ("f", base),
+                                                                          ("f", base + 1))])
+    assert bfc._period(repeating) is not None
+    assert not bfc._compiled_serves(_bare(repeating))
+    recording = _bare(repeating)
+    recording.record = True
+    assert bfc._compiled_serves(recording)
 
 
 def _bare(requests: Requests, schedule: Any = None) -> Any:

@@ -1355,12 +1355,12 @@ _python_rows = [0]  # rows this process's Python loop replayed (periods skipped 
 def _compiled_serves(run: _Run) -> bool:
     """Whether the compiled loop (``bfc_compiled``, numba) replays ``run``: where numba is installed, unless
     ``MEMTRACE_REPLAY=python``; a replay in row order (TF's retry takes over in Python), whose requests all fit
-    the model's largest limit; once the process's Python replays have replayed enough events to pay for its start
-    (``MEMTRACE_REPLAY=compiled``: from the first, and numba must be there)."""
+    the model's largest limit; once the process's Python replays have replayed enough events to pay for its start,
+    or where this replay alone would (``MEMTRACE_REPLAY=compiled``: from the first, and numba must be there)."""
     choice = os.environ.get("MEMTRACE_REPLAY", "")
     if choice == "python" or run._schedule is not None:
         return False
-    if choice != "compiled" and _python_rows[0] < _COMPILED_AFTER_ROWS:
+    if choice != "compiled" and _python_rows[0] < _COMPILED_AFTER_ROWS and not _long(run):
         return False
     from memtrace.allocator import bfc_compiled
 
@@ -1369,6 +1369,12 @@ def _compiled_serves(run: _Run) -> bool:
             raise RuntimeError("MEMTRACE_REPLAY=compiled, but numba is not installed (pip install memtrace[fast])")
         return False
     return _in_compiled_range(run.requests)
+
+
+def _long(run: _Run) -> bool:
+    """Whether ``run`` alone would replay enough events in Python to pay for the compiled loop's start (where the
+    events repeat, the Python loop moves on by whole periods: a replay that does not record replays few of them)."""
+    return len(run.requests) - run.first_row >= _COMPILED_AFTER_ROWS and (run.record or _period(run.requests) is None)
 
 
 def _in_compiled_range(requests: Requests) -> bool:
