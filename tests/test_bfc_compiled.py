@@ -24,7 +24,7 @@ from memtrace.allocator.bfc import BFCOptions, Requests, search_min_limit
 from memtrace.allocator.requests import requests_for
 from tests.conftest import unavailable
 from tests.test_bfc import OPTION_SETS, random_sequence, seq, seq_copy
-from tests.test_orders import graph
+from tests.test_orders import random_recording
 
 T = TypeVar("T")
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -196,16 +196,7 @@ def test_a_replay_handed_to_tfs_retry_where_it_fails_ends_alike(monkeypatch: pyt
     # GIVEN random recordings on four threads and orders drawn from them, under limits around their peak
     switched = 0
     for seed in range(12):
-        rng = np.random.default_rng(seed)
-        events: list[tuple[Any, ...]] = []
-        live: list[int] = []
-        for _ in range(150):
-            if live and rng.uniform() < 0.45:
-                events.append(("f", live.pop(int(rng.integers(0, len(live))))))
-            else:
-                live.append(len(events))
-                events.append(("a", int(2 ** rng.uniform(8, 16)), f"op{int(rng.integers(0, 40))}"))
-        g = graph(events, rng.integers(1, 5, len(events)).tolist(), window_ns=int(rng.integers(1, 20)))
+        g = random_recording(seed, 150)
         peak = g.requests.peak_rounded_live_bytes()
         for order in orders.sample_orders(g, 2, seed):
             for limit in (peak // 256 * 256, int(peak * 1.1) // 256 * 256):

@@ -476,21 +476,26 @@ def test_the_retry_serves_every_row_once_and_the_failed_one_again_worked_by_hand
     assert served == [0, 1, 3, 4, 1, 2]
 
 
+def random_recording(seed: int, events: int) -> orders.OrderGraph:
+    """A random recording on four threads: ops of 256 B to 64 KiB, about half of them freed, a window of 1 to 19 ns."""
+    rng = np.random.default_rng(seed)
+    made: list[tuple[str, int] | tuple[str, int, str]] = []
+    live: list[int] = []
+    for _ in range(events):
+        if live and rng.uniform() < 0.45:
+            made.append(("f", live.pop(int(rng.integers(0, len(live))))))
+        else:
+            live.append(len(made))
+            made.append(("a", int(2 ** rng.uniform(8, 16)), f"op{int(rng.integers(0, 40))}"))
+    return graph(made, rng.integers(1, 5, len(made)).tolist(), window_ns=int(rng.integers(1, 20)))
+
+
 def test_a_replay_that_switches_to_the_retry_at_its_first_failure_ends_as_one_served_by_it_from_the_start() -> None:
     # GIVEN random recordings on four threads (ops of 256 B to 64 KiB, about half freed) and orders drawn from them,
     # replayed under limits around their peak (one region, and growth)
     switched = 0
     for seed in range(30):
-        rng = np.random.default_rng(seed)
-        events: list[tuple[str, int] | tuple[str, int, str]] = []
-        live: list[int] = []
-        for _ in range(120):
-            if live and rng.uniform() < 0.45:
-                events.append(("f", live.pop(int(rng.integers(0, len(live))))))
-            else:
-                live.append(len(events))
-                events.append(("a", int(2 ** rng.uniform(8, 16)), f"op{int(rng.integers(0, 40))}"))
-        g = graph(events, rng.integers(1, 5, len(events)).tolist(), window_ns=int(rng.integers(1, 20)))
+        g = random_recording(seed, 120)
         peak = g.requests.peak_rounded_live_bytes()
         for order in orders.sample_orders(g, 3, seed):
             for limit in (peak // 256 * 256, int(peak * 1.1) // 256 * 256, int(peak * 1.4) // 256 * 256):
