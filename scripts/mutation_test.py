@@ -63,7 +63,7 @@ DEFAULT_MODULES = (*(f"memtrace/allocator/{name}.py" for name in (
 # The test files that exercise the allocator stage and the replay (the default): the ones that record with
 # TensorFlow or drive a browser are slow, and not where these rules are pinned.
 ALLOCATOR_TESTS = tuple(f"tests/test_{name}.py" for name in (
-    "bfc", "bfc_partitioned", "fit", "fit_xla", "fit_evidence", "fit_recorded", "batch_size", "batch_band",
+    "bfc", "bfc_compiled", "bfc_partitioned", "fit", "fit_xla", "fit_evidence", "fit_recorded", "batch_size", "batch_band",
     "address_space", "frag_regions", "frag", "oom_fit", "orders", "check", "testing", "replay", "builder", "peak",
     "timeline", "xla_profile", "api", "fuzz_fit", "proto_replay", "run_orders"))
 

@@ -342,3 +342,32 @@ def test_a_replay_of_repeating_steps_moves_on_by_the_same_periods(monkeypatch: p
             assert moves == python_moves and any(found for _, found in moves), (seed, track)
         searched = both(monkeypatch, lambda: _search(seq_copy(requests), options_for(growth, gc, fraction, 0)))  # noqa: B023
         assert searched[0] == searched[1], seed
+
+
+def test_snapshots_wait_where_copying_the_state_costs_more_than_the_rows_since_the_last(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN 60,000 allocations of 256 B in one region (growth off), none freed: at row r the state holds r + 1
+    # chunks; snapshots are looked at every 8,192 rows and taken where the chunks are at most four per row since the
+    # last one taken (worked by hand: 8,192, 16,384 and 24,576 are taken; at 32,768 the 32,769 chunks are more than
+    # 4 x 8,192; at 40,960, 40,961 are at most 4 x 16,384 since 24,576; at 49,152, 49,153 are more than 4 x 8,192;
+    # at 57,344, 57,345 are at most 4 x 16,384 since 40,960)
+    requests = seq(*[("a", 256)] * 60_000)
+    options = BFCOptions(1 << 30, allow_growth=False)
+
+    def tracked() -> tuple[Any, ...]:
+        taken: list[bfc._Snapshot] = []
+        bfc._Run(seq_copy(requests), options, record=False, track=True, snapshots=taken)
+        return tuple(z.row for z in taken)
+
+    reference, ours = both(monkeypatch, tracked)
+    assert reference == ours == (8192, 16384, 24576, 40960, 57344)
+
+
+def test_an_empty_sequence_and_one_that_touches_no_chunk_replay_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN no events, and events that touch no chunk (a 0-byte request, a free of it)
+    for requests in (seq(), seq(("a", 0), ("f", 0))):
+        # WHEN replayed recording every event
+        reference, ours = both(monkeypatch, lambda: columns(bfc.simulate(seq_copy(requests), BFCOptions(1 << 20))))  # noqa: B023
+        # THEN nothing is recorded but those events, with nothing in use and no pool
+        assert reference == ours
+        assert ours[4] == [0] * len(requests) and ours[5] == [0] * len(requests) and ours[6] == [0] * len(requests)
