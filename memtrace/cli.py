@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from .commands import register_all
-from .errors import MemtraceError
+from .errors import MemtraceError, UsageError
 from .reporters.progress import ProgressLine
 from .version import __version__
 
@@ -94,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         try:
             _refuse_input_as_output(args)
+            _check_replay_setting()
             return int(args.run(args))
         finally:
             progress.close()
@@ -109,6 +110,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("memtrace: interrupted", file=sys.stderr)
         return 130
+
+
+def _check_replay_setting() -> None:
+    """``MEMTRACE_REPLAY`` (which loop replays the allocator) is refused in one line where it names no loop, or the
+    compiled one where numba cannot run it, before any work."""
+    from .allocator.bfc import replay_setting_problem
+
+    problem = replay_setting_problem()
+    if problem is not None:
+        raise UsageError(problem)
 
 
 def _refuse_input_as_output(args: argparse.Namespace) -> None:

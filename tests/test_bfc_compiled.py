@@ -371,3 +371,23 @@ def test_an_empty_sequence_and_one_that_touches_no_chunk_replay_alike(monkeypatc
         # THEN nothing is recorded but those events, with nothing in use and no pool
         assert reference == ours
         assert ours[4] == [0] * len(requests) and ours[5] == [0] * len(requests) and ours[6] == [0] * len(requests)
+
+
+@pytest.mark.parametrize(("setting", "numba_works", "said"), [
+    ("numba", True, "MEMTRACE_REPLAY='numba' names no replay: use python, compiled, or leave it unset"),
+    ("compiled", False, "MEMTRACE_REPLAY=compiled, but numba is not installed or cannot compile the replay"),
+])
+def test_a_replay_setting_that_cannot_be_kept_is_refused_in_one_line(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], setting: str, numba_works: bool,
+        said: str) -> None:
+    # GIVEN MEMTRACE_REPLAY naming no loop, or the compiled loop where numba cannot run it
+    from memtrace.cli import main
+
+    monkeypatch.setenv("MEMTRACE_REPLAY", setting)
+    monkeypatch.setattr(bfc_compiled, "_usable", [numba_works])
+    # WHEN a command runs
+    code = main(["fit", str(FIXTURES / "fit/eager.xplane.pb.gz"), "--limit", "1GiB", "--no-alternatives"])
+    # THEN it stops at once: exit 2, one line saying what is wrong, nothing on stdout
+    err = capsys.readouterr()
+    assert code == 2 and err.out == ""
+    assert err.err.startswith(f"memtrace: error: {said}") and err.err.count("\n") == 1

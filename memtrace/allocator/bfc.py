@@ -1352,6 +1352,23 @@ _COMPILED_RANGE: weakref.WeakKeyDictionary[Requests, bool] = weakref.WeakKeyDict
 _python_rows = [0]  # rows this process's Python loop replayed (periods skipped not counted)
 
 
+def replay_setting_problem() -> str | None:
+    """What is wrong with ``MEMTRACE_REPLAY`` (which loop replays: ``python``, ``compiled``, unset for the compiled
+    one where numba is installed and the replays pay for it), if anything: a value that names no loop, or the compiled
+    loop asked for where numba is not installed or cannot compile it."""
+    choice = os.environ.get("MEMTRACE_REPLAY", "")
+    if choice not in ("", "python", "compiled"):
+        return (f"MEMTRACE_REPLAY={choice!r} names no replay: use python, compiled, or leave it unset (the compiled "
+                "replay where numba is installed)")
+    if choice == "compiled":
+        from memtrace.allocator import bfc_compiled
+
+        if not bfc_compiled.available():
+            return ("MEMTRACE_REPLAY=compiled, but numba is not installed or cannot compile the replay "
+                    "(pip install 'memtrace[fast]', or leave MEMTRACE_REPLAY unset)")
+    return None
+
+
 def _compiled_serves(run: _Run) -> bool:
     """Whether the compiled loop (``bfc_compiled``, numba) replays ``run``: where numba is installed, unless
     ``MEMTRACE_REPLAY=python``; a replay in row order (TF's retry takes over in Python), whose requests all fit
