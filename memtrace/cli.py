@@ -114,7 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _check_replay_setting() -> None:
     """``MEMTRACE_REPLAY`` (which loop replays the allocator) is refused in one line where it names no loop, or the
-    compiled one where numba cannot run it, before any work."""
+    compiled one where numba cannot run it, before any work (unset, nothing to check: the model is not imported)."""
+    if "MEMTRACE_REPLAY" not in os.environ:
+        return
     from .allocator.bfc import replay_setting_problem
 
     problem = replay_setting_problem()

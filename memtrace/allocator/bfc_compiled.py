@@ -186,7 +186,7 @@ def _new_handle(s: IntArray, spare: IntArray) -> int:
 
 
 @_jit
-def run(events: IntArray, begin: int, end: int, s: IntArray, o: IntArray, fraction: float, order: IntArray,
+def _replay_rows(events: IntArray, begin: int, end: int, s: IntArray, o: IntArray, fraction: float, order: IntArray,
         key_size: IntArray, key_address: IntArray, key_handle: IntArray,
         chunk_address: IntArray, chunk_size: IntArray, chunk_prev: IntArray, chunk_next: IntArray,
         chunk_state: IntArray, chunk_row: IntArray, spare: IntArray, chunk_of: npt.NDArray[np.int32],
@@ -489,15 +489,12 @@ class Machine:
         self.s = np.zeros(_SCALARS, dtype=np.int64)
         self.chunk_of = np.full(len(events), -1, dtype=np.int32)  # (fewer chunks than 2**31: fewer events)
         self.recorded = np.zeros((5, len(events) - first_row if record else 0), dtype=np.int64)
-        empty = np.zeros(0, dtype=np.int64)
+        empty = np.zeros(0, dtype=np.int64)  # (the columns get their room when a state is loaded)
         self.key_size = self.key_address = self.key_handle = empty
         self.chunk_address = self.chunk_size = self.chunk_prev = self.chunk_next = empty
         self.chunk_state = self.chunk_row = self.spare = empty
         self.region_size = self.region_made = self.region_row = self.region_live = empty
         self.region_slope = self.region_chunk = self.given = empty
-        self._keys(64)
-        self._chunks(64)
-        self._regions(64)
 
     # -- room
 
@@ -603,7 +600,7 @@ class Machine:
     def run(self, begin: int, end: int) -> int:
         """Replay rows ``begin``..``end``; stops early with a status (see :attr:`row`)."""
         while True:
-            status = run(self.events, begin, end, self.s, self.options, self.fraction, self.order,
+            status = _replay_rows(self.events, begin, end, self.s, self.options, self.fraction, self.order,
                          self.key_size, self.key_address, self.key_handle,
                          self.chunk_address, self.chunk_size, self.chunk_prev, self.chunk_next, self.chunk_state,
                          self.chunk_row, self.spare, self.chunk_of,
