@@ -1016,3 +1016,27 @@ def test_the_cards_band_is_each_recordings_own_order_only() -> None:
     low = eight.limit_bytes - batch_band.MARGIN_BYTES
     assert own.always(eight.largest_batch_always, low) and not own.always(eight.largest_batch_always + 1, low)
     assert not drawn.always(eight.largest_batch_always, low)
+
+
+def test_the_tables_replays_are_said_to_be_many_and_a_single_batchs_are_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the CNN recorded at batch 16 and 64, each replay noting whether it was made within bfc.many_replays() (the
+    # compiled loop serves those from the first)
+    from memtrace.allocator import bfc
+
+    said: list[bool] = []
+    real = bfc._Run.__init__
+
+    def noted(run: bfc._Run, *args: object, **kwargs: object) -> None:
+        said.append(bfc._many_replays[0] > 0)
+        real(run, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bfc._Run, "__init__", noted)
+    small, large = (memtrace.load(profile("cnn", b)) for b in (16, 64))
+    # WHEN the tables of batch sizes and cards are made: THEN their replays (hundreds) are made within it
+    batch_size.fit_batches(small, large, CPU_BFC, (16, 64), orders=2)
+    assert len(said) > 100 and sum(said) > 0.9 * len(said)
+    # AND one batch's question is not, nor is anything after the tables
+    said.clear()
+    batch_size.fit_batches(small, large, CPU_BFC, (16, 64), batch=48, limit=24 * MIB, orders=2)
+    assert said and not any(said)
+    assert bfc._many_replays == [0]

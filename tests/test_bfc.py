@@ -676,8 +676,8 @@ class InOrder:
     def __init__(self, rows: int, start: int) -> None:
         self.rows, self.start = rows, start
 
-    def __iter__(self) -> Iterator[int]:
-        return iter(range(self.start, self.rows))
+    def runs(self) -> Iterator[tuple[int, int]]:
+        yield self.start, self.rows
 
     def blocked(self, row: int) -> bool:
         return False

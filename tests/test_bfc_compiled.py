@@ -277,6 +277,14 @@ def test_the_compiled_loop_serves_only_where_it_is_asked_and_holds_the_sequence(
     assert not bfc._compiled_serves(_bare(short))
     monkeypatch.setattr(bfc, "_python_rows", [bfc._COMPILED_AFTER_ROWS])
     assert bfc._compiled_serves(_bare(short))
+    # or from the first where a caller says many replays are to come, and only while it does
+    monkeypatch.setattr(bfc, "_python_rows", [0])
+    with bfc.many_replays():
+        with bfc.many_replays():
+            assert bfc._compiled_serves(_bare(short))
+        assert bfc._compiled_serves(_bare(short))
+        assert not bfc._compiled_serves(_bare(short, schedule=lambda start: iter(())))
+    assert not bfc._compiled_serves(_bare(short))
     # and a replay that alone has that many events to replay, from the first: unless the events repeat (where the
     # Python loop moves on by whole periods) and it does not record (where it does not)
     monkeypatch.setattr(bfc, "_python_rows", [0])

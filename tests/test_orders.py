@@ -452,7 +452,7 @@ def test_the_dumps_pool_and_largest_free_chunk_pick_among_equal_bytes_in_use_wor
 def test_the_retry_serves_every_row_once_and_the_failed_one_again_worked_by_hand() -> None:
     # GIVEN thread 1: 1 KiB (row 0), its free (row 2); thread 2: 512 B (row 1), its free (row 3); the recorded order
     g = graph(HOLDS, [1, 2, 1, 2], window_ns=100)
-    schedule = orders.sample_orders(g, 1)[0].schedule()(0)
+    schedule = bfc._ScheduleRows(orders.sample_orders(g, 1)[0].schedule()(0))
     served: list[int] = []
     for row in schedule:
         served.append(row)
@@ -465,7 +465,7 @@ def test_the_retry_serves_every_row_once_and_the_failed_one_again_worked_by_hand
     # and thread 1's free last (row 4)
     g = graph([("a", 1024, "p"), ("a", 512, "q"), ("a", 128, "s"), ("a", 256, "r"), ("f", 0)], [1, 2, 2, 3, 1],
               window_ns=100)
-    schedule = orders.sample_orders(g, 1)[0].schedule()(0)
+    schedule = bfc._ScheduleRows(orders.sample_orders(g, 1)[0].schedule()(0))
     served = []
     for row in schedule:
         served.append(row)

@@ -37,6 +37,7 @@ The rules, each said where the answer is shown:
 
 from __future__ import annotations
 
+import functools
 from bisect import bisect_left
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
@@ -63,7 +64,17 @@ from .batch_band import (
     largest_recorded,
     limit_band,
 )
-from .bfc import MAX_LIMIT_BYTES, BFCOptions, LimitSearch, Requests, fits, min_limit, outcome, search_min_limit
+from .bfc import (
+    MAX_LIMIT_BYTES,
+    BFCOptions,
+    LimitSearch,
+    Requests,
+    fits,
+    many_replays,
+    min_limit,
+    outcome,
+    search_min_limit,
+)
 from .defaults import card_limit_bytes, trace_defaults
 from .fit import FitResult, fit_requests
 from .orders import DEFAULT_SEED, DEFAULT_WINDOW_NS, OrderBand
@@ -208,6 +219,21 @@ def _pair_left(keys_a: np.ndarray, keys_b: np.ndarray, taken_a: np.ndarray, take
 # -- how each request scales with the batch size ------------------------------------------------
 
 @dataclass(frozen=True, eq=False)
+class _AlignedSizes:
+    """The aligned allocations' sizes in both recordings, as every batch's sizes are worked out from them."""
+
+    rows_small: np.ndarray
+    rows_large: np.ndarray
+    s1: np.ndarray  # requested bytes at B1, int64
+    grow: np.ndarray  # at B2 less at B1
+    shrinking: np.ndarray  # where grow < 0: the allocation is held at the larger size
+    held: np.ndarray  # max(s1, s2)
+    largest_growth: int  # max |grow|
+    small_sizes: np.ndarray  # each recording's requested bytes, int64
+    large_sizes: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
 class BatchScaling:
     """Two recordings of one allocator's requests at batch sizes B1 < B2, aligned.
 
@@ -237,8 +263,24 @@ class BatchScaling:
     @property
     def alloc_pairs(self) -> tuple[np.ndarray, np.ndarray]:
         """Aligned allocations: (rows in small, rows in large)."""
+        a = self._aligned
+        return a.rows_small, a.rows_large
+
+    @functools.cached_property
+    def _aligned(self) -> _AlignedSizes:
+        """What every batch's sizes are worked out from (each batch asks them again: worked out once)."""
         keep = self.small.is_alloc[self.small_rows] & self.large.is_alloc[self.large_rows]
-        return self.small_rows[keep], self.large_rows[keep]
+        rows_small, rows_large = self.small_rows[keep], self.large_rows[keep]
+        s1 = self.small.requested_bytes[rows_small].astype(np.int64)
+        s2 = self.large.requested_bytes[rows_large].astype(np.int64)
+        grow = s2 - s1
+        aligned = _AlignedSizes(rows_small, rows_large, s1, grow, np.flatnonzero(grow < 0), np.maximum(s1, s2),
+                                int(np.abs(grow).max(initial=0)), self.small.requested_bytes.astype(np.int64),
+                                self.large.requested_bytes.astype(np.int64))
+        for column in vars(aligned).values():
+            if isinstance(column, np.ndarray):
+                column.setflags(write=False)
+        return aligned
 
     def base_for(self, batch: int) -> str:
         """The recording whose order batch ``batch`` is written in: the nearer batch size (the larger on a tie)."""
@@ -257,24 +299,22 @@ class BatchScaling:
             raise BatchInputError(f"a batch size must be 0 or more, not {batch}")
         base = base or self.base_for(batch)
         b1, b2 = self.batch_sizes
-        rows_small, rows_large = self.alloc_pairs
-        s1 = self.small.requested_bytes[rows_small].astype(np.int64)
-        s2 = self.large.requested_bytes[rows_large].astype(np.int64)
-        grow = s2 - s1
+        a = self._aligned
+        s1, grow = a.s1, a.grow
         span = b2 - b1
         # Exact where (s2 - s1)(N - B1) divides by B2 - B1; else rounded up (the size, not the answer). In Python
         # ints where int64 would overflow (a batch of 2**62 must not wrap round to a small one).
-        exact = int(np.abs(grow).max(initial=0)) * abs(batch - b1) >= 1 << 62
+        exact = a.largest_growth * abs(batch - b1) >= 1 << 62
         if exact:
-            predicted: np.ndarray = np.array([a - (-(g * (batch - b1)) // span) for a, g in zip(s1.tolist(), grow.tolist())],
+            predicted: np.ndarray = np.array([s - (-(g * (batch - b1)) // span) for s, g in zip(s1.tolist(), grow.tolist())],
                                              dtype=object)
         else:
             predicted = s1 - (-(grow * (batch - b1)) // span)
-        predicted = np.where(grow < 0, np.maximum(s1, s2), predicted)
+        predicted[a.shrinking] = a.held[a.shrinking]  # held at the larger size
         predicted = np.maximum(predicted, 0)
-        own = self.small if base == "small" else self.large
-        sizes = own.requested_bytes.astype(object if exact else np.int64).copy()
-        sizes[rows_small if base == "small" else rows_large] = predicted
+        own = a.small_sizes if base == "small" else a.large_sizes
+        sizes = own.astype(object) if exact else own.copy()
+        sizes[a.rows_small if base == "small" else a.rows_large] = predicted
         return sizes
 
     def requests_at(self, batch: int, base: str | None = None) -> Requests:
@@ -708,10 +748,13 @@ def fit_batches(small: TraceData, large: TraceData, allocator: str, batch_sizes:
         # Each card's limit under this allocator's options (a CPU allocator's: the limit to set, not a card); the
         # band in each recording's own order only (one order of each: the cards lie far beyond the recordings).
         own = PlausibleRuns(scaling, threads, options, 1, window_ns, seed) if orders else None
-        card_rows = _cards(scaling, own, options, compute_capability, defaults.runtime)
-        limits = tuple(batch_limit(scaling, n, options) for n in table_batches(scaling, card_rows[-1].limit_bytes, options))
-        if own is not None:
-            limits = tuple(replace(row, band=_limit_band(own, row.batch, None, _searched(scaling, row))) for row in limits)
+        with many_replays():  # (hundreds of them)
+            card_rows = _cards(scaling, own, options, compute_capability, defaults.runtime)
+            limits = tuple(batch_limit(scaling, n, options)
+                           for n in table_batches(scaling, card_rows[-1].limit_bytes, options))
+            if own is not None:
+                limits = tuple(replace(row, band=_limit_band(own, row.batch, None, _searched(scaling, row)))
+                               for row in limits)
     result = _described(scaling, described, options, given, allocator, defaults.source, defaults.runtime)
     checked = None
     if check_with is not None:

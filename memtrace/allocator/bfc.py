@@ -52,10 +52,10 @@ The loop reads one column (rounded bytes, or ``~row`` for a free), made Python i
 time, so its memory does not grow with the sequence; a recording replay keeps its statistics as
 arrays, a block at a time. Where numba is installed (``memtrace[fast]``), the same loop compiled
 (``bfc_compiled.py``: the state in arrays, chunks as handles with their neighbours) serves the
-replays in row order once a process has replayed about a million events in Python
-(:func:`_compiled_serves`; ``MEMTRACE_REPLAY=python`` or ``compiled`` decides instead): this
-loop stays the reference it is tested against, event by event, and serves what the compiled one
-hands back (TF's retry once a request fails).
+replays in row order, and TF's retry once a request fails, once a process has replayed about a
+million events in Python or where a caller says many replays are to come (:func:`_compiled_serves`,
+:func:`many_replays`; ``MEMTRACE_REPLAY=python`` or ``compiled`` decides instead): this loop stays
+the reference it is tested against, event by event.
 
 Fewer replays: a replay under a limit also proves its answer for every limit under which the
 allocator would decide alike (:func:`proven_limits`); what a sequence's replays proved is kept
@@ -68,6 +68,7 @@ limit can cut are kept, as arrays).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -263,10 +264,12 @@ class Requests:
 
     def peak_rounded_live_bytes(self) -> int:
         """The most rounded bytes alive at once: no limit below it can fit, whatever the allocator does."""
-        sizes = np.where(self.is_alloc, (self.requested_bytes + 255) // 256 * 256, 0)
-        freed = (~self.is_alloc) & (self.frees >= 0)
-        delta = sizes.copy()
-        delta[freed] = -sizes[self.frees[freed]]
+        delta = np.asarray(self.requested_bytes, dtype=np.int64) + 255
+        delta &= ~255
+        delta *= self.is_alloc
+        freed = np.flatnonzero(self.frees >= 0)
+        freed = freed[~self.is_alloc[freed]]
+        delta[freed] = -delta[self.frees[freed]]
         return int(max(0, np.cumsum(delta).max(initial=0)))
 
 
@@ -354,15 +357,38 @@ class Schedule(Protocol):
     """The rows a replay serves, in the order it serves them, and what happens when one fails.
 
     Without one, a replay serves the rows in order and stops at the first that fails. A schedule
-    may serve them otherwise: when ``blocked(row)`` returns True the request waits (the allocator's
-    state is as before it) and the schedule hands out other rows, ``row`` again later; False ends
-    the replay there, out of memory. How long a request may wait, and what may run meanwhile, is
-    the runtime's (TF's ``AllocatorRetry``), not the allocator's: see ``allocator/orders.py``.
+    may serve them otherwise, a run of consecutive rows at a time (``runs()``: ``(begin, end)``, the
+    rows ``begin`` to ``end - 1``, served in order). Where a row of a run fails, the replay tells
+    ``blocked(row)`` (the rows before it in the run were served): True, the request waits (the
+    allocator's state is as before it), the rest of the run is not served, and the schedule hands out
+    other runs, ``row`` again later; False ends the replay there, out of memory. How long a request
+    may wait, and what may run meanwhile, is the runtime's (TF's ``AllocatorRetry``), not the
+    allocator's: see ``allocator/orders.py``.
     """
 
-    def __iter__(self) -> Iterator[int]: ...
+    def runs(self) -> Iterator[tuple[int, int]]: ...
 
     def blocked(self, row: int) -> bool: ...
+
+
+class _ScheduleRows:
+    """A schedule's rows one at a time, for the Python loops: a run ends early where a row of it waits."""
+
+    def __init__(self, schedule: Schedule) -> None:
+        self._schedule = schedule
+        self._waits = False
+
+    def __iter__(self) -> Iterator[int]:
+        for begin, end in self._schedule.runs():
+            for row in range(begin, end):
+                yield row
+                if self._waits:
+                    self._waits = False
+                    break
+
+    def blocked(self, row: int) -> bool:
+        self._waits = self._schedule.blocked(row)
+        return self._waits
 
 
 # A schedule for a replay that starts at the given row (0, or where it resumes from a saved state).
@@ -1350,6 +1376,19 @@ def _fraction_edge(fraction: float, remainder: int) -> int:
 _COMPILED_AFTER_ROWS = 1_000_000
 _COMPILED_RANGE: weakref.WeakKeyDictionary[Requests, bool] = weakref.WeakKeyDictionary()
 _python_rows = [0]  # rows this process's Python loop replayed (periods skipped not counted)
+_many_replays = [0]  # within many_replays(): the compiled loop serves from the first replay
+
+
+@contextlib.contextmanager
+def many_replays() -> Iterator[None]:
+    """Within: a caller about to make many replays (``fit --vs``'s tables, hundreds) has the compiled loop serve them
+    from the first, where it can: its start pays for itself there, and the million events replayed in Python first
+    would only add to it."""
+    _many_replays[0] += 1
+    try:
+        yield
+    finally:
+        _many_replays[0] -= 1
 
 
 def replay_setting_problem() -> str | None:
@@ -1371,13 +1410,14 @@ def replay_setting_problem() -> str | None:
 
 def _compiled_serves(run: _Run) -> bool:
     """Whether the compiled loop (``bfc_compiled``, numba) replays ``run``: where numba is installed, unless
-    ``MEMTRACE_REPLAY=python``; a replay in row order (TF's retry takes over in Python), whose requests all fit
-    the model's largest limit; once the process's Python replays have replayed enough events to pay for its start,
-    or where this replay alone would (``MEMTRACE_REPLAY=compiled``: from the first, and numba must be there)."""
+    ``MEMTRACE_REPLAY=python``; a replay in row order (or in order until TF's retry takes over), whose requests all
+    fit the model's largest limit; once the process's Python replays have replayed enough events to pay for its
+    start, where this replay alone would, or within :func:`many_replays` (``MEMTRACE_REPLAY=compiled``: from the
+    first, and numba must be there)."""
     choice = os.environ.get("MEMTRACE_REPLAY", "")
     if choice == "python" or run._schedule is not None:
         return False
-    if choice != "compiled" and _python_rows[0] < _COMPILED_AFTER_ROWS and not _long(run):
+    if choice != "compiled" and _python_rows[0] < _COMPILED_AFTER_ROWS and not _many_replays[0] and not _long(run):
         return False
     from memtrace.allocator import bfc_compiled
 
@@ -1403,6 +1443,28 @@ def _in_compiled_range(requests: Requests) -> bool:
         found = _COMPILED_RANGE[requests] = not len(events) or (int(events.max()) <= MAX_LIMIT_BYTES
                                                                and int(events.min()) >= -len(events))
     return found
+
+
+def _free_columns(free_size: dict[int, int]) -> tuple[IntArray, IntArray]:
+    """Free chunks (address -> size) as the compiled loop loads them: sizes and addresses, in the bins' order."""
+    count = len(free_size)
+    addresses = np.fromiter(free_size.keys(), dtype=np.int64, count=count)
+    sizes = np.fromiter(free_size.values(), dtype=np.int64, count=count)
+    order = np.lexsort((addresses, sizes))
+    return sizes[order], addresses[order]
+
+
+def _used_columns(addr_of: dict[int, int], used: dict[int, int]) -> tuple[IntArray, IntArray, IntArray]:
+    """The allocations in use (row -> address; address -> size) as the compiled loop loads them: rows, addresses,
+    sizes, in the order of ``addr_of``."""
+    count = len(addr_of)
+    rows = np.fromiter(addr_of.keys(), dtype=np.int64, count=count)
+    addresses = np.fromiter(addr_of.values(), dtype=np.int64, count=count)
+    used_addresses = np.fromiter(used.keys(), dtype=np.int64, count=len(used))
+    used_sizes = np.fromiter(used.values(), dtype=np.int64, count=len(used))
+    by_address = np.argsort(used_addresses)
+    sizes = used_sizes[by_address][np.searchsorted(used_addresses[by_address], addresses)]
+    return rows, addresses, sizes
 
 
 class _Run:
@@ -1571,7 +1633,7 @@ class _Run:
         vbase = self._vbase
         key_pop, free_pop, start_pop, used_pop, addr_pop = keys.pop, free_size.pop, free_start.pop, used.pop, addr_of.pop
 
-        schedule = None if self._schedule is None else self._schedule(first_row)
+        schedule = None if self._schedule is None else _ScheduleRows(self._schedule(first_row))
         # Where the events repeat every period (steps of training), a state that repeats one period later repeats
         # for as long as the events do: the replay moves on by whole periods (not where it records every event).
         repeats = None if schedule is not None or record else _period(self.requests)
@@ -1720,7 +1782,7 @@ class _Run:
                             if schedule is not None and schedule.blocked(row):
                                 continue  # the request waits for memory to come back; the schedule serves it again
                             if retry is not None:  # from here the retry serves the rows: this one first
-                                schedule, retry, cursor[0] = retry(row), None, row
+                                schedule, retry, cursor[0] = _ScheduleRows(retry(row)), None, row
                                 listed, period, repeats, checkpoints = events.tolist(), 0, None, None
                                 break
                             self.failed_at = row
@@ -1869,7 +1931,8 @@ class _Run:
 
     def _replay_compiled(self) -> None:
         """The replay with its loop compiled (``bfc_compiled``): from the same state as :meth:`_replay_python`,
-        keeping the same snapshots and checkpoints, handing the rest to Python where TF's retry takes over."""
+        keeping the same snapshots and checkpoints; where TF's retry takes over, its schedule hands out the rows a run
+        at a time (:meth:`_serve_retry`)."""
         from memtrace.allocator import bfc_compiled as compiled
 
         opts = self.options
@@ -1885,11 +1948,8 @@ class _Run:
         if c is not None and self._resume is None:
             free, used = (c.free_sizes, c.free_addresses), (c.used_rows, c.used_addresses, c.used_sizes)
         else:
-            rows = list(z.addr_of)
-            free = (np.array([k >> _KEY_SHIFT for k in z.keys], dtype=np.int64),
-                    np.array([k & _ADDRESS_MASK for k in z.keys], dtype=np.int64))
-            used = (np.array(rows, dtype=np.int64), np.array([z.addr_of[r] for r in rows], dtype=np.int64),
-                    np.array([z.used[z.addr_of[r]] for r in rows], dtype=np.int64))
+            free = _free_columns(z.free_size)
+            used = _used_columns(z.addr_of, z.used)
         machine.load(*free, *used, z.regions, z.region_rows, z.region_slope,
                      {"POOL": z.pool, "IN_USE": z.in_use, "PEAK": z.peak, "MAX_POOL": z.max_pool, "GROWTH": z.growth,
                       "KEPT_WHOLE": -1, "SPLIT_AT": MAX_LIMIT_BYTES, "PEAK_MOVING": z.peak_moving,
@@ -1950,14 +2010,10 @@ class _Run:
             elif status == compiled.TOO_MANY_REGIONS:
                 raise ValueError("the replay made more regions than the model holds")
             elif status == compiled.FAILED:
-                if self._retry is not None:  # TF's retry serves the rest: Python's loop, from this state
-                    kept_whole, split_at = machine.scalar("KEPT_WHOLE"), machine.scalar("SPLIT_AT")
-                    self._start, self._checkpoints = self._checkpoint_of(machine, row, 0), None
-                    self._replay_python()
-                    whole, split = self.split_remainders
-                    self.split_remainders = (max(whole, kept_whole), min(split, split_at))
-                    return
-                self.failed_at = row
+                if self._retry is not None:  # TF's retry serves the rest, a run of rows at a time, from this row
+                    self.failed_at = self._serve_retry(machine, self._retry(row))
+                else:
+                    self.failed_at = row
                 break
         peak, peak_moving = machine.scalar("PEAK"), machine.scalar("PEAK_MOVING")
         max_pool, pool_moving = machine.scalar("MAX_POOL"), machine.scalar("POOL_MOVING")
@@ -1969,18 +2025,39 @@ class _Run:
         self.regions = machine.regions()
         self.made_regions = tuple(machine.made_since(regions_at_start)) if self.record else ()
         self.given_back = tuple(machine.given_back())
-        self._final = (machine.free_chunks(), machine.used_chunks(), machine.scalar("POOL"), machine.scalar("IN_USE"),
+        self._final = (machine.free_chunks(), machine.used_chunks(by_row=False), machine.scalar("POOL"), machine.scalar("IN_USE"),
                        machine.scalar("GROWTH"))
         self.tables = [machine.recorded_table()] if self.record else []
         if machine.scalar("TRACK"):
             limit = opts.limit_bytes
             self.proven_low, self.proven_high = limit + machine.scalar("DLO"), limit + machine.scalar("DHI")
 
+    @staticmethod
+    def _serve_retry(machine: Any, schedule: Schedule) -> int | None:
+        """Serve the rows as ``schedule`` hands them out (its first run from the row that failed): the row where the
+        replay ends out of memory, or None."""
+        from memtrace.allocator import bfc_compiled as compiled
+
+        machine.keep_no_checkpoints()  # (the retry's replay keeps no states, as the Python loop's does not)
+        for begin, end in schedule.runs():
+            status = machine.run(begin, end)
+            if status == compiled.TOO_MANY_REGIONS:
+                raise ValueError("the replay made more regions than the model holds")
+            if status == compiled.FAILED and not schedule.blocked(machine.row):
+                return machine.row
+        return None
+
     # The state where a compiled replay ended, as _replay_python leaves it: made when asked (a search asks only
     # whether a replay fits). The Python loop sets them itself.
     @functools.cached_property
+    def _used_by_row(self) -> tuple[IntArray, IntArray, IntArray]:
+        rows, addresses, sizes = self._final[1]
+        by_row = np.argsort(rows, kind="stable")
+        return rows[by_row], addresses[by_row], sizes[by_row]
+
+    @functools.cached_property
     def used(self) -> dict[int, int]:
-        _, (_, addresses, sizes), *_ = self._final
+        _, addresses, sizes = self._used_by_row
         return dict(zip(addresses.tolist(), sizes.tolist()))
 
     @functools.cached_property
@@ -1990,7 +2067,7 @@ class _Run:
 
     @functools.cached_property
     def addr_of(self) -> dict[int, int]:
-        _, (rows, addresses, _), *_ = self._final
+        rows, addresses, _ = self._used_by_row
         return dict(zip(rows.tolist(), addresses.tolist()))
 
     @functools.cached_property
@@ -2342,7 +2419,7 @@ class _PartitionedRun:
         ends = upper_col.tolist() if upper_col is not None else [False] * n
         alignments = align_col.tolist() if align_col is not None else [MIN_ALLOCATION_BYTES] * n
         addr_of: dict[int, int] = {}
-        schedule = None if self._schedule is None else self._schedule(0)
+        schedule = None if self._schedule is None else _ScheduleRows(self._schedule(0))
         rows: Iterator[tuple[int, tuple[bool, int, int]]] = enumerate(zip(is_alloc, requested, frees)) \
             if schedule is None else ((row, (is_alloc[row], requested[row], frees[row])) for row in schedule)
         for row, (alloc, req, freed) in rows:

@@ -41,6 +41,9 @@ _SCALARS = 26
 LIMIT, MAX_FRAG, GC, RECORD, CHECKPOINTS, KEEP_FROM, DESCENDING, REGION_SHIFT, REGION_SLOTS = range(9)
 
 _IN_USE_CHUNK, _FREE_CHUNK, _NO_CHUNK = 2, 1, 0
+# Room for this many chunks when a state is loaded (or twice as many as it has): each doubling copies ten columns,
+# and a replay of a training step holds thousands of chunks.
+_FIRST_CHUNK_ROOM = 4096
 
 
 def available() -> bool:
@@ -557,7 +560,7 @@ class Machine:
         sizes = np.concatenate([free_sizes, used_sizes]).astype(np.int64)[by_address]
         rows = np.concatenate([np.full(len(free_sizes), -1, dtype=np.int64), used_rows])[by_address]
         chunks = len(addresses)
-        room = 64
+        room = _FIRST_CHUNK_ROOM
         while room < chunks + 2:
             room *= 2
         s[HANDLES] = s[SPARE] = 0
@@ -616,6 +619,10 @@ class Machine:
         """Where the last run stopped: the next row to replay (the one that stopped it)."""
         return int(self.s[ROW])
 
+    def keep_no_checkpoints(self) -> None:
+        """From here, stop for no state to keep before an extension."""
+        self.options[CHECKPOINTS] = 0
+
     def skip_checkpoint(self, row: int) -> None:
         """The state before ``row`` is kept: go on past it."""
         self.s[SKIP_CHECKPOINT] = row
@@ -633,13 +640,13 @@ class Machine:
         count = int(self.s[FREE_COUNT])
         return self.key_size[:count].copy(), self.key_address[:count].copy()
 
-    def used_chunks(self) -> tuple[IntArray, IntArray, IntArray]:
-        """Chunks in use, by the row that allocated them: rows, addresses, sizes."""
+    def used_chunks(self, by_row: bool = True) -> tuple[IntArray, IntArray, IntArray]:
+        """Chunks in use, by the row that allocated them (``by_row``; else in no order): rows, addresses, sizes."""
         handles = int(self.s[HANDLES])
         in_use = np.flatnonzero(self.chunk_state[:handles] == _IN_USE_CHUNK)
-        rows = self.chunk_row[in_use]
-        by_row = in_use[np.argsort(rows, kind="stable")]
-        return self.chunk_row[by_row], self.chunk_address[by_row], self.chunk_size[by_row]
+        if by_row:
+            in_use = in_use[np.argsort(self.chunk_row[in_use], kind="stable")]
+        return self.chunk_row[in_use], self.chunk_address[in_use], self.chunk_size[in_use]
 
     def regions(self) -> dict[int, int]:
         """The live regions, region -> size, in the order they were made."""

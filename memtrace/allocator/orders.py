@@ -336,27 +336,23 @@ class _Retry:
         self.rows = rows
         self.start = start
         self.failed: int | None = None  # the row blocked() was told of, not yet taken up
-        self.final = False
+        self.final = False  # the oldest waiting request, tried a last time, is the first row of the run
+        self._begin = start  # the first row of the run handed out last
 
     def blocked(self, row: int) -> bool:
-        if self.final:
+        if self.final and row == self._begin:
             return False
         self.failed = row
         return True
 
-    def __iter__(self) -> Iterator[int]:
-        row = self.start
-        n = self.rows
-        while row < n:  # in order until a request fails
-            yield row
-            if self.failed is not None:
-                break
-            row += 1
+    def runs(self) -> Iterator[tuple[int, int]]:
+        if self.start < self.rows:  # in order until a request fails
+            yield self.start, self.rows
         if self.failed is None:
             return
         yield from self._waiting(self.failed)
 
-    def _waiting(self, first_failure: int) -> Iterator[int]:
+    def _waiting(self, first_failure: int) -> Iterator[tuple[int, int]]:
         plan = self.plan()
         starts, is_free, time_ns, window = plan.starts, plan.is_free, plan.time_ns, plan.window_ns
         units = len(starts) - 1
@@ -415,18 +411,17 @@ class _Retry:
                 self.final = True  # nothing else can run: the oldest waiting request is tried a last time
                 candidates = [waiting.pop(0)]
             for index, (u, first_row) in enumerate(candidates):
-                row = first_row
+                self._begin = first_row
                 end = starts[u + 1]
-                while row < end:
-                    yield row
-                    if self.failed is not None:
-                        self.failed = None
-                        waiting.append((u, row))
-                        break
+                yield first_row, end
+                served_to = end if self.failed is None else self.failed  # the rows before it were served
+                if served_to > first_row:
                     self.final = False
-                    if is_free[row]:
+                    if not freed and any(is_free[first_row:served_to]):
                         freed = True
-                    row += 1
+                if self.failed is not None:
+                    waiting.append((u, self.failed))
+                    self.failed = None
                 else:
                     finish(u)
                 if freed and index + 1 < len(candidates):
