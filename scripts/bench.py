@@ -443,9 +443,11 @@ def measure_fit(out: Path, repeats: int, compare: Path | None) -> list[str]:
         ("peak lstm69", [*memtrace, "peak", k]),
         ("fit lstm69", [*memtrace, "fit", k]),
         ("fit lstm69 --limit 4GiB --no-smallest", [*memtrace, "fit", k, "--limit", "4GiB", "--no-smallest"]),
+        ("fit lstm69 --orders 0", [*memtrace, "fit", k, "--orders", "0"]),
         ("peak lstm13_b16", [*memtrace, "peak", s]),
         ("peak lstm13_b64", [*memtrace, "peak", l]),
         ("fit lstm13_b16 --vs lstm13_b64", [*memtrace, "fit", s, "--vs", l]),
+        ("fit lstm13_b16 --vs lstm13_b64 --orders 0", [*memtrace, "fit", s, "--vs", l, "--orders", "0"]),
         ("fit lstm13_b16 --vs lstm13_b64 --batch 256 --limit 4GiB",
          [*memtrace, "fit", s, "--vs", l, "--batch", "256", "--limit", "4GiB"]),
     ]
@@ -490,6 +492,10 @@ def fit_table(runs: list[CpuRun]) -> list[str]:
          fit_k <= 1.5 * peak_k),
         (f"`fit --vs` with its tables at most 3x `peak` on the two recordings (both): {vs / pair:.2f}x", vs <= 3 * pair),
     ]
+    for plain, banded in (("fit lstm69 --orders 0", "fit lstm69"),
+                          ("fit lstm13_b16 --vs lstm13_b64 --orders 0", "fit lstm13_b16 --vs lstm13_b64")):
+        ratio = cpu(banded) / cpu(plain)
+        checks.append((f"the band at most 3x a plain fit: `{banded}` against `{plain}`: {ratio:.2f}x", ratio <= 3))
     return [*lines, "", *[f"- {'PASS' if ok else 'FAIL'}: {what}" for what, ok in checks]]
 
 
