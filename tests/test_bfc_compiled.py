@@ -22,6 +22,7 @@ import memtrace
 from memtrace.allocator import bfc, bfc_compiled, orders
 from memtrace.allocator.bfc import BFCOptions, Requests, search_min_limit
 from memtrace.allocator.requests import requests_for
+from memtrace.units import MIB
 from tests.conftest import unavailable
 from tests.test_bfc import OPTION_SETS, random_sequence, seq, seq_copy
 from tests.test_orders import random_recording
@@ -399,3 +400,19 @@ def test_a_replay_setting_that_cannot_be_kept_is_refused_in_one_line(
     err = capsys.readouterr()
     assert code == 2 and err.out == ""
     assert err.err.startswith(f"memtrace: error: {said}") and err.err.count("\n") == 1
+
+
+def test_a_replay_that_makes_more_regions_than_the_model_has_slots_for_is_refused_by_both_loops(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN room for three regions' virtual addresses, and requests of 3, 5, 9 and 17 MiB held at once: with growth,
+    # each outgrows every free chunk and the growth size, so each makes a region (4, 8, 16, 32 MiB: the growth size
+    # doubles past the request)
+    monkeypatch.setattr(bfc, "_REGION_SLOTS", 3)
+    requests = seq(("a", 3 * MIB), ("a", 5 * MIB), ("a", 9 * MIB), ("a", 17 * MIB))
+    three = seq(("a", 3 * MIB), ("a", 5 * MIB), ("a", 9 * MIB))
+    for replay in ("python", "compiled"):
+        monkeypatch.setenv("MEMTRACE_REPLAY", replay)
+        # THEN three regions are made, and the fourth is refused, not laid over another region's addresses
+        assert bfc._Run(three, BFCOptions(1 << 30), record=False).region_rows == (0, 1, 2), replay
+        with pytest.raises(ValueError, match="more regions than the model holds"):
+            bfc._Run(requests, BFCOptions(1 << 30), record=False)

@@ -252,6 +252,18 @@ def test_classic_bfc_refuses_what_only_a_partitioned_pool_serves() -> None:
     assert plain.upper_end is None and plain.alignment_bytes is None  # a plain sequence carries neither column
 
 
+def test_which_rows_make_regions_and_whether_it_fits_ask_the_partitioned_pool_where_partitioned() -> None:
+    # GIVEN a 0-byte request (XLA returns null: no memory) and then 256 B from the upper end
+    requests = Requests.from_events([("a", 0), ("u", 256)])
+    # THEN the partitioned pool makes its one region at the first request that needs memory (row 1), and serves both
+    assert bfc.regions_made(requests, partitioned(4096)) == (1,)
+    assert bfc.fits(requests, partitioned(4096))
+    # AND the classic allocator refuses the upper end whichever it is asked
+    for ask in (bfc.regions_made, bfc.fits):
+        with pytest.raises(ValueError, match="upper end"):
+            ask(requests, BFCOptions(4096))
+
+
 def test_the_smallest_limit_of_a_lower_end_sequence_is_its_high_water_mark() -> None:
     # 1 KiB, 1 KiB, the first freed (an interior hole), then 1.5 KiB: the hole is too small, so the gap above the
     # second is carved: the lower end reaches 2048 + 1536 = 3584 B, the smallest limit (to 256 B)
