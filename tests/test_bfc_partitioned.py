@@ -10,6 +10,8 @@ the model in ``tests/test_fit_xla.py``.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -252,16 +254,52 @@ def test_classic_bfc_refuses_what_only_a_partitioned_pool_serves() -> None:
     assert plain.upper_end is None and plain.alignment_bytes is None  # a plain sequence carries neither column
 
 
-def test_which_rows_make_regions_and_whether_it_fits_ask_the_partitioned_pool_where_partitioned() -> None:
+class _InOrder:
+    """A schedule that serves the rows in order and lets no request wait."""
+
+    def __init__(self, rows: int, start: int) -> None:
+        self.rows, self.start = rows, start
+
+    def runs(self) -> Iterator[tuple[int, int]]:
+        yield self.start, self.rows
+
+    def blocked(self, row: int) -> bool:
+        return False
+
+
+def _simulated(requests: Requests, options: BFCOptions) -> tuple[object, ...]:
+    s = bfc.simulate(requests, options)
+    return s.fits, s.region_rows, s.peak_in_use_bytes, s.max_pool_bytes
+
+
+# Every way into the model, asked of a sequence and options: what it answers.
+ENTRIES: dict[str, Callable[[Requests, BFCOptions], object]] = {
+    "simulate": _simulated,
+    "regions_made": bfc.regions_made,
+    "fits": bfc.fits,
+    "fits served by a schedule": lambda r, o: bfc.fits(r, o, lambda start: _InOrder(len(r), start)),
+    "proven_limits": bfc.proven_limits,
+    "outcome": bfc.outcome,
+    "search_min_limit": lambda r, o: bfc.search_min_limit(r, replace(o, limit_bytes=0), granularity=256).limit_bytes,
+    "min_limit": lambda r, o: bfc.min_limit(r, replace(o, limit_bytes=0), granularity=256),
+}
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+def test_every_way_into_the_model_asks_the_partitioned_pool_where_partitioned_and_the_classic_one_refuses_the_upper_end(
+        entry: str) -> None:
     # GIVEN a 0-byte request (XLA returns null: no memory) and then 256 B from the upper end
     requests = Requests.from_events([("a", 0), ("u", 256)])
-    # THEN the partitioned pool makes its one region at the first request that needs memory (row 1), and serves both
-    assert bfc.regions_made(requests, partitioned(4096)) == (1,)
-    assert bfc.fits(requests, partitioned(4096))
-    # AND the classic allocator refuses the upper end whichever it is asked
-    for ask in (bfc.regions_made, bfc.fits):
-        with pytest.raises(ValueError, match="upper end"):
-            ask(requests, BFCOptions(4096))
+    # THEN under 4 KiB the partitioned pool makes its one region (the whole 4 KiB) at the first request that needs
+    # memory (row 1) and serves both: 256 B at the peak, the smallest limit 256 B, and a replay proves only its own
+    # limit
+    expected = {"simulate": (True, (1,), 256, 4096), "regions_made": (1,), "fits": True,
+                "fits served by a schedule": True, "proven_limits": (4096, 4096, True),
+                "outcome": bfc.Outcome(True, None, 256, 4096), "search_min_limit": 256, "min_limit": 256}
+    assert ENTRIES[entry](requests, partitioned(4096)) == expected[entry]
+    # AND the classic allocator refuses the upper end, whichever it is asked
+    with pytest.raises(ValueError, match="upper end"):
+        ENTRIES[entry](requests, BFCOptions(4096, allow_growth=False))
 
 
 def test_the_smallest_limit_of_a_lower_end_sequence_is_its_high_water_mark() -> None:
