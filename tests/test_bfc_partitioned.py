@@ -10,7 +10,7 @@ the model in ``tests/test_fit_xla.py``.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -18,6 +18,7 @@ import pytest
 
 from memtrace.allocator import bfc
 from memtrace.allocator.bfc import BFCOptions, EndPolicy, Requests
+from tests.test_bfc import InOrder
 
 MIB = 1 << 20
 HEURISTIC_GAP = EndPolicy(gap_split="heuristic")  # JAX 0.11.2's lower end: a small gap is handed out whole
@@ -254,19 +255,6 @@ def test_classic_bfc_refuses_what_only_a_partitioned_pool_serves() -> None:
     assert plain.upper_end is None and plain.alignment_bytes is None  # a plain sequence carries neither column
 
 
-class _InOrder:
-    """A schedule that serves the rows in order and lets no request wait."""
-
-    def __init__(self, rows: int, start: int) -> None:
-        self.rows, self.start = rows, start
-
-    def runs(self) -> Iterator[tuple[int, int]]:
-        yield self.start, self.rows
-
-    def blocked(self, row: int) -> bool:
-        return False
-
-
 def _simulated(requests: Requests, options: BFCOptions) -> tuple[object, ...]:
     s = bfc.simulate(requests, options)
     return s.fits, s.region_rows, s.peak_in_use_bytes, s.max_pool_bytes
@@ -277,7 +265,7 @@ ENTRIES: dict[str, Callable[[Requests, BFCOptions], object]] = {
     "simulate": _simulated,
     "regions_made": bfc.regions_made,
     "fits": bfc.fits,
-    "fits served by a schedule": lambda r, o: bfc.fits(r, o, lambda start: _InOrder(len(r), start)),
+    "fits served by a schedule": lambda r, o: bfc.fits(r, o, lambda start: InOrder(len(r), start)),
     "proven_limits": bfc.proven_limits,
     "outcome": bfc.outcome,
     "search_min_limit": lambda r, o: bfc.search_min_limit(r, replace(o, limit_bytes=0), granularity=256).limit_bytes,
