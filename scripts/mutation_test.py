@@ -8,7 +8,8 @@ Each *mutant* is the module with one small change: an operator (``<`` for ``<=``
 ``or`` for ``and``, ``|`` for ``&``), a constant (``n`` for ``n + 1``, ``False`` for ``True``), a
 ``not`` dropped, a ``break`` for a ``continue``, or a statement left out. For each one the script runs
 the tests that cover the mutated line (found once, with coverage.py's per-test contexts; for a line
-that runs on import, such as a constant, the module's main test file whole as well) against a
+that runs on import, such as a constant, the module's main test file whole as well, and the tests that cover
+the lines reading what it defines) against a
 copy of the package with the mutant in place, with a timeout of three times what its tests took in the
 coverage run (at least 30 s; at most three times what all the module's covering tests take unmutated); the mutant is **killed** when a test fails (or it runs past the timeout), and
 **survives** when every test passes. A survivor is a rule the tests do not pin: it gets a test from
@@ -326,6 +327,20 @@ def import_lines(module: str, out: Path) -> set[int]:
     return set(data.lines(str(ROOT / module)) or ())
 
 
+def readers_of(module: str, number: int) -> set[int]:
+    """The lines of ``module`` that read a name the module-level statement of mutant ``number`` assigns (outside
+    that statement): where a constant's value is used."""
+    first, last = _spans(module)[number]
+    tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
+    names = {name.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+             and node.lineno <= first and last <= (node.end_lineno or node.lineno)
+             for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+             for name in ast.walk(target) if isinstance(name, ast.Name)}
+    return {node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)
+            and not first <= node.lineno <= last}
+
+
 def _uses_numba(module: str) -> bool:
     """Whether ``module`` compiles code with numba: coverage.py cannot see into compiled code."""
     tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
@@ -454,7 +469,10 @@ def main(argv: list[str] | None = None) -> int:
             lines = lines_of(module, m.number)
             m.tests = sorted({t for line in lines for t in covered[module].get(line, [])})
             if main_file is not None and lines <= on_import[module]:
-                m.tests = [main_file, *(t for t in m.tests if not t.startswith(main_file + "::"))]
+                # ... and the tests that cover the lines reading what the statement defines (a constant read in a
+                # replay: the tests of the replay, which may live in other files than the main one)
+                read = {t for line in readers_of(module, m.number) for t in covered[module].get(line, [])}
+                m.tests = [main_file, *sorted(t for t in set(m.tests) | read if not t.startswith(main_file + "::"))]
         mutants += found
 
     done_before: dict[tuple[str, str], dict] = {}

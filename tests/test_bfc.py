@@ -1248,3 +1248,27 @@ def test_garbage_collections_record_takes_the_fits_proven_without_it_with_states
     assert fits(requests, BFCOptions(6 * MIB + 100, True, True))
     assert fits(requests, BFCOptions(20 * MIB, True, True, 0.1))
     assert made == []
+
+
+def test_a_hinted_search_tries_the_hint_and_the_limit_below_before_bisecting_and_probes_above_the_answer() -> None:
+    # GIVEN one region of the limit (no growth): twenty 1 MiB blocks, every other one freed (1 MiB holes, the last
+    # block held), then five of 2 MiB, which no hole holds: 20 MiB alive at most, 30 MiB needed
+    requests = seq(*[("a", MIB)] * 20, *[("f", row) for row in range(0, 20, 2)], *[("a", 2 * MIB)] * 5)
+    # WHEN the smallest limit is searched with a hint of 31 MiB (a similar sequence's answer)
+    search = search_min_limit(requests, BFCOptions(0, allow_growth=False), hint=31 * MIB)
+    # THEN the answer is 30 MiB, and the limits were tried as the search says: galloping up from the lower bound
+    # (20 MiB) until 34 MiB fits, then the hint (fits) and the limit below it (fits: no bracket), bisection between
+    # 26 and 31 (28 and 29 fail, 30 known), every limit below not yet tried (each fails), and the extra probes above
+    # the answer: evenly spaced up to the largest limit that fitted, 34 MiB (31 known, 32)
+    assert search.limit_bytes == 30 * MIB
+    assert [(limit // MIB, ok) for limit, ok in search.tried] == [
+        (20, False), (22, False), (26, False), (34, True), (31, True), (30, True), (28, False), (29, False),
+        (21, False), (23, False), (24, False), (25, False), (27, False), (32, True)]
+    assert search.monotone
+
+
+def test_a_granularity_of_0_is_refused() -> None:
+    requests = seq(("a", MIB))
+    for search in (bfc.min_limit, search_min_limit, lambda r, o, g: search_min_limit(r, o, g, hint=MIB)):
+        with pytest.raises(ValueError, match="granularity must be positive"):
+            search(requests, BFCOptions(0), 0)

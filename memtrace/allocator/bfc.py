@@ -710,7 +710,6 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
     bracketed = False
     fitting_hint: int | None = None
     hints = [] if hint is None else [hint] if isinstance(hint, int) else list(hint)
-    h = hints[0] // granularity if hints else 0
     for each in hints if budget_events == 0 else ():
         # A sequence like others (an order drawn from a recording), whose answer is most likely one of theirs, and
         # no limit below its boundary to look at: where a hint fits and the limit below it does not (or is known
