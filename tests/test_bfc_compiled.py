@@ -298,6 +298,13 @@ def test_the_compiled_loop_serves_only_where_it_is_asked_and_holds_the_sequence(
     recording = _bare(repeating)
     recording.record = True
     assert bfc._compiled_serves(recording)
+    # AND where numba cannot run the loop, the Python loop serves even such a replay; asked for the compiled one, the
+    # API says why
+    monkeypatch.setattr(bfc_compiled, "_usable", [False])
+    assert not bfc._compiled_serves(recording)
+    monkeypatch.setenv("MEMTRACE_REPLAY", "compiled")
+    with pytest.raises(RuntimeError, match="numba is not installed"):
+        bfc._compiled_serves(_bare(short))
 
 
 def _bare(requests: Requests, schedule: Any = None) -> Any:
