@@ -78,6 +78,8 @@ def test_the_128_mib_rule_splits_below_twice() -> None:
     assert simulate(seq(("a", 400 * MIB)), opts).chunk_bytes.tolist() == [512 * MIB]
     # 384 MiB: exactly 128 MiB would remain: split (the rule is >=)
     assert simulate(seq(("a", 384 * MIB)), opts).chunk_bytes.tolist() == [384 * MIB]
+    # 385 MiB: 127 MiB would remain, a MiB short: the whole 512 MiB
+    assert simulate(seq(("a", 385 * MIB)), opts).chunk_bytes.tolist() == [512 * MIB]
 
 
 def test_fragmentation_fraction_sets_the_split_threshold_from_the_limit() -> None:
@@ -101,6 +103,16 @@ def test_smallest_fitting_chunk_wins_and_ties_go_to_the_lowest_address() -> None
     assert (small.offset.tolist()[-1], small.chunk_bytes.tolist()[-1]) == (0, 512)
     # WHEN 2048 B is asked: only the 4096 B chunk fits
     assert simulate(seq(*events, ("a", 2048)), opts).offset.tolist()[-1] == 4096
+
+
+def test_offsets_are_within_each_region() -> None:
+    # GIVEN 2 MiB (region 0, 2 MiB, full), 2 MiB (region 1 of 4 MiB, split), then 1 MiB (the 2 MiB free in region 1,
+    # at 2 MiB, split)
+    sim = simulate(seq(("a", 2 * MIB), ("a", 2 * MIB), ("a", MIB)), BFCOptions(64 * MIB))
+    # THEN each event's offset, and each chunk's in the map, is from its own region's start
+    assert sim.region.tolist() == [0, 1, 1] and sim.offset.tolist() == [0, 0, 2 * MIB]
+    assert [(c.region, c.offset, c.size_bytes, c.in_use) for c in sim.chunks] == [
+        (0, 0, 2 * MIB, True), (1, 0, 2 * MIB, True), (1, 2 * MIB, MIB, True), (1, 3 * MIB, MIB, False)]
 
 
 @pytest.mark.parametrize(("descending", "region", "offset"), [(False, 0, 0), (True, 1, 2 * MIB)])
