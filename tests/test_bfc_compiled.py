@@ -423,3 +423,21 @@ def test_a_replay_that_makes_more_regions_than_the_model_has_slots_for_is_refuse
         assert bfc._Run(three, BFCOptions(1 << 30), record=False).region_rows == (0, 1, 2), replay
         with pytest.raises(ValueError, match="more regions than the model holds"):
             bfc._Run(requests, BFCOptions(1 << 30), record=False)
+
+
+def test_whether_the_loop_can_run_is_checked_once_and_a_numba_that_cannot_compile_it_says_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN numba installed (the test extras): the loop replays its check (256 B, then its free) and is usable
+    monkeypatch.setattr(bfc_compiled, "_usable", [])
+    assert bfc_compiled.available() and bfc_compiled._usable == [True]
+    # GIVEN a numba that cannot compile it: one warning naming the error, the Python loop serves, and the check is not
+    # made again
+    monkeypatch.setattr(bfc_compiled, "_usable", [])
+
+    def broken(*args: object) -> None:
+        raise TypeError("no such type")
+
+    monkeypatch.setattr(bfc_compiled, "Machine", broken)
+    with pytest.warns(RuntimeWarning, match=r"numba could not compile the allocator replay \(TypeError: no such type\)"):
+        assert not bfc_compiled.available()
+    assert bfc_compiled._usable == [False] and not bfc_compiled.available()

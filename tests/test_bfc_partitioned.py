@@ -311,3 +311,12 @@ def test_a_0_byte_request_and_a_free_of_an_unknown_allocation_are_events_that_ch
         # THEN each of the four events has its row: only the 1,000 bytes take a chunk (1,024 bytes, at 0)
         assert sim.fits and sim.bytes_in_use.tolist() == [0, 0, 1024, 1024]
         assert sim.region.tolist() == [-1, -1, 0, -1] and sim.chunk_bytes.tolist()[2] == 1024
+
+
+def test_the_high_end_start_is_aligned_down_from_the_top_and_none_where_the_chunk_is_too_small() -> None:
+    # XLA's HighEndAlignedStart: a 1,024 B chunk at 4,096 holds 512 B from its top at 4,608, aligned down to 512 at
+    # 4,608 and to 1,024 at 4,096; a 256 B chunk cannot hold 512 B (-1), nor can one whose aligned start falls below it
+    assert bfc.high_end_aligned_start(4096, 1024, 512, 512) == 4608
+    assert bfc.high_end_aligned_start(4096, 1024, 512, 1024) == 4096
+    assert bfc.high_end_aligned_start(4096, 256, 512, 256) == -1
+    assert bfc.high_end_aligned_start(4352, 1024, 512, 1024) == 4096  # below the chunk: the caller's test refuses it

@@ -264,11 +264,9 @@ class Requests:
 
     def peak_rounded_live_bytes(self) -> int:
         """The most rounded bytes alive at once: no limit below it can fit, whatever the allocator does."""
-        delta = np.asarray(self.requested_bytes, dtype=np.int64) + 255
+        delta = np.asarray(self.requested_bytes, dtype=np.int64) + 255  # (a free's are 0: so are its rounded)
         delta &= ~255
-        delta *= self.is_alloc
-        freed = np.flatnonzero(self.frees >= 0)
-        freed = freed[~self.is_alloc[freed]]
+        freed = np.flatnonzero(self.frees >= 0)  # (an allocation's are -1)
         delta[freed] = -delta[self.frees[freed]]
         return int(max(0, np.cumsum(delta).max(initial=0)))
 
@@ -500,8 +498,10 @@ class LimitSearch:
     monotone: bool
     tried: tuple[tuple[int, bool], ...]  # (limit, fits) for every limit looked at, in order (replayed or proven)
     below_step: int  # below the boundary bisection found, every below_step-th limit was tried (1: every one)
-    replays: int = 0  # replays the search made (the others were answered by earlier replays' proofs)
-    replayed_events: int = 0
+    # The replays the search made (the others were answered by earlier replays' proofs), and their events; a search
+    # served by a schedule, a hint or shared rows (the band's) counts none: 0.
+    replays: int
+    replayed_events: int
 
     @property
     def exhaustive(self) -> bool:
@@ -793,7 +793,7 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
     monotone = all(ok == (limit >= answer) for limit, ok in tried if limit > 0)
     if limits is not None:
         limits.drop_snapshots()
-    return LimitSearch(answer, monotone, tuple(tried), step)
+    return LimitSearch(answer, monotone, tuple(tried), step, 0, 0)  # (its replays not counted)
 
 
 class SharedStart:
