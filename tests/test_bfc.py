@@ -1277,6 +1277,13 @@ def test_a_hinted_search_tries_the_hint_and_the_limit_below_before_bisecting_and
         (20, False), (22, False), (26, False), (34, True), (31, True), (30, True), (28, False), (29, False),
         (21, False), (23, False), (24, False), (25, False), (27, False), (32, True)]
     assert search.monotone
+    # AND without the hint: galloping, bisection (30 fits), the scan below from the lower bound (each limit asked, the
+    # proofs answering most), and the two probes above: 31 and 32 MiB, evenly spaced below the 34 that fitted
+    plain = search_min_limit(seq_copy(requests), BFCOptions(0, allow_growth=False))
+    assert plain.limit_bytes == 30 * MIB
+    assert [(limit // MIB, ok) for limit, ok in plain.tried] == [
+        (20, False), (22, False), (26, False), (34, True), (30, True), (28, False), (29, False), (20, False),
+        (21, False), (22, False), (24, False), (26, False), (28, False), (31, True), (32, True)]
 
 
 def test_a_granularity_of_0_is_refused() -> None:
