@@ -441,3 +441,23 @@ def test_whether_the_loop_can_run_is_checked_once_and_a_numba_that_cannot_compil
     with pytest.warns(RuntimeWarning, match=r"numba could not compile the allocator replay \(TypeError: no such type\)"):
         assert not bfc_compiled.available()
     assert bfc_compiled._usable == [False] and not bfc_compiled.available()
+
+
+def test_the_machines_tables_grow_keeping_what_they_hold() -> None:
+    # GIVEN a machine loaded with nothing: room for 4,096 chunks and 64 regions
+    machine = bfc_compiled.Machine(np.array([256, -1], dtype=np.int64), 1 << 20, 128 << 20, 0.0, False, False, False,
+                                   0, (), False, 44, (1 << 18) - 1, 0)
+    nothing = np.zeros(0, dtype=np.int64)
+    machine.load(nothing, nothing, nothing, nothing, nothing, {}, [], {},
+                 {"GROWTH": 1 << 20, "KEPT_WHOLE": -1, "TFREE": -1, "TEND": -1})
+    assert (len(machine.key_size), len(machine.chunk_address), len(machine.region_size)) == (4096, 4096, 64)
+    # WHEN the loop stops with 63 regions made (one more would leave no room) and as many keys and handles as fit
+    machine.region_size[:63] = np.arange(1, 64)
+    machine.key_size[:4095] = machine.chunk_address[:4095] = np.arange(4095)
+    machine.s[[bfc_compiled.REGIONS, bfc_compiled.FREE_COUNT, bfc_compiled.HANDLES]] = (63, 4095, 4095)
+    machine._grow()
+    # THEN each table has twice the room, what it held kept (the regions given back: two numbers a region)
+    assert (len(machine.key_size), len(machine.chunk_address), len(machine.region_size), len(machine.given)) == (
+        8192, 8192, 128, 256)
+    assert machine.region_size[:63].tolist() == list(range(1, 64)) and not machine.region_size[63:].any()
+    assert machine.key_size[:4095].tolist() == machine.chunk_address[:4095].tolist() == list(range(4095))
