@@ -1291,3 +1291,37 @@ def test_a_granularity_of_0_is_refused() -> None:
     for search in (bfc.min_limit, search_min_limit, lambda r, o, g: search_min_limit(r, o, g, hint=MIB)):
         with pytest.raises(ValueError, match="granularity must be positive"):
             search(requests, BFCOptions(0), 0)
+
+
+def test_past_its_budget_the_scan_below_the_boundary_steps_and_still_ends_on_a_limit_that_fits() -> None:
+    # GIVEN random sequences of 400 events (one region of the limit), searched to 4 KiB with a budget of one event
+    # (so four replays' worth of events: 4 x 400)
+    for seed, step in ((7, 21), (11, 50)):
+        requests = random_sequence(seed, 400, 20)
+        options = BFCOptions(0, allow_growth=False)
+        stepped = search_min_limit(requests, options, granularity=4 * KIB, budget_events=1)
+        # THEN past the budget the scan tries every step-th limit (not exhaustive), and its answer fits; where the
+        # smallest limit (the plain scan from below, min_limit, without a budget) lies within the step below the first
+        # fitting limit it meets, it is that one; else one above it
+        exact = bfc.min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=10**9)
+        assert stepped.below_step == step and not stepped.exhaustive
+        assert bfc.fits(seq_copy(requests), replace(options, limit_bytes=stepped.limit_bytes))
+        assert (stepped.limit_bytes == exact) if seed == 7 else (stepped.limit_bytes > exact)
+        # AND with the default budget it is exhaustive and exact
+        assert search_min_limit(seq_copy(requests), options, granularity=4 * KIB).limit_bytes == exact
+
+
+def test_a_search_ignores_shared_rows_longer_than_its_sequence_and_a_plain_one_beyond_every_limit_says_so() -> None:
+    # GIVEN 1 MiB then 3 MiB (growth: a region of 2 MiB, then one of what the limit leaves: 4 MiB fails, 5 MiB fits),
+    # and shared rows of a source that begins alike but runs on for four rows
+    source = seq(("a", MIB), ("a", 3 * MIB), ("f", 0), ("a", 2 * MIB))
+    shared = bfc.SharedStart(source, BFCOptions(0), 4)
+    # THEN the search of the two rows starts from their own first request: 5 MiB, as without the shared rows
+    assert search_min_limit(seq(("a", MIB), ("a", 3 * MIB)), BFCOptions(0), shared=shared).limit_bytes == 5 * MIB
+    # AND a request beyond the largest limit: no limit the model holds fits, said as such (without growth the search
+    # gallops up to the largest limit and stops there)
+    beyond = seq(("a", bfc.MAX_LIMIT_BYTES + 256))
+    for growth in (True, False):
+        for hint in (None, MIB):  # (a hint: the search the band makes)
+            with pytest.raises(ValueError, match="no limit the model holds fits these requests"):
+                search_min_limit(beyond, BFCOptions(0, allow_growth=growth), hint=hint)

@@ -580,8 +580,10 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
         hi = max(lo + 1, -(-max_pool // granularity))
         tried.append((hi * granularity, True))
     else:
+        if lo >= top_units:  # the lower bound is the largest limit: nothing fits
+            raise ValueError("no limit the model holds fits these requests")
         gap = max(1, lo // 16)
-        hi = lo + gap
+        hi = min(top_units, lo + gap)
         while not check(hi):
             lo = hi
             gap *= 2
@@ -630,8 +632,6 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
                    shared: SharedStart | None) -> LimitSearch:
     """:func:`search_min_limit` with a schedule, a hint or shared rows (``allocator/orders.py``): replays from the
     first request (or the shared state), each proving only its own limit."""
-    if granularity <= 0:
-        raise ValueError("the granularity must be positive")
     tried: list[tuple[int, bool]] = []
     top_units = MAX_LIMIT_BYTES // granularity
     n = max(1, len(requests))
@@ -745,8 +745,10 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
         tried.append((hi * granularity, True))
         memo[hi] = True
     else:
+        if lo >= top_units:  # the lower bound is the largest limit: nothing fits
+            raise ValueError("no limit the model holds fits these requests")
         gap = max(1, lo // 16)
-        hi = lo + gap
+        hi = min(top_units, lo + gap)
         while not check(hi):
             lo = hi
             gap *= 2
