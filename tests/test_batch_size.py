@@ -1040,3 +1040,18 @@ def test_the_tables_replays_are_said_to_be_many_and_a_single_batchs_are_not(monk
     batch_size.fit_batches(small, large, CPU_BFC, (16, 64), batch=48, limit=24 * MIB, orders=2)
     assert said and not any(said)
     assert bfc._many_replays == [0]
+
+
+def test_the_aligned_columns_every_batch_is_worked_out_from_are_read_only() -> None:
+    # GIVEN the CNN's two recordings aligned: the columns each batch's sizes come from are kept for the next batch
+    scaling = model_16_64("cnn")
+    rows_small, rows_large = scaling.alloc_pairs
+    # THEN a caller cannot change them under the next batch's feet
+    with pytest.raises(ValueError, match="read-only"):
+        rows_small[0] = 0
+    with pytest.raises(ValueError, match="read-only"):
+        rows_large[0] = 0
+    # AND the sizes handed out are the caller's own (a copy): writing one changes nothing kept
+    sizes = scaling.exact_sizes_at(32)
+    sizes[:] = 0
+    assert scaling.exact_sizes_at(32).any()

@@ -1273,10 +1273,21 @@ def test_a_hinted_search_tries_the_hint_and_the_limit_below_before_bisecting_and
     # 26 and 31 (28 and 29 fail, 30 known), every limit below not yet tried (each fails), and the extra probes above
     # the answer: evenly spaced up to the largest limit that fitted, 34 MiB (31 known, 32)
     assert search.limit_bytes == 30 * MIB
-    assert [(limit // MIB, ok) for limit, ok in search.tried] == [
-        (20, False), (22, False), (26, False), (34, True), (31, True), (30, True), (28, False), (29, False),
-        (21, False), (23, False), (24, False), (25, False), (27, False), (32, True)]
+    hinted = [(20, False), (22, False), (26, False), (34, True), (31, True), (30, True), (28, False), (29, False),
+              (21, False), (23, False), (24, False), (25, False), (27, False), (32, True)]
+    assert [(limit // MIB, ok) for limit, ok in search.tried] == hinted
     assert search.monotone
+    # AND the same from the state after its first 20 rows, shared (each limit asked once: the probe at 31 MiB is known)
+    shared = bfc.SharedStart(seq_copy(requests), BFCOptions(0, allow_growth=False), 20)
+    again = search_min_limit(seq_copy(requests), BFCOptions(0, allow_growth=False), hint=31 * MIB, shared=shared)
+    assert [(limit // MIB, ok) for limit, ok in again.tried] == hinted
+    # AND with no budget below the boundary (the band's searches) and hints of 1, 31 and 33 MiB: the one under the lower
+    # bound and the one above a hint that fitted are not asked; 31 and 30 fit, bisection from the lower bound to 30
+    band = search_min_limit(seq_copy(requests), BFCOptions(0, allow_growth=False), hint=[MIB, 31 * MIB, 33 * MIB],
+                            budget_events=0)
+    assert band.limit_bytes == 30 * MIB
+    assert [(limit // MIB, ok) for limit, ok in band.tried] == [
+        (31, True), (30, True), (24, False), (27, False), (28, False), (29, False)]
     # AND without the hint: galloping, bisection (30 fits), the scan below from the lower bound (each limit asked, the
     # proofs answering most), and the two probes above: 31 and 32 MiB, evenly spaced below the 34 that fitted
     plain = search_min_limit(seq_copy(requests), BFCOptions(0, allow_growth=False))
