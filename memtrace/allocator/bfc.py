@@ -808,7 +808,6 @@ class SharedStart:
     """
 
     def __init__(self, source: Requests, options: BFCOptions, rows: int) -> None:
-        self.source = source
         self.options = options
         self.rows = rows
         head = Requests(source.is_alloc[:rows], source.requested_bytes[:rows], source.frees[:rows], source.op[:rows],
