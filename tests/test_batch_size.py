@@ -1043,8 +1043,9 @@ def test_the_tables_replays_are_said_to_be_many_and_a_single_batchs_are_not(monk
 
 
 def test_the_aligned_columns_every_batch_is_worked_out_from_are_read_only() -> None:
-    # GIVEN the CNN's two recordings aligned: the columns each batch's sizes come from are kept for the next batch
-    scaling = model_16_64("cnn")
+    # GIVEN the CNN's two recordings aligned (afresh: the columns are worked out once per alignment): the columns each
+    # batch's sizes come from are kept for the next batch
+    scaling = batch_scaling(recorded("cnn", 16), recorded("cnn", 64), (16, 64))
     rows_small, rows_large = scaling.alloc_pairs
     # THEN a caller cannot change them under the next batch's feet
     with pytest.raises(ValueError, match="read-only"):
