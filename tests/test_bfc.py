@@ -1336,3 +1336,27 @@ def test_a_search_ignores_shared_rows_longer_than_its_sequence_and_a_plain_one_b
         for hint in (None, MIB):  # (a hint: the search the band makes)
             with pytest.raises(ValueError, match="no limit the model holds fits these requests"):
                 search_min_limit(beyond, BFCOptions(0, allow_growth=growth), hint=hint)
+
+
+def test_what_is_known_without_a_replay_makes_none() -> None:
+    # GIVEN 3 MiB twice, held (growth: a region of 4 MiB, then one of what the limit leaves): 6 MiB alive at once
+    requests = seq(("a", 3 * MIB), ("a", 3 * MIB))
+    plain = bfc._limits(requests, BFCOptions(0))
+    # THEN a limit below the bytes alive at once fails without a replay
+    assert not bfc.fits(requests, BFCOptions(6 * MIB - 256)) and plain.replays == 0
+    # AND a failure replayed with garbage collection (6 MiB: the second region would be 2 MiB, and the first is in use:
+    # nothing to collect) answers the same limit without it: the replay without collection is the same up to the
+    # extension that fails, and fails there
+    assert not bfc.fits(requests, BFCOptions(6 * MIB, garbage_collection=True))
+    assert not bfc.fits(requests, BFCOptions(6 * MIB)) and plain.replays == 0
+    # AND proofs that touch are chained into one span (a scan below a boundary skips them all at once)
+    plain.proven.extend([(8 * MIB, 9 * MIB - 256, True), (9 * MIB, 12 * MIB, True), (12 * MIB + 512, 13 * MIB, True)])
+    assert plain.span(8 * MIB) == (8 * MIB, 12 * MIB, True)
+
+
+def test_the_scan_from_below_starts_at_the_first_limit_above_nothing() -> None:
+    # a sequence that needs no memory (one 0-byte request): the smallest limit the scan and the search give is one
+    # granularity (a limit of 0 fits nothing: see test_fit), and 3 MiB in one region needs exactly 3 MiB
+    assert bfc.min_limit(seq(("a", 0)), BFCOptions(0)) == bfc.search_min_limit(seq(("a", 0)), BFCOptions(0)).limit_bytes
+    assert bfc.min_limit(seq(("a", 0)), BFCOptions(0)) == MIB
+    assert bfc.min_limit(seq(("a", 3 * MIB)), BFCOptions(0, allow_growth=False)) == 3 * MIB
