@@ -1324,8 +1324,8 @@ def test_past_its_budget_the_scan_below_the_boundary_steps_and_still_ends_on_a_l
 
 def test_a_search_ignores_shared_rows_longer_than_its_sequence_and_a_plain_one_beyond_every_limit_says_so() -> None:
     # GIVEN 1 MiB then 3 MiB (growth: a region of 2 MiB, then one of what the limit leaves: 4 MiB fails, 5 MiB fits),
-    # and shared rows of a source that begins alike but runs on for four rows
-    source = seq(("a", MIB), ("a", 3 * MIB), ("f", 0), ("a", 2 * MIB))
+    # and shared rows of a source that begins alike but runs on for four rows, holding 4 MiB more (which needs more)
+    source = seq(("a", MIB), ("a", 3 * MIB), ("a", 4 * MIB), ("f", 0))
     shared = bfc.SharedStart(source, BFCOptions(0), 4)
     # THEN the search of the two rows starts from their own first request: 5 MiB, as without the shared rows
     assert search_min_limit(seq(("a", MIB), ("a", 3 * MIB)), BFCOptions(0), shared=shared).limit_bytes == 5 * MIB
