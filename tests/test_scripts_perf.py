@@ -105,13 +105,17 @@ def test_bench_fit_table_pairs_versions_and_says_the_goals() -> None:
     runs = []
     for what, now, before in (("peak xspace100m", 2.0, 2.1), ("fit xspace100m", 2.8, 26.0), ("peak lstm69", 7.0, 7.2),
                               ("fit lstm69", 11.0, 24.0), ("peak lstm13_b16", 1.5, 1.5), ("peak lstm13_b64", 1.5, 1.5),
-                              ("fit lstm13_b16 --vs lstm13_b64", 9.5, 19.0)):
+                              ("fit lstm13_b16 --vs lstm13_b64", 9.5, 19.0), ("fit lstm69 --orders 0", 5.0, 6.0),
+                              ("fit lstm13_b16 --vs lstm13_b64 --orders 0", 3.0, 4.0)):
         runs += [bench.CpuRun(what, "now", now, 200.0, 0), bench.CpuRun(what, "before", before, 300.0, 0)]
     lines = bench.fit_table(runs)
     assert lines[2] == "| `memtrace peak xspace100m` | 2.00 | 200 | 0 | 2.10 | 300 | 0.95x |"
     assert lines[3] == "| `memtrace fit xspace100m` | 2.80 | 200 | 0 | 26.00 | 300 | 0.11x |"
-    assert lines[-3:] == [
+    assert lines[-5:] == [
         "- PASS: default `fit` at most 1.5x `peak` on the 100 MB profile: 1.40x",
         "- FAIL: default `fit` at most 1.5x `peak` on the LSTM profile repeated 69 times: 1.57x",
         "- FAIL: `fit --vs` with its tables at most 3x `peak` on the two recordings (both): 3.17x",
+        "- PASS: the band at most 3x a plain fit: `fit lstm69` against `fit lstm69 --orders 0`: 2.20x",
+        ("- FAIL: the band at most 3x a plain fit: `fit lstm13_b16 --vs lstm13_b64` against "
+         "`fit lstm13_b16 --vs lstm13_b64 --orders 0`: 3.17x"),
     ]
