@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
@@ -339,17 +339,26 @@ def random_sequence(seed: int, events: int, largest_log2: float = 0.0, *, round_
     """Allocations of 256 B to 2**largest_log2 bytes, about half of them freed at random; with ``round_sizes``, of
     1 to 32 quarters of a MiB: sizes, regions and limits that are multiples of each other, so that the replay's
     comparisons with the limit often tie."""
-    rng = np.random.default_rng(seed)
-    made: list[tuple] = []
+    def allocation(rng: np.random.Generator) -> tuple[str, int]:
+        return "a", (256 * KIB * int(rng.choice(QUARTERS_OF_A_MIB)) if round_sizes
+                     else int(2 ** rng.uniform(8, largest_log2)))
+
+    return seq(*random_events(np.random.default_rng(seed), events, allocation))
+
+
+def random_events(rng: np.random.Generator, events: int, allocation: Callable[[np.random.Generator], tuple[Any, ...]],
+                  ) -> list[tuple[Any, ...]]:
+    """``events`` events as ``Requests.from_events`` takes them: each frees a live allocation at random (about 45% of
+    the time, while one is live) or is ``allocation(rng)``."""
+    made: list[tuple[Any, ...]] = []
     live: list[int] = []
     for _ in range(events):
         if live and rng.uniform() < 0.45:
             made.append(("f", live.pop(int(rng.integers(0, len(live))))))
         else:
             live.append(len(made))
-            size = 256 * KIB * int(rng.choice(QUARTERS_OF_A_MIB)) if round_sizes else int(2 ** rng.uniform(8, largest_log2))
-            made.append(("a", size))
-    return seq(*made)
+            made.append(allocation(rng))
+    return made
 
 
 QUARTERS_OF_A_MIB = [1, 2, 3, 4, 6, 8, 12, 16, 24, 32]

@@ -21,6 +21,7 @@ from memtrace.allocator import bfc, orders
 from memtrace.allocator.bfc import BFCOptions, Requests
 from memtrace.allocator.fit import fit
 from memtrace.cli import main
+from tests.test_bfc import random_events
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 FIT = FIXTURES / "fit"
@@ -479,14 +480,7 @@ def test_the_retry_serves_every_row_once_and_the_failed_one_again_worked_by_hand
 def random_recording(seed: int, events: int) -> orders.OrderGraph:
     """A random recording on four threads: ops of 256 B to 64 KiB, about half of them freed, a window of 1 to 19 ns."""
     rng = np.random.default_rng(seed)
-    made: list[tuple[str, int] | tuple[str, int, str]] = []
-    live: list[int] = []
-    for _ in range(events):
-        if live and rng.uniform() < 0.45:
-            made.append(("f", live.pop(int(rng.integers(0, len(live))))))
-        else:
-            live.append(len(made))
-            made.append(("a", int(2 ** rng.uniform(8, 16)), f"op{int(rng.integers(0, 40))}"))
+    made = random_events(rng, events, lambda rng: ("a", int(2 ** rng.uniform(8, 16)), f"op{int(rng.integers(0, 40))}"))
     return graph(made, rng.integers(1, 5, len(made)).tolist(), window_ns=int(rng.integers(1, 20)))
 
 
