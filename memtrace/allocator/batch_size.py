@@ -226,8 +226,7 @@ class _AlignedSizes:
     rows_large: np.ndarray
     s1: np.ndarray  # requested bytes at B1, int64
     grow: np.ndarray  # at B2 less at B1
-    shrinking: np.ndarray  # where grow < 0: the allocation is held at the larger size
-    held: np.ndarray  # max(s1, s2)
+    shrinking: np.ndarray  # where grow < 0: the allocation is held at the larger size, s1
     largest_growth: int  # max |grow|
     small_sizes: np.ndarray  # each recording's requested bytes, int64
     large_sizes: np.ndarray
@@ -274,7 +273,7 @@ class BatchScaling:
         s1 = self.small.requested_bytes[rows_small].astype(np.int64)
         s2 = self.large.requested_bytes[rows_large].astype(np.int64)
         grow = s2 - s1
-        aligned = _AlignedSizes(rows_small, rows_large, s1, grow, np.flatnonzero(grow < 0), np.maximum(s1, s2),
+        aligned = _AlignedSizes(rows_small, rows_large, s1, grow, np.flatnonzero(grow < 0),
                                 int(np.abs(grow).max(initial=0)), self.small.requested_bytes.astype(np.int64),
                                 self.large.requested_bytes.astype(np.int64))
         for column in vars(aligned).values():
@@ -310,7 +309,7 @@ class BatchScaling:
                                              dtype=object)
         else:
             predicted = s1 - (-(grow * (batch - b1)) // span)
-        predicted[a.shrinking] = a.held[a.shrinking]  # held at the larger size
+        predicted[a.shrinking] = s1[a.shrinking]  # held at the larger size: B1's
         predicted = np.maximum(predicted, 0)
         own = a.small_sizes if base == "small" else a.large_sizes
         sizes = own.astype(object) if exact else own.copy()
