@@ -93,6 +93,7 @@ _OFFSET_MASK = (1 << _REGION_SHIFT) - 1
 _KEY_SHIFT = 80  # a free chunk's key: size << 80 | virtual address (virtual addresses stay below 2**63)
 _ADDRESS_MASK = (1 << _KEY_SHIFT) - 1
 MAX_LIMIT_BYTES = 1 << (_REGION_SHIFT - 1)  # 8 TiB: larger limits are refused
+_TOO_MANY_REGIONS = "the replay made more regions than the model holds"  # (_REGION_SLOTS of them)
 
 IntArray = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]
@@ -1731,7 +1732,7 @@ class _Run:
                                     growth_slope *= 2
                                 r = len(region_rows)
                                 if r >= _REGION_SLOTS:
-                                    raise ValueError("the replay made more regions than the model holds")
+                                    raise ValueError(_TOO_MANY_REGIONS)
                                 region_rows.append(row)
                                 regions[r] = size
                                 if record:
@@ -2008,7 +2009,7 @@ class _Run:
                 self._checkpoints.append(self._checkpoint_of(machine, row, grown))
                 machine.skip_checkpoint(row)
             elif status == compiled.TOO_MANY_REGIONS:
-                raise ValueError("the replay made more regions than the model holds")
+                raise ValueError(_TOO_MANY_REGIONS)
             elif status == compiled.FAILED:
                 if self._retry is not None:  # TF's retry serves the rest, a run of rows at a time, from this row
                     self.failed_at = self._serve_retry(machine, self._retry(row))
@@ -2042,7 +2043,7 @@ class _Run:
         for begin, end in schedule.runs():
             status = machine.run(begin, end)
             if status == compiled.TOO_MANY_REGIONS:
-                raise ValueError("the replay made more regions than the model holds")
+                raise ValueError(_TOO_MANY_REGIONS)
             if status == compiled.FAILED and not schedule.blocked(machine.row):
                 return machine.row
         return None
