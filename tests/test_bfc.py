@@ -1306,6 +1306,66 @@ def test_a_hinted_search_tries_the_hint_and_the_limit_below_before_bisecting_and
         (21, False), (22, False), (24, False), (26, False), (28, False), (31, True), (32, True)]
 
 
+def test_a_hint_at_either_end_of_the_bracket_costs_no_replay_and_a_limit_between_the_answer_and_a_fit_is_probed(
+        ) -> None:
+    # GIVEN twenty 1 MiB blocks, every other one freed (1 MiB holes, the last block held), then two of 2 MiB, which no
+    # hole holds: 20 MiB alive at most (the lower bound: 19 MiB is known not to fit), 24 MiB needed
+    requests = seq(*[("a", MIB)] * 20, *[("f", row) for row in range(0, 20, 2)], *[("a", 2 * MIB)] * 2)
+    options = BFCOptions(0, allow_growth=False)
+    # WHEN the smallest limit is searched for plainly, with the first 20 rows shared, and with a hint of 26 MiB (the
+    # limit the gallop up from the lower bound first finds fitting: the bracket's top)
+    plain = search_min_limit(seq_copy(requests), options)
+    shared = search_min_limit(seq_copy(requests), options, shared=bfc.SharedStart(seq_copy(requests), options, 20))
+    hinted = search_min_limit(seq_copy(requests), options, hint=26 * MIB)
+    # THEN each answers 24 MiB: galloping 20, 22 (fail), 26 (fits); bisection 24 (fits), 23 (fails); below it 21 (the
+    # plain scan asks 20 and 22 again: answered by their proofs); and the probe above the answer, between it and the
+    # largest limit that fitted, 26: 25 MiB alone (the hint, known to fit, is not asked again, nor the limit below it)
+    served = [(20, False), (22, False), (26, True), (24, True), (23, False), (21, False), (25, True)]
+    assert [(limit // MIB, ok) for limit, ok in shared.tried] == served
+    assert [(limit // MIB, ok) for limit, ok in hinted.tried] == served
+    assert [(limit // MIB, ok) for limit, ok in plain.tried] == [
+        (20, False), (22, False), (26, True), (24, True), (23, False), (20, False), (21, False), (22, False), (25, True)]
+    assert plain.limit_bytes == shared.limit_bytes == hinted.limit_bytes == 24 * MIB
+    # AND with five blocks of 2 MiB (30 MiB needed), no budget below the boundary and hints of 19 MiB (the lower bound:
+    # not asked), 31 MiB (fits, and 30 below it) and 30 MiB (the limit the last hint found fitting: asked again, it is
+    # known, and the limit below it, 29 MiB, fails): the bracket 29-30 stands
+    five = seq(*[("a", MIB)] * 20, *[("f", row) for row in range(0, 20, 2)], *[("a", 2 * MIB)] * 5)
+    band = search_min_limit(seq_copy(five), options, hint=[19 * MIB, 31 * MIB, 30 * MIB], budget_events=0)
+    assert [(limit // MIB, ok) for limit, ok in band.tried] == [(31, True), (30, True), (29, False)]
+    # AND without the third hint, bisection from the lower bound (not asked) up to 30 MiB
+    band = search_min_limit(seq_copy(five), options, hint=[19 * MIB, 31 * MIB], budget_events=0)
+    assert [(limit // MIB, ok) for limit, ok in band.tried] == [
+        (31, True), (30, True), (24, False), (27, False), (28, False), (29, False)]
+    assert band.limit_bytes == 30 * MIB
+
+
+def test_a_scan_below_the_boundary_may_spend_its_budget_exactly_and_stay_exhaustive() -> None:
+    # GIVEN a random sequence of 400 events (one region of the limit) whose exhaustive scan below the boundary, to
+    # 4 KiB, has replayed 2,740 events when it asks its last limit (more than four replays' worth, 1,600)
+    requests = random_sequence(7, 400, 20)
+    options = BFCOptions(0, allow_growth=False)
+    exact = bfc.min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=10**9)
+    # THEN with a budget of 2,740 events the scan is within it to the end: exhaustive, the exact answer
+    spent = search_min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=2740)
+    assert spent.below_step == 1 and spent.limit_bytes == exact
+    # AND with one event less it is past its budget before its last limit, and steps
+    assert search_min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=2739).below_step > 1
+
+
+def test_shared_rows_as_long_as_the_sequence_are_its_replays_start() -> None:
+    # GIVEN 1 MiB, 3 MiB and 4 MiB, the first freed (growth: regions of 2 MiB, then what the limit leaves), shared whole
+    source = seq(("a", MIB), ("a", 3 * MIB), ("a", 4 * MIB), ("f", 0))
+    shared = bfc.SharedStart(source, BFCOptions(0), 4)
+    asked: list[int] = []
+    state_at = shared.at
+    shared.at = lambda limit: asked.append(limit) or state_at(limit)  # type: ignore[method-assign]
+    # WHEN the sequence itself is searched with them
+    search = search_min_limit(seq_copy(source), BFCOptions(0), shared=shared)
+    # THEN its replays start from the shared states (every limit that cuts a region asks for one), and the answer is
+    # the one without them
+    assert asked and search.limit_bytes == search_min_limit(seq_copy(source), BFCOptions(0)).limit_bytes
+
+
 def test_a_granularity_of_0_is_refused() -> None:
     requests = seq(("a", MIB))
     for search in (bfc.min_limit, search_min_limit, lambda r, o, g: search_min_limit(r, o, g, hint=MIB)):

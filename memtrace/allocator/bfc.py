@@ -615,17 +615,23 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
             break
         high = limits.span(units * granularity)[1]
         units = max(units + step, high // granularity + 1) if step == 1 else units + step
-    fitting = sorted(limit // granularity for limit, ok in tried if ok)
-    top = fitting[-1] if fitting else hi
-    if extra_probes and top > hi + 1:
-        gap = max(1, (top - hi) // (extra_probes + 1))
-        for units in range(hi + gap, top, gap)[:extra_probes]:
-            check(units)
-    answer = hi * granularity
-    monotone = all(ok == (limit >= answer) for limit, ok in tried if limit > 0)
+    answer, monotone = _probed_above(hi, granularity, extra_probes, tried, check)
     limits.drop_snapshots()
     return LimitSearch(answer, monotone, tuple(tried), step, limits.replays - replays,
                        limits.replayed_events - events_before)
+
+
+def _probed_above(hi: int, granularity: int, extra_probes: int, tried: list[tuple[int, bool]],
+                  check: Callable[[int], bool]) -> tuple[int, bool]:
+    """The answer ``hi`` (in units of ``granularity``) and whether every limit tried agrees that fitting is monotone,
+    once ``extra_probes`` limits above it are tried (``check``), evenly spaced below the largest that fitted (none
+    where that is at most one above it)."""
+    top = max((limit // granularity for limit, ok in tried if ok), default=hi)
+    gap = max(1, (top - hi) // (extra_probes + 1))
+    for units in range(hi + gap, top, gap)[:extra_probes]:
+        check(units)
+    answer = hi * granularity
+    return answer, all(ok == (limit >= answer) for limit, ok in tried if limit > 0)
 
 
 def _search_served(requests: Requests, options: BFCOptions, granularity: int, extra_probes: int, budget_events: int,
@@ -786,14 +792,7 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
                     break
             hi = units
             break
-    fitting = sorted(limit // granularity for limit, ok in tried if ok)
-    top = fitting[-1] if fitting else hi
-    if extra_probes and top > hi + 1:
-        gap = max(1, (top - hi) // (extra_probes + 1))
-        for units in range(hi + gap, top, gap)[:extra_probes]:
-            check(units)
-    answer = hi * granularity
-    monotone = all(ok == (limit >= answer) for limit, ok in tried if limit > 0)
+    answer, monotone = _probed_above(hi, granularity, extra_probes, tried, check)
     if limits is not None:
         limits.drop_snapshots()
     return LimitSearch(answer, monotone, tuple(tried), step, 0, 0)  # (its replays not counted)
