@@ -44,6 +44,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -222,6 +223,14 @@ def mutated_source(module: str, number: int) -> str:
         _replace(mutated, node, ast.Continue() if isinstance(node, ast.Break) else ast.Break())
     ast.fix_missing_locations(mutated)
     return ast.unparse(mutated) + "\n"
+
+
+def mutated_line(module: str, number: int) -> str:
+    """The line of mutant ``number`` as mutated (written out by ``ast.unparse``): where one change can be made twice on
+    a line (``#2`` counts in walk order, the outer expression first, not left to right), which one this is."""
+    plain = ast.unparse(ast.parse((ROOT / module).read_text(encoding="utf-8"))).splitlines()
+    mutated = mutated_source(module, number).splitlines()
+    return next((new.strip() for old, new in zip(plain, mutated) if old != new), "")
 
 
 def _replace(tree: ast.AST, old: ast.AST, new: ast.AST) -> None:
@@ -614,10 +623,19 @@ def write_report(mutants: list[Mutant], out: Path, equivalent: dict[str, dict[st
         rest = len(ms) - eq
         lines.append(f"| `{module}` | {len(ms)} | {killed} | {sum(m.verdict == 'survived' for m in ms)} | {eq} | "
                      f"{sum(m.verdict == 'no tests' for m in ms)} | {100 * killed / rest if rest else 100:.1f}% |")
+    # Where one change can be made twice on a line, the site alone does not say which: the line as mutated does.
+    numbered = re.compile(r" #\d+$")
+    twice = {(m.module, numbered.sub("", m.site)) for m in mutants if numbered.search(m.site)}
+
+    def named(m: Mutant) -> str:
+        if (m.module, numbered.sub("", m.site)) not in twice or not (ROOT / m.module).exists():
+            return m.site
+        return f"{m.site} (as mutated: `{mutated_line(m.module, m.number)}`)"
+
     lines += ["", "## Survivors", ""]
-    lines += [f"- `{m.module}:{m.line}` {m.site}" for m in mutants if m.verdict in ("survived", "no tests")]
+    lines += [f"- `{m.module}:{m.line}` {named(m)}" for m in mutants if m.verdict in ("survived", "no tests")]
     lines += ["", "## Equivalent (scripts/mutation_equivalent.toml)", ""]
-    lines += [f"- `{m.module}:{m.line}` {m.site}: {m.reason}" for m in mutants if m.verdict == "equivalent"]
+    lines += [f"- `{m.module}:{m.line}` {named(m)}: {m.reason}" for m in mutants if m.verdict == "equivalent"]
     sites = {module: {m.site for m in mutants_of(module)} for module in equivalent if (ROOT / module).exists()}
     stale = [f"{module} {key}" for module, keys in equivalent.items() for key in keys if key not in sites.get(module, ())]
     if stale:
