@@ -581,9 +581,7 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
         hi = max(lo + 1, -(-max_pool // granularity))
         tried.append((hi * granularity, True))
     else:
-        if lo >= top_units:  # the lower bound is the largest limit: nothing fits
-            raise ValueError("no limit the model holds fits these requests")
-        gap = max(1, lo // 16)
+        gap = max(1, lo // 16)  # (from a lower bound at the largest limit or above: the largest, known not to fit)
         hi = min(top_units, lo + gap)
         while not check(hi):
             lo = hi
@@ -752,9 +750,7 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
         tried.append((hi * granularity, True))
         memo[hi] = True
     else:
-        if lo >= top_units:  # the lower bound is the largest limit: nothing fits
-            raise ValueError("no limit the model holds fits these requests")
-        gap = max(1, lo // 16)
+        gap = max(1, lo // 16)  # (from a lower bound at the largest limit or above: the largest, known not to fit)
         hi = min(top_units, lo + gap)
         while not check(hi):
             lo = hi
