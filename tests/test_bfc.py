@@ -1407,6 +1407,19 @@ def test_a_search_ignores_shared_rows_longer_than_its_sequence_and_a_plain_one_b
                 search_min_limit(beyond, BFCOptions(0, allow_growth=growth), hint=hint)
 
 
+def test_without_growth_a_search_with_collection_and_one_without_share_their_replays() -> None:
+    # GIVEN twenty 1 MiB blocks, every other one freed, then five of 2 MiB (one region of the limit: 30 MiB needed)
+    requests = seq(*[("a", MIB)] * 20, *[("f", row) for row in range(0, 20, 2)], *[("a", 2 * MIB)] * 5)
+    # WHEN its smallest limit is searched with garbage collection, then without
+    collecting = search_min_limit(requests, BFCOptions(0, allow_growth=False, garbage_collection=True))
+    plain = search_min_limit(requests, BFCOptions(0, allow_growth=False))
+    # THEN both answer 30 MiB, and the second replays nothing: without growth the one region is the whole limit, so
+    # collecting changes nothing (a request that finds no chunk finds the region in use in part, or wholly free and
+    # still too small), and what the first search's replays proved answers every limit the second asks
+    assert collecting.limit_bytes == plain.limit_bytes == 30 * MIB
+    assert collecting.replays > 0 and plain.replays == 0 and plain.replayed_events == 0
+
+
 def test_what_is_known_without_a_replay_makes_none() -> None:
     # GIVEN 3 MiB twice, held (growth: a region of 4 MiB, then one of what the limit leaves): 6 MiB alive at once
     requests = seq(("a", 3 * MIB), ("a", 3 * MIB))
