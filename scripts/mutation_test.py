@@ -277,8 +277,32 @@ def changed_tests_since(commit: str) -> set[str]:
     return found
 
 
+def _fingerprint(modules: list[str], tests: list[str]) -> str:
+    """What a coverage run depends on: the package's and the tests' sources, which modules, which test files."""
+    digest = hashlib.sha256(json.dumps([modules, tests]).encode())
+    for path in sorted([*(ROOT / "memtrace").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 def coverage_map(modules: list[str], tests: list[str], out: Path) -> dict[str, dict[int, list[str]]]:
-    """For each module, line -> the pytest node ids (test functions) that ran it, from one coverage run."""
+    """For each module, line -> the pytest node ids (test functions) that ran it, from one coverage run (kept in
+    ``OUT/coverage-map.json``, and read from there while the package and the tests are what they were)."""
+    kept = out / "coverage-map.json"
+    fingerprint = _fingerprint(modules, tests)
+    if kept.exists() and (out / "durations.xml").exists():
+        earlier = json.loads(kept.read_text(encoding="utf-8"))
+        if earlier["fingerprint"] == fingerprint:
+            print(f"coverage of {len(modules)} modules: as measured before ({kept})", flush=True)
+            return {module: {int(line): ids for line, ids in lines.items()}
+                    for module, lines in earlier["covered"].items()}
+    print(f"coverage of {len(modules)} modules by {len(tests)} test files ...", flush=True)
+    found = _measure_coverage(modules, tests, out)
+    kept.write_text(json.dumps({"fingerprint": fingerprint, "covered": found}), encoding="utf-8")
+    return found
+
+
+def _measure_coverage(modules: list[str], tests: list[str], out: Path) -> dict[str, dict[int, list[str]]]:
     rc = out / "coveragerc"
     rc.write_text("[run]\ndynamic_context = test_function\ninclude =\n" + "".join(
         f"    {ROOT / m}\n" for m in modules) + "[report]\n", encoding="utf-8")
@@ -386,12 +410,55 @@ def _spans(module: str) -> list[tuple[int, int]]:
 # -- running --------------------------------------------------------------------------------------
 
 
-def run_tests(package_root: Path, tests: list[str], timeout: float) -> tuple[str, str, float]:
-    """Run ``tests`` against the package under ``package_root``: (verdict, the first failing test, seconds)."""
+# Loaded into each mutant's pytest (-p): a test that runs past its own limit (MUTANT_TEST_SECONDS, by test function
+# or test file) fails at once, where a mutant loops forever, instead of the run waiting for the whole timeout.
+_TEST_LIMITS_PLUGIN = """\
+import json, os, signal
+
+import pytest
+
+_SECONDS = json.loads(os.environ.get("MUTANT_TEST_SECONDS", "{}"))
+
+
+class MutantTestTooLong(Exception):
+    pass
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    seconds = _SECONDS.get(item.nodeid.split("[")[0]) or _SECONDS.get(item.nodeid.split("::")[0])
+    if not seconds:
+        yield
+        return
+
+    def expire(signum, frame):
+        raise MutantTestTooLong(f"ran past its {seconds:.0f} s")
+
+    before = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+"""
+_PLUGIN_NAME = "mutant_test_limits"
+
+
+def run_tests(package_root: Path, tests: list[str], timeout: float,
+              test_seconds: dict[str, float] | None = None) -> tuple[str, str, float]:
+    """Run ``tests`` against the package under ``package_root``: (verdict, the first failing test, seconds). With
+    ``test_seconds`` (by test function or file), a test that runs past its own limit ends the run as a timeout."""
     start = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": str(package_root), "PYTHONDONTWRITEBYTECODE": "1", "MEMTRACE_CI": "1"}
+    plugin: list[str] = []
+    if test_seconds:
+        (package_root / f"{_PLUGIN_NAME}.py").write_text(_TEST_LIMITS_PLUGIN, encoding="utf-8")
+        env["MUTANT_TEST_SECONDS"] = json.dumps(test_seconds)
+        plugin = ["-p", _PLUGIN_NAME]
     try:
-        done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-rf", *tests],
+        done = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *plugin, "-rf",
+                               *tests],
                               check=False, cwd=package_root, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return "timeout", "", time.perf_counter() - start
@@ -406,6 +473,8 @@ def run_tests(package_root: Path, tests: list[str], timeout: float) -> tuple[str
     if done.returncode in (4, 5):  # pytest's usage error or no tests collected: the run says nothing of the mutant
         return "error", said.splitlines()[-1] if said else "", seconds
     failed = next((line.split()[1] for line in done.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))), "")
+    if "MutantTestTooLong" in done.stdout:
+        return "timeout", failed, seconds
     return "killed", failed, seconds
 
 
@@ -446,7 +515,6 @@ def main(argv: list[str] | None = None) -> int:
         # Its loop runs as Python (numba's own switch): coverage sees its lines, and no mutant waits on a compilation.
         os.environ["NUMBA_DISABLE_JIT"] = "1"
         print(f"NUMBA_DISABLE_JIT=1 for every test run ({', '.join(compiled)} compiled by numba)", flush=True)
-    print(f"coverage of {len(modules)} modules by {len(tests)} test files ...", flush=True)
     covered = coverage_map(modules, tests, args.out)
     took = test_seconds(args.out)
     progress = args.out / "progress.jsonl"
@@ -561,7 +629,9 @@ def main(argv: list[str] | None = None) -> int:
                     timeout = min(timeout, max(30.0, 3 * sum(took[t] for t in m.tests) + 20))
                 with lock:
                     order = sorted(m.tests, key=first_to_fail)
-                m.verdict, m.killed_by, m.seconds = run_tests(worker, order, timeout)
+                # each test: five times what it took in the coverage run (traced: slower), and at least 20 s
+                limits = {t: max(20.0, 5 * took[t]) for t in m.tests if t in took}
+                m.verdict, m.killed_by, m.seconds = run_tests(worker, order, timeout, limits)
                 if m.verdict == "killed" and m.killed_by:
                     with lock:
                         kills[m.killed_by.split("[")[0]] = kills.get(m.killed_by.split("[")[0], 0) + 1
