@@ -7,13 +7,13 @@
 Each *mutant* is the module with one small change: an operator (``<`` for ``<=``, ``-`` for ``+``,
 ``or`` for ``and``, ``|`` for ``&``), a constant (``n`` for ``n + 1``, ``False`` for ``True``), a
 ``not`` dropped, a ``break`` for a ``continue``, or a statement left out. For each one the script runs
-the tests that cover the mutated line (found once, with coverage.py's per-test contexts; for a line
-that runs on import, such as a constant, the module's main test file whole as well, and the tests that cover
-the lines reading what it defines) against a
-copy of the package with the mutant in place, with a timeout of three times what its tests took in the
-coverage run (at least 30 s; at most three times what all the module's covering tests take unmutated), the tests
-that killed most mutants so far first, then the quickest; the mutant is **killed** when a test fails (or it runs past
-the timeout), and
+the tests that cover the mutated line (found once, with coverage.py's per-test contexts, and kept in
+``OUT/coverage-map.json`` while the code and the tests stay the same; for a line that runs on import, such as a
+constant, the module's main test file whole as well, and the tests that cover the lines reading what it defines)
+against a copy of the package with the mutant in place, the tests that killed most mutants so far first, then the
+quickest. Each test may take five times what it took in the coverage run (at least 20 s), and the run three times
+what its tests took (at least 30 s; at most three times what all the module's covering tests take unmutated). The
+mutant is **killed** when a test fails (or runs past its time: a mutant that loops forever), and
 **survives** when every test passes. A survivor is a rule the tests do not pin: it gets a test from
 an independent expectation, or, where the change cannot alter any behaviour (a cache key, a value
 only logged), a line in the committed ``scripts/mutation_equivalent.toml`` saying why. The report
