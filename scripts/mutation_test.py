@@ -19,7 +19,7 @@ an independent expectation, or, where the change cannot alter any behaviour (a c
 only logged), a line in the committed ``scripts/mutation_equivalent.toml`` saying why. The report
 (``OUT/report.md`` and ``OUT/report.json``) lists every mutant: module, line, the change, the verdict,
 and the test that killed it. Each verdict is also appended to ``OUT/progress.jsonl`` as it comes: ``--resume``
-keeps the kills there and runs the other mutants again (after tests were added: the survivors), and
+keeps the kills there (and the equivalences that still stand) and runs the other mutants again (after tests were added: the survivors), and
 ``--report-only`` writes the report from every run into OUT (the latest verdict of each mutant), so that
 modules may be run in several sittings, with different samples. A mutant is named by its *site*
 (``FUNCTION: CHANGE in `THE LINE```, with `` #2`` for a second such change on one line): samples are drawn
@@ -499,8 +499,8 @@ def main(argv: list[str] | None = None) -> int:
                              "test still there): run a mutant not killed before against its covering test functions "
                              "added or changed since COMMIT alone; one they do not kill keeps its earlier verdict")
     parser.add_argument("--resume", action="store_true",
-                        help="keep the kills already in OUT/progress.jsonl and run only the other mutants (after new "
-                             "tests: the survivors again)")
+                        help="keep the kills already in OUT/progress.jsonl, and the equivalences that still stand, and "
+                             "run only the other mutants (after new tests: the survivors again)")
     args = parser.parse_args(argv)
     modules = [m for m in args.modules if (ROOT / m).exists()]
     tests = args.tests or [t for t in ALLOCATOR_TESTS if (ROOT / t).exists()]
@@ -557,7 +557,11 @@ def main(argv: list[str] | None = None) -> int:
     done_before: dict[tuple[str, str], dict] = {}
     not_killed: dict[tuple[str, str], dict] = {}
     for entry in ran_before:
-        kept = done_before if entry["verdict"] in ("killed", "timeout") else not_killed
+        # A mutant the tests could not kill whose equivalence still stands (its reason is in the file) is not run
+        # again either, but against new tests (--new-tests-since), which may show the reason wrong.
+        stands = (entry["verdict"] == "equivalent" and not args.new_tests_since
+                  and entry["site"] in equivalent.get(entry["module"], {}))
+        kept = done_before if entry["verdict"] in ("killed", "timeout") or stands else not_killed
         kept[(entry["module"], entry["site"])] = entry
     if not args.resume and progress.exists():
         progress.unlink()
@@ -612,6 +616,8 @@ def main(argv: list[str] | None = None) -> int:
         before = done_before.get(m.key)
         if before is not None:
             m.verdict, m.killed_by, m.seconds = before["verdict"], before["killed_by"], before["seconds"]
+            if m.verdict == "equivalent":
+                m.reason = m.reason or reason or ""
             return m
         if m.verdict:  # kept from the earlier run (no added or changed test covers it)
             pass
