@@ -207,8 +207,19 @@ def test_a_replay_handed_to_tfs_retry_where_it_fails_ends_alike(monkeypatch: pyt
                     order.requests, options, record=False, retry=order.schedule())))  # noqa: B023
                 # THEN both end alike
                 assert reference == ours, (seed, limit)
+                # AND alike where the replay keeps the states before its extensions (a search learning the unlimited
+                # replay's regions, with shared rows): the retry's rows keep none, and are all served
+                reference, ours = both(monkeypatch, lambda: _with_checkpoints(order.requests, options,  # noqa: B023
+                                                                              order.schedule()))  # noqa: B023
+                assert reference == ours, (seed, limit)
                 switched += bfc._Run(order.requests, options, record=False).failed_at is not None
     assert switched > 10
+
+
+def _with_checkpoints(requests: Requests, options: BFCOptions, retry: Any) -> tuple[Any, ...]:
+    kept: list[Any] = []
+    run = bfc._Run(requests, options, record=False, checkpoints=kept, retry=retry)
+    return said(run), [(c.row, c.pool) for c in kept]
 
 
 @pytest.mark.parametrize(("growth", "gc", "fraction"), OPTION_SETS)
