@@ -949,6 +949,11 @@ def test_a_replay_refuses_options_that_contradict_each_other() -> None:
     with pytest.raises(ValueError, match="a replay that may switch to a schedule tracks nothing"):
         bfc._Run(requests, BFCOptions(MIB), record=False, schedule=serve, retry=serve)
     assert bfc._Run(requests, BFCOptions(MIB), record=False, retry=serve).failed_at is None
+    # AND so does XLA's partitioned pool's replay
+    partitioned = BFCOptions(MIB, allow_growth=False, partitioned=True)
+    with pytest.raises(ValueError, match="a replay served by a schedule records nothing"):
+        bfc._PartitionedRun(requests, partitioned, record=True, schedule=serve)
+    assert bfc._PartitionedRun(requests, partitioned, record=False, schedule=serve).failed_at is None
 
 
 def replays_made(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int, int]]:
