@@ -146,6 +146,14 @@ def test_a_hole_is_split_by_the_heuristic_or_exactly() -> None:
     exact = replay(events, partitioned(4096, lower=EndPolicy(hole_split="exact")))
     assert chunks(heuristic)[0] == (0, 1024, True, "lower")
     assert chunks(exact)[:2] == [(0, 768, True, "lower"), (768, 256, False, "lower")]
+    # AND at the upper end (AllocateChunkFromHighEnd): a 768 B upper hole (above a live upper chunk) and 512 B asked:
+    # 768 < 2 x 512, so BFC's rule hands the hole out whole, from its start; the exact policy carves the 512 B from
+    # its top and leaves a 256 B upper hole below
+    events = [("u", 768), ("u", 256), ("f", 0), ("u", 512)]
+    heuristic = replay(events, partitioned(4096))
+    exact = replay(events, partitioned(4096, upper=EndPolicy(hole_split="exact")))
+    assert chunks(heuristic)[1:] == [(3072, 256, True, "upper"), (3328, 768, True, "upper")]
+    assert chunks(exact)[1:] == [(3072, 256, True, "upper"), (3328, 256, False, "upper"), (3584, 512, True, "upper")]
 
 
 def test_the_128_mib_rule_splits_a_gap_under_twice_the_request() -> None:
