@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -173,6 +173,10 @@ def test_growth_cuts_the_last_region_to_the_limit_and_then_fails() -> None:
     assert not sim.fits and sim.failed_at == 2
     assert sim.chunk_bytes.tolist() == [2 * MIB, MIB // 2]
     assert (sim.in_use_bytes, sim.largest_free_chunk_bytes, sim.free_bytes) == (5 * MIB // 2, MIB // 2, MIB // 2)
+    # AND where the pool may still grow, the free bytes count the room too (as `memtrace oom` does): 1 MiB in the first
+    # region of 2 MiB under 10 MiB leaves a free chunk of 1 MiB and 8 MiB to grow into
+    roomy = simulate(seq(("a", MIB)), BFCOptions(10 * MIB))
+    assert (roomy.pool_total_bytes, roomy.largest_free_chunk_bytes, roomy.free_bytes) == (2 * MIB, MIB, 9 * MIB)
     assert [(c.region, c.offset, c.size_bytes, c.in_use, c.requested_bytes, c.op) for c in sim.chunks] == [
         (0, 0, 2 * MIB, True, 3 * MIB // 2, "big"), (1, 0, MIB // 2, True, MIB // 2, "half"),
         (1, MIB // 2, MIB // 2, False, 0, "")]
@@ -1382,6 +1386,25 @@ def test_shared_rows_as_long_as_the_sequence_are_its_replays_start() -> None:
     # THEN its replays start from the shared states (every limit that cuts a region asks for one), and the answer is
     # the one without them
     assert asked and search.limit_bytes == search_min_limit(seq_copy(source), BFCOptions(0)).limit_bytes
+
+
+def test_options_refuse_a_limit_above_what_the_model_holds() -> None:
+    assert BFCOptions(bfc.MAX_LIMIT_BYTES).limit_bytes == bfc.MAX_LIMIT_BYTES
+    with pytest.raises(ValueError, match="the limit is above what the model holds"):
+        BFCOptions(bfc.MAX_LIMIT_BYTES + 256)
+
+
+def test_the_models_records_are_frozen_and_a_sequence_and_a_replay_are_keyed_by_identity() -> None:
+    # a sequence keys the caches of what its replays proved (weakly, by identity): it must not change, nor be equal to
+    # another; the map's chunks and a replay's record are values that do not change either
+    requests = seq(("a", MIB))
+    sim = simulate(requests, BFCOptions(10 * MIB))
+    chunk = sim.chunks[0]
+    for record, name in ((requests, "op_names"), (chunk, "offset"), (sim, "fits")):
+        with pytest.raises(FrozenInstanceError):
+            setattr(record, name, getattr(record, name))
+    assert requests != seq_copy(requests) and len({requests, seq_copy(requests)}) == 2
+    assert len({sim, simulate(requests, BFCOptions(10 * MIB))}) == 2 and hash(chunk) == hash(replace(chunk))
 
 
 def test_a_granularity_of_0_is_refused() -> None:
