@@ -1388,6 +1388,19 @@ def test_shared_rows_as_long_as_the_sequence_are_its_replays_start() -> None:
     assert asked and search.limit_bytes == search_min_limit(seq_copy(source), BFCOptions(0)).limit_bytes
 
 
+def test_fits_from_shared_rows_says_what_a_replay_from_the_first_request_says() -> None:
+    # GIVEN 1 MiB, 3 MiB and 4 MiB, the first freed (growth: regions of 2 MiB, then what the limit leaves), and a
+    # source that begins with the same two requests
+    requests = seq(("a", MIB), ("a", 3 * MIB), ("a", 4 * MIB), ("f", 0))
+    shared = bfc.SharedStart(seq(("a", MIB), ("a", 3 * MIB), ("f", 1)), BFCOptions(0), 2)
+    # THEN from the shared state after two rows, each limit fits where a replay from the first request fits: not
+    # under 3 MiB (the shared rows themselves run out), nor 9 MiB (the third region, what is left: 3 MiB, is too
+    # small for 4 MiB); under 10 MiB it does (a third region of 4 MiB)
+    for limit in (3 * MIB, 9 * MIB, 10 * MIB):
+        assert fits(requests, BFCOptions(limit), shared=shared) == fits(seq_copy(requests), BFCOptions(limit)) == (
+            limit == 10 * MIB), limit
+
+
 def test_options_refuse_a_limit_above_what_the_model_holds() -> None:
     assert BFCOptions(bfc.MAX_LIMIT_BYTES).limit_bytes == bfc.MAX_LIMIT_BYTES
     with pytest.raises(ValueError, match="the limit is above what the model holds"):
@@ -1400,7 +1413,8 @@ def test_the_models_records_are_frozen_and_a_sequence_and_a_replay_are_keyed_by_
     requests = seq(("a", MIB))
     sim = simulate(requests, BFCOptions(10 * MIB))
     chunk = sim.chunks[0]
-    for record, name in ((requests, "op_names"), (chunk, "offset"), (sim, "fits")):
+    said = outcome(requests, BFCOptions(10 * MIB))
+    for record, name in ((requests, "op_names"), (chunk, "offset"), (sim, "fits"), (said, "fits")):
         with pytest.raises(FrozenInstanceError):
             setattr(record, name, getattr(record, name))
     assert requests != seq_copy(requests) and len({requests, seq_copy(requests)}) == 2
