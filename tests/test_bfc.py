@@ -1413,8 +1413,9 @@ def test_the_models_records_are_frozen_and_a_sequence_and_a_replay_are_keyed_by_
     requests = seq(("a", MIB))
     sim = simulate(requests, BFCOptions(10 * MIB))
     chunk = sim.chunks[0]
-    said = outcome(requests, BFCOptions(10 * MIB))
-    for record, name in ((requests, "op_names"), (chunk, "offset"), (sim, "fits"), (said, "fits")):
+    said, search = outcome(requests, BFCOptions(10 * MIB)), search_min_limit(requests, BFCOptions(0))
+    for record, name in ((requests, "op_names"), (chunk, "offset"), (sim, "fits"), (said, "fits"),
+                         (search, "limit_bytes")):
         with pytest.raises(FrozenInstanceError):
             setattr(record, name, getattr(record, name))
     assert requests != seq_copy(requests) and len({requests, seq_copy(requests)}) == 2
