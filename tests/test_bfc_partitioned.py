@@ -259,6 +259,12 @@ def test_classic_bfc_refuses_what_only_a_partitioned_pool_serves() -> None:
         bfc.fits(Requests.from_events([("u", 256)]), BFCOptions(4096))
     with pytest.raises(ValueError, match="alignment"):
         bfc.simulate(Requests.from_events([("a", 256, None, 1024)]), BFCOptions(4096))
+    # an alignment of 256 B (or less) is none: every chunk starts at a multiple of 256 B, and the classic model serves a
+    # sequence that carries such alignments (a sequence written by hand drops the column where all are)
+    plain_events = Requests.from_events([("a", 256), ("a", 512)])
+    aligned = replace(plain_events, alignment_bytes=np.array([256, 128], dtype=np.int64))
+    simulated = bfc.simulate(aligned, BFCOptions(4096))
+    assert simulated.fits and simulated.offset.tolist() == [0, 256]
     plain = Requests.from_events([("a", 256), ("f", 0)])
     assert plain.upper_end is None and plain.alignment_bytes is None  # a plain sequence carries neither column
 
