@@ -1359,6 +1359,10 @@ def test_a_hint_at_either_end_of_the_bracket_costs_no_replay_and_a_limit_between
     assert [(limit // MIB, ok) for limit, ok in band.tried] == [
         (31, True), (30, True), (24, False), (27, False), (28, False), (29, False)]
     assert band.limit_bytes == 30 * MIB
+    # AND a hint that fails (25 MiB, after 31 MiB) raises the lower bound: bisection from it up to 30 MiB
+    band = search_min_limit(seq_copy(five), options, hint=[31 * MIB, 25 * MIB], budget_events=0)
+    assert [(limit // MIB, ok) for limit, ok in band.tried] == [
+        (31, True), (30, True), (25, False), (27, False), (28, False), (29, False)]
 
 
 def test_a_scan_below_the_boundary_may_spend_its_budget_exactly_and_stay_exhaustive() -> None:
