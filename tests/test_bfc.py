@@ -1328,8 +1328,7 @@ def test_a_hinted_search_tries_the_hint_and_the_limit_below_before_bisecting_and
         (21, False), (22, False), (24, False), (26, False), (28, False), (31, True), (32, True)]
 
 
-def test_a_hint_at_either_end_of_the_bracket_costs_no_replay_and_a_limit_between_the_answer_and_a_fit_is_probed(
-        ) -> None:
+def test_a_served_search_tries_its_hints_and_probes_in_the_order_worked_by_hand() -> None:
     # GIVEN twenty 1 MiB blocks, every other one freed (1 MiB holes, the last block held), then two of 2 MiB, which no
     # hole holds: 20 MiB alive at most (the lower bound: 19 MiB is known not to fit), 24 MiB needed
     requests = seq(*[("a", MIB)] * 20, *[("f", row) for row in range(0, 20, 2)], *[("a", 2 * MIB)] * 2)
@@ -1359,6 +1358,12 @@ def test_a_hint_at_either_end_of_the_bracket_costs_no_replay_and_a_limit_between
     assert [(limit // MIB, ok) for limit, ok in band.tried] == [
         (31, True), (30, True), (24, False), (27, False), (28, False), (29, False)]
     assert band.limit_bytes == 30 * MIB
+    # AND with a budget, a first hint between the gallop's bounds (26 and 34 MiB) that fails, 28 MiB, raises the lower
+    # bound: bisection from it (31 fits, 29 fails, 30 fits), the scan below (21, 23, 24, 25, 27), the probe 32
+    hinted = search_min_limit(seq_copy(five), options, hint=28 * MIB)
+    assert [(limit // MIB, ok) for limit, ok in hinted.tried] == [
+        (20, False), (22, False), (26, False), (34, True), (28, False), (31, True), (29, False), (30, True),
+        (21, False), (23, False), (24, False), (25, False), (27, False), (32, True)]
     # AND a hint that fails (25 MiB, after 31 MiB) raises the lower bound: bisection from it up to 30 MiB
     band = search_min_limit(seq_copy(five), options, hint=[31 * MIB, 25 * MIB], budget_events=0)
     assert [(limit // MIB, ok) for limit, ok in band.tried] == [

@@ -758,8 +758,7 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
             if hi >= top_units:
                 raise ValueError("no limit the model holds fits these requests")
             hi = min(top_units, hi + gap)
-    first_hint = hints[0] // granularity if hints else 0
-    if not bracketed and hints and lo < first_hint < hi:
+    if not bracketed and hints and lo < (first_hint := hints[0] // granularity) < hi:
         if check(first_hint):
             hi = first_hint
             if hi - 1 > lo and not check(hi - 1):
