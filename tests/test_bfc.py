@@ -20,6 +20,7 @@ import pytest
 from memtrace.allocator import bfc
 from memtrace.allocator.bfc import (
     BFCOptions,
+    LimitSearch,
     Outcome,
     Requests,
     bin_for_size,
@@ -1347,6 +1348,7 @@ def test_a_served_search_tries_its_hints_and_probes_in_the_order_worked_by_hand(
     assert [(limit // MIB, ok) for limit, ok in plain.tried] == [
         (20, False), (22, False), (26, True), (24, True), (23, False), (20, False), (21, False), (22, False), (25, True)]
     assert plain.limit_bytes == shared.limit_bytes == hinted.limit_bytes == 24 * MIB
+    assert hinted.replays == hinted.replayed_events == 0  # (a served search does not count its replays: 0 says so)
     # AND with five blocks of 2 MiB (30 MiB needed), no budget below the boundary and hints of 19 MiB (the lower bound:
     # not asked), 31 MiB (fits, and 30 below it) and 30 MiB (the limit the last hint found fitting: asked again, it is
     # known, and the limit below it, 29 MiB, fails): the bracket 29-30 stands
@@ -1381,6 +1383,13 @@ def test_a_scan_below_the_boundary_may_spend_its_budget_exactly_and_stay_exhaust
     assert spent.below_step == 1 and spent.limit_bytes == exact
     # AND with one event less it is past its budget before its last limit, and steps
     assert search_min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=2739).below_step > 1
+    # AND a served search (a hint) sets its step at once: the limits below the boundary (ten: 20 to 29 MiB, for twenty
+    # 1 MiB blocks every other freed then five of 2 MiB, 30 MiB needed) times the events (35) over the budget, rounded
+    # up: with 350 events every limit, with 349 every other
+    five = seq(*[("a", MIB)] * 20, *[("f", row) for row in range(0, 20, 2)], *[("a", 2 * MIB)] * 5)
+    steps = [search_min_limit(seq_copy(five), options, hint=31 * MIB, budget_events=budget).below_step
+             for budget in (350, 349)]
+    assert steps == [1, 2]
 
 
 def test_shared_rows_as_long_as_the_sequence_are_its_replays_start() -> None:
@@ -1408,6 +1417,27 @@ def test_fits_from_shared_rows_says_what_a_replay_from_the_first_request_says() 
     for limit in (3 * MIB, 9 * MIB, 10 * MIB):
         assert fits(requests, BFCOptions(limit), shared=shared) == fits(seq_copy(requests), BFCOptions(limit)) == (
             limit == 10 * MIB), limit
+
+
+def test_the_scan_from_below_reaches_the_largest_limit_and_past_its_budget_is_the_search(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a request of the largest limit the model holds: its smallest limit is that one
+    assert bfc.min_limit(seq(("a", bfc.MAX_LIMIT_BYTES)), BFCOptions(0, allow_growth=False)) == bfc.MAX_LIMIT_BYTES
+    # a random sequence of 400 events whose scan from below, to 4 KiB, spends more than four replays' worth of events
+    # (the least budget: 1,600): past it, the answer is the search's, from the same budget
+    requests = random_sequence(0, 400, 20)
+    options = BFCOptions(0, allow_growth=False)
+    searched: list[int] = []
+    search = bfc.search_min_limit
+
+    def recorded_search(*args: Any, **kwargs: Any) -> LimitSearch:
+        found = search(*args, **kwargs)
+        searched.append(found.limit_bytes)
+        return found
+
+    monkeypatch.setattr(bfc, "search_min_limit", recorded_search)
+    assert bfc.min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=1) == searched[0]
+    assert len(searched) == 1
 
 
 def test_options_refuse_a_limit_above_what_the_model_holds() -> None:
@@ -1500,6 +1530,10 @@ def test_what_is_known_without_a_replay_makes_none() -> None:
     # AND proofs that touch are chained into one span (a scan below a boundary skips them all at once)
     plain.proven.extend([(8 * MIB, 9 * MIB - 256, True), (9 * MIB, 12 * MIB, True), (12 * MIB + 512, 13 * MIB, True)])
     assert plain.span(8 * MIB) == (8 * MIB, 12 * MIB, True)
+    # AND the unlimited replay (regions of 4 MiB for each 3 MiB: a pool of 8 MiB) answers every limit from its largest
+    # pool up without another replay: every region whole, the same replay
+    assert plain.unlimited(6 * MIB) == 8 * MIB and plain.replays == 1
+    assert all(plain.fits(limit) for limit in (8 * MIB, 100 * MIB, bfc.MAX_LIMIT_BYTES)) and plain.replays == 1
 
 
 def test_the_scan_from_below_starts_at_the_first_limit_above_nothing() -> None:

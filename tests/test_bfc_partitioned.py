@@ -313,6 +313,12 @@ def test_the_smallest_limit_of_a_lower_end_sequence_is_its_high_water_mark() -> 
     assert not bfc.fits(requests, partitioned(3584 - 256))
     assert bfc.simulate(requests, partitioned(3584)).offset.tolist() == [0, 1024, 0, 2048]
     assert np.array_equal(bfc.simulate(requests, partitioned(3584)).region, [0, 0, 0, 0])
+    # AND each limit the search asked was its own replay (a partitioned replay proves only its limit), of the events up
+    # to the failure or all four
+    asked = {limit for limit, _ in search.tried}
+    failures = [bfc.simulate(requests, partitioned(limit)).failed_at for limit in asked]
+    assert search.replays == len(asked)
+    assert search.replayed_events == sum(len(requests) if at is None else at + 1 for at in failures)
 
 
 def test_a_0_byte_request_and_a_free_of_an_unknown_allocation_are_events_that_change_nothing() -> None:

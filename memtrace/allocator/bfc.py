@@ -775,11 +775,8 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
     # (none with a budget of 0 events: the boundary stands).
     below = hi - floor - 1 if budget_events > 0 else 0
     step = max(1, -(-below * n // budget_events)) if below > 0 else 1
-    known = {limit // granularity: ok for limit, ok in tried}
     for units in range(floor + 1, hi if below > 0 else floor + 1, step):
-        if known.get(units, None) is False:
-            continue
-        if known.get(units) or check(units):
+        if check(units):  # (a limit tried is answered from the memo: no replay, no second entry in tried)
             # the first fitting limit found: the ones just below it (within the step) decide the answer
             for smaller in range(max(floor + 1, units - step + 1), units):
                 if check(smaller):
