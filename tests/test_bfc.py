@@ -1392,6 +1392,20 @@ def test_a_scan_below_the_boundary_may_spend_its_budget_exactly_and_stay_exhaust
     assert steps == [1, 2]
 
 
+def test_a_served_searchs_probes_above_the_unlimited_pool_fit_without_a_replay() -> None:
+    # GIVEN 1 MiB, 3 MiB and 4 MiB, the first freed (growth: regions of 2, 4 and 8 MiB unlimited, a pool of 14 MiB;
+    # 8 MiB alive at most), its first two rows shared, and a hint of 64 MiB with no budget below the boundary (a band's)
+    source = seq(("a", MIB), ("a", 3 * MIB), ("a", 4 * MIB), ("f", 0))
+    shared = bfc.SharedStart(seq_copy(source), BFCOptions(0), 2)
+    search = search_min_limit(seq_copy(source), BFCOptions(0), hint=[64 * MIB], budget_events=0, shared=shared)
+    # THEN the hint fits and so does 63 MiB; the unlimited replay's pool, 14 MiB, bounds the bisection from the lower
+    # bound, 7 MiB: 10 fits, 8 and 9 do not; and the probes above the answer, 28 and 46 MiB, cut none of the unlimited
+    # replay's regions: they fit, as it does
+    assert [(limit // MIB, ok) for limit, ok in search.tried] == [
+        (64, True), (63, True), (14, True), (10, True), (8, False), (9, False), (28, True), (46, True)]
+    assert search.limit_bytes == 10 * MIB and search.monotone
+
+
 def test_shared_rows_as_long_as_the_sequence_are_its_replays_start() -> None:
     # GIVEN 1 MiB, 3 MiB and 4 MiB, the first freed (growth: regions of 2 MiB, then what the limit leaves), shared whole
     source = seq(("a", MIB), ("a", 3 * MIB), ("a", 4 * MIB), ("f", 0))
