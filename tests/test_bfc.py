@@ -1390,6 +1390,16 @@ def test_a_scan_below_the_boundary_may_spend_its_budget_exactly_and_stay_exhaust
     steps = [search_min_limit(seq_copy(five), options, hint=31 * MIB, budget_events=budget).below_step
              for budget in (350, 349)]
     assert steps == [1, 2]
+    # AND with growth (the unlimited replay's pool, 30 MiB: regions of 2, 4, 8 and 16 MiB, bounds the bisection) and a
+    # budget of one event, the step is 350 (ten limits below, 35 events each): the lower bound's next limit alone
+    grown = BFCOptions(0, allow_growth=True)
+    one = search_min_limit(seq_copy(five), grown, hint=31 * MIB, budget_events=1)
+    assert one.below_step == 350 and [(limit // MIB, ok) for limit, ok in one.tried] == [
+        (30, True), (24, False), (27, False), (28, False), (29, False), (20, False)]
+    # AND with no budget, none: the hint and the limit below it, 30 MiB (the unlimited pool, tried once), bisection
+    none = search_min_limit(seq_copy(five), grown, hint=31 * MIB, budget_events=0)
+    assert [(limit // MIB, ok) for limit, ok in none.tried] == [
+        (31, True), (30, True), (24, False), (27, False), (28, False), (29, False)]
 
 
 def test_a_served_searchs_probes_above_the_unlimited_pool_fit_without_a_replay() -> None:

@@ -710,6 +710,12 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
         memo[units] = ok
         return ok
 
+    def known_to_fit(units: int) -> None:
+        """``units`` fits without a replay of its own (the unlimited replay's pool): tried once, as a replay would be."""
+        if units not in memo:
+            tried.append((units * granularity, True))
+            memo[units] = True
+
     floor = max(0, -(-requests.peak_rounded_live_bytes() // granularity) - 1)  # known not to fit
     lo = floor
     bracketed = False
@@ -736,8 +742,7 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
         hi = fitting_hint
     elif reuse and limits is not None:
         hi = max(lo + 1, -(-limits.unlimited((floor + 1) * granularity) // granularity))
-        tried.append((hi * granularity, True))
-        memo[hi] = True
+        known_to_fit(hi)
     elif reuse:
         if shared is not None:
             checkpoints.extend(shared.checkpoints())
@@ -747,8 +752,7 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
         if unlimited.failed_at is not None:
             raise ValueError("no limit the model holds fits these requests")
         hi = max(lo + 1, -(-unlimited.max_pool // granularity))
-        tried.append((hi * granularity, True))
-        memo[hi] = True
+        known_to_fit(hi)
     else:
         gap = max(1, lo // 16)  # (from a lower bound at the largest limit or above: the largest, known not to fit)
         hi = min(top_units, lo + gap)
