@@ -1462,6 +1462,15 @@ def test_the_scan_from_below_reaches_the_largest_limit_and_past_its_budget_is_th
     monkeypatch.setattr(bfc, "search_min_limit", recorded_search)
     assert bfc.min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=1) == searched[0]
     assert len(searched) == 1
+    # AND its budget is a bound the scan may reach: it has replayed 2,037 events when it asks its last limit, so with a
+    # budget of 2,037 it is the scan's own answer, with 2,036 the search's
+    for budget, handed_over in ((2037, 0), (2036, 1)):
+        searched.clear()
+        bfc.min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=budget)
+        assert len(searched) == handed_over, budget
+    # AND a request beyond the largest limit: the scan has no limit to ask, and says no limit the model holds fits
+    with pytest.raises(ValueError, match="no limit the model holds fits these requests"):
+        bfc.min_limit(seq(("a", bfc.MAX_LIMIT_BYTES + 256)), options)
 
 
 def test_options_refuse_a_limit_above_what_the_model_holds() -> None:
