@@ -1516,6 +1516,10 @@ def test_past_its_budget_the_scan_below_the_boundary_steps_and_still_ends_on_a_l
         assert stepped.below_step == step and not stepped.exhaustive
         assert bfc.fits(seq_copy(requests), replace(options, limit_bytes=stepped.limit_bytes))
         assert (stepped.limit_bytes == exact) if seed in (7, 20) else (stepped.limit_bytes > exact)
+        if seed == 20:  # the first fit met, then the limits within the step below it, the lowest first, to one that fits
+            units = [(limit // (4 * KIB), ok) for limit, ok in stepped.tried]
+            first_fit = units.index((1045, True), units.index((871, False)))
+            assert units[first_fit:first_fit + 8] == [(1045, True), *((u, False) for u in range(1029, 1035)), (1035, True)]
         # AND with the default budget it is exhaustive and exact
         assert search_min_limit(seq_copy(requests), options, granularity=4 * KIB).limit_bytes == exact
 
