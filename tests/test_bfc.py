@@ -1468,6 +1468,12 @@ def test_the_scan_from_below_reaches_the_largest_limit_and_past_its_budget_is_th
         searched.clear()
         bfc.min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=budget)
         assert len(searched) == handed_over, budget
+    # AND the budget counts the scan's own events: a replay of the sequence before it (under 1 GiB, which fits: 400
+    # events) does not spend it
+    again, searched[:] = seq_copy(requests), []
+    assert fits(again, replace(options, limit_bytes=1 << 30))
+    bfc.min_limit(again, options, granularity=4 * KIB, budget_events=2037)
+    assert not searched
     # AND a request beyond the largest limit: the scan has no limit to ask, and says no limit the model holds fits
     with pytest.raises(ValueError, match="no limit the model holds fits these requests"):
         bfc.min_limit(seq(("a", bfc.MAX_LIMIT_BYTES + 256)), options)
