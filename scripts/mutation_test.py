@@ -225,10 +225,15 @@ def mutated_source(module: str, number: int) -> str:
     return ast.unparse(mutated) + "\n"
 
 
+@functools.cache
+def _unparsed_lines(module: str) -> tuple[str, ...]:
+    return tuple(ast.unparse(ast.parse((ROOT / module).read_text(encoding="utf-8"))).splitlines())
+
+
 def mutated_line(module: str, number: int) -> str:
     """The line of mutant ``number`` as mutated (written out by ``ast.unparse``): where one change can be made twice on
     a line (``#2`` counts in walk order, the outer expression first, not left to right), which one this is."""
-    plain = ast.unparse(ast.parse((ROOT / module).read_text(encoding="utf-8"))).splitlines()
+    plain = _unparsed_lines(module)
     mutated = mutated_source(module, number).splitlines()
     return next((new.strip() for old, new in zip(plain, mutated) if old != new), "")
 
@@ -453,7 +458,9 @@ def run_tests(package_root: Path, tests: list[str], timeout: float,
     env = {**os.environ, "PYTHONPATH": str(package_root), "PYTHONDONTWRITEBYTECODE": "1", "MEMTRACE_CI": "1"}
     plugin: list[str] = []
     if test_seconds:
-        (package_root / f"{_PLUGIN_NAME}.py").write_text(_TEST_LIMITS_PLUGIN, encoding="utf-8")
+        plugin_file = package_root / f"{_PLUGIN_NAME}.py"
+        if not plugin_file.exists():  # (written once into each worker's copy)
+            plugin_file.write_text(_TEST_LIMITS_PLUGIN, encoding="utf-8")
         env["MUTANT_TEST_SECONDS"] = json.dumps(test_seconds)
         plugin = ["-p", _PLUGIN_NAME]
     try:
@@ -603,10 +610,14 @@ def main(argv: list[str] | None = None) -> int:
     # A mutant's tests run until the first fails (-x): the tests that killed most mutants so far go first, then the
     # quickest. The verdict is the same in any order; a killed mutant's time is not.
     kills: dict[str, int] = {}
+
+    def count_kill(killed_by: str) -> None:
+        killer = killed_by.split("[")[0]  # a test function, all its parameters
+        kills[killer] = kills.get(killer, 0) + 1
+
     for entry in ran_before:
         if entry["verdict"] == "killed" and entry["killed_by"]:
-            killer = entry["killed_by"].split("[")[0]  # a test function, all its parameters
-            kills[killer] = kills.get(killer, 0) + 1
+            count_kill(entry["killed_by"])
 
     def first_to_fail(test: str) -> tuple[int, float]:
         return -kills.get(test, 0), took.get(test, float("inf"))
@@ -640,7 +651,7 @@ def main(argv: list[str] | None = None) -> int:
                 m.verdict, m.killed_by, m.seconds = run_tests(worker, order, timeout, limits)
                 if m.verdict == "killed" and m.killed_by:
                     with lock:
-                        kills[m.killed_by.split("[")[0]] = kills.get(m.killed_by.split("[")[0], 0) + 1
+                        count_kill(m.killed_by)
             finally:
                 shutil.copy(ROOT / m.module, worker / m.module)
                 free.append(worker)
