@@ -1320,13 +1320,14 @@ def test_a_hinted_search_tries_the_hint_and_the_limit_below_before_bisecting_and
     assert band.limit_bytes == 30 * MIB
     assert [(limit // MIB, ok) for limit, ok in band.tried] == [
         (31, True), (30, True), (24, False), (27, False), (28, False), (29, False)]
-    # AND without the hint: galloping, bisection (30 fits), the scan below from the lower bound (each limit asked, the
-    # proofs answering most), and the two probes above: 31 and 32 MiB, evenly spaced below the 34 that fitted
+    # AND without the hint: galloping, bisection (30 fits), the scan below from the lower bound (21 and 24 MiB the only
+    # limits not tried before it nor proven by a replay: each limit is entered once), and the two probes above: 31 and
+    # 32 MiB, evenly spaced below the 34 that fitted
     plain = search_min_limit(seq_copy(requests), BFCOptions(0, allow_growth=False))
     assert plain.limit_bytes == 30 * MIB
     assert [(limit // MIB, ok) for limit, ok in plain.tried] == [
-        (20, False), (22, False), (26, False), (34, True), (30, True), (28, False), (29, False), (20, False),
-        (21, False), (22, False), (24, False), (26, False), (28, False), (31, True), (32, True)]
+        (20, False), (22, False), (26, False), (34, True), (30, True), (28, False), (29, False), (21, False),
+        (24, False), (31, True), (32, True)]
 
 
 def test_a_served_search_tries_its_hints_and_probes_in_the_order_worked_by_hand() -> None:
@@ -1339,14 +1340,14 @@ def test_a_served_search_tries_its_hints_and_probes_in_the_order_worked_by_hand(
     plain = search_min_limit(seq_copy(requests), options)
     shared = search_min_limit(seq_copy(requests), options, shared=bfc.SharedStart(seq_copy(requests), options, 20))
     hinted = search_min_limit(seq_copy(requests), options, hint=26 * MIB)
-    # THEN each answers 24 MiB: galloping 20, 22 (fail), 26 (fits); bisection 24 (fits), 23 (fails); below it 21 (the
-    # plain scan asks 20 and 22 again: answered by their proofs); and the probe above the answer, between it and the
-    # largest limit that fitted, 26: 25 MiB alone (the hint, known to fit, is not asked again, nor the limit below it)
+    # THEN each answers 24 MiB, each limit tried entered once: galloping 20, 22 (fail), 26 (fits); bisection 24 (fits),
+    # 23 (fails); below it 21 (the plain scan asks 20 and 22 again: answered from its memo); and the probe above the
+    # answer, between it and the largest limit that fitted, 26: 25 MiB alone (the hint, known to fit, is not asked
+    # again, nor the limit below it)
     served = [(20, False), (22, False), (26, True), (24, True), (23, False), (21, False), (25, True)]
     assert [(limit // MIB, ok) for limit, ok in shared.tried] == served
     assert [(limit // MIB, ok) for limit, ok in hinted.tried] == served
-    assert [(limit // MIB, ok) for limit, ok in plain.tried] == [
-        (20, False), (22, False), (26, True), (24, True), (23, False), (20, False), (21, False), (22, False), (25, True)]
+    assert [(limit // MIB, ok) for limit, ok in plain.tried] == served
     assert plain.limit_bytes == shared.limit_bytes == hinted.limit_bytes == 24 * MIB
     assert hinted.replays == hinted.replayed_events == 0  # (a served search does not count its replays: 0 says so)
     # AND with five blocks of 2 MiB (30 MiB needed), no budget below the boundary and hints of 19 MiB (the lower bound:
@@ -1516,16 +1517,19 @@ def test_past_its_budget_the_scan_below_the_boundary_steps_and_still_ends_on_a_l
         stepped = search_min_limit(requests, options, granularity=4 * KIB, budget_events=1)
         # THEN past the budget the scan tries every step-th limit (not exhaustive), and its answer fits; where the
         # smallest limit (the plain scan from below, min_limit, without a budget) lies within the step below the first
-        # fitting limit it meets, it is that one (seed 20: it meets 1,045 x 4 KiB, and the limits below it within the
-        # step are asked from the lowest up, 1,029 first: 1,035 fits); else one above it
+        # fitting limit it meets, it is that one (seed 20: it meets 1,045 x 4 KiB, and the limits the step skipped
+        # below it that no replay proved are asked from the lowest up: 1,028's replay proved up to 1,034 x 4 KiB, and
+        # 1,035 fits); else one above it
         exact = bfc.min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=10**9)
         assert stepped.below_step == step and not stepped.exhaustive
         assert bfc.fits(seq_copy(requests), replace(options, limit_bytes=stepped.limit_bytes))
         assert (stepped.limit_bytes == exact) if seed in (7, 20) else (stepped.limit_bytes > exact)
-        if seed == 20:  # the first fit met, then the limits within the step below it, the lowest first, to one that fits
+        if seed == 20:  # the last step's limits, the first fit met, then the limits skipped that no replay proved
             units = [(limit // (4 * KIB), ok) for limit, ok in stepped.tried]
             first_fit = units.index((1045, True), units.index((871, False)))
-            assert units[first_fit:first_fit + 8] == [(1045, True), *((u, False) for u in range(1029, 1035)), (1035, True)]
+            assert units[first_fit - 2:first_fit + 2] == [(1011, False), (1028, False), (1045, True), (1035, True)]
+            proven = bfc._limits(requests, options).span(1028 * 4 * KIB)
+            assert proven[1] // (4 * KIB) == 1034 and not proven[2]
         # AND with the default budget it is exhaustive and exact
         assert search_min_limit(seq_copy(requests), options, granularity=4 * KIB).limit_bytes == exact
 

@@ -420,6 +420,21 @@ def test_a_replay_setting_that_cannot_be_kept_is_refused_in_one_line(
     assert err.err.startswith(f"memtrace: error: {said}") and err.err.count("\n") == 1
 
 
+@pytest.mark.parametrize("setting", ["python", "compiled"])
+def test_a_replay_setting_naming_a_loop_that_can_run_is_kept(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], setting: str) -> None:
+    # GIVEN MEMTRACE_REPLAY naming either loop, numba able to run the compiled one
+    from memtrace.cli import main
+
+    monkeypatch.setenv("MEMTRACE_REPLAY", setting)
+    monkeypatch.setattr(bfc_compiled, "_usable", [True])
+    # THEN nothing is wrong with it, and a command runs under it: exit 0, its answer on stdout, nothing on stderr
+    assert bfc.replay_setting_problem() is None
+    code = main(["fit", str(FIXTURES / "fit/eager.xplane.pb.gz"), "--limit", "814MiB", "--no-alternatives"])
+    out = capsys.readouterr()
+    assert code == 0 and out.err == "" and "under 814 MiB: fits" in out.out, out.out + out.err
+
+
 def test_a_replay_that_makes_more_regions_than_the_model_has_slots_for_is_refused_by_both_loops(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN room for three regions' virtual addresses, and requests of 3, 5, 9 and 17 MiB held at once: with growth,

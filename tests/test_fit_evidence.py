@@ -172,8 +172,9 @@ def test_a_search_from_a_hint_still_finds_tfs_boundary_below_where_bisection_sto
     below = sorted(limit // MIB for limit, ok in search.tried if limit < 814 * MIB)
     if budget == 5_000_000:  # every limit from the lower bound (640 MiB) up, each replayed and failing
         assert search.exhaustive and below == list(range(640, 814))
-    else:  # past the budget (20 replays of its 476 events): every 35th, then the ones below the first that fits
-        assert search.below_step == 35 and not search.exhaustive and 640 in below and len(below) < 100
+    else:  # past the budget (20 replays of its 476 events): every 35th, 815 fits, then the 34 the step skipped below it
+        assert search.below_step == 35 and not search.exhaustive
+        assert below == [*range(640, 781, 35), *range(781, 814)] and (815 * MIB, True) in search.tried
     assert not any(ok for limit, ok in search.tried if limit < 814 * MIB)
 
 @pytest.mark.parametrize("name", PROGRAMS)

@@ -136,6 +136,11 @@ def test_a_request_that_fails_in_the_shared_rows_still_waits_for_another_threads
     assert search_min_limit(order.requests, no_growth, 256, schedule=order.schedule()).limit_bytes == 2048
     shared = SharedStart(g.requests, no_growth, 4)
     assert search_min_limit(order.requests, no_growth, 256, schedule=order.schedule(), shared=shared).limit_bytes == 2048
+    # AND asked alone at 2 KiB from those shared rows: the order fits with the retry, and not without it
+    two_kib = BFCOptions(2048, allow_growth=False)
+    assert bfc.fits(order.requests, two_kib, order.schedule(), shared)
+    assert not bfc.fits(order.requests, two_kib, None, shared)
+    assert bfc.fits(order.requests, BFCOptions(3072, allow_growth=False), None, shared)
 
 
 def test_after_a_free_every_other_waiting_request_is_tried_again() -> None:

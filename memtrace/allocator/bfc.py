@@ -568,11 +568,14 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     top_units = MAX_LIMIT_BYTES // granularity
     n = max(1, len(requests))
 
+    memo: dict[int, bool] = {}
+
     def check(units: int) -> bool:
-        limit = units * granularity
-        ok = limits.fits(limit, snapshots=True)
-        tried.append((limit, ok))
-        return ok
+        """Whether ``units`` fits, each limit entered in ``tried`` once (asked again, from the memo)."""
+        if units not in memo:
+            memo[units] = limits.fits(units * granularity, snapshots=True)
+            tried.append((units * granularity, memo[units]))
+        return memo[units]
 
     floor = max(0, -(-limits.needed_bytes // granularity) - 1)  # known not to fit
     lo = floor
@@ -580,6 +583,7 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
         max_pool = limits.unlimited((floor + 1) * granularity)
         hi = max(lo + 1, -(-max_pool // granularity))
         tried.append((hi * granularity, True))
+        memo[hi] = True
     else:
         gap = max(1, lo // 16)  # (from a lower bound at the largest limit or above: the largest, known not to fit)
         hi = min(top_units, lo + gap)
@@ -599,20 +603,21 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     # proof skips the limits that decide alike; the first that fits wins.
     allowed = max(budget_events, 4 * n)
     scan_start = limits.replayed_events
-    units, step = floor + 1, 1
+    units = unknown = floor + 1  # (unknown: the lowest limit the scan has neither tried nor seen proven)
+    step = 1
     while units < hi:
         if step == 1 and limits.replayed_events - scan_start > allowed:
             step = max(2, -(-(hi - units) * n // allowed))  # past the budget: evenly spaced
         if check(units):
-            # the first fitting limit found: the ones just below it (within the step) decide the answer
-            for smaller in range(max(floor + 1, units - step + 1), units):
+            # the first fitting limit found: the ones the step skipped below it decide the answer
+            for smaller in range(unknown, units):
                 if check(smaller):
                     units = smaller
                     break
             hi = units
             break
-        high = limits.span(units * granularity)[1]
-        units = max(units + step, high // granularity + 1) if step == 1 else units + step
+        unknown = limits.span(units * granularity)[1] // granularity + 1  # (the span holds ``units``)
+        units = unknown if step == 1 else units + step
     answer, monotone = _probed_above(hi, granularity, extra_probes, tried, check)
     limits.drop_snapshots()
     return LimitSearch(answer, monotone, tuple(tried), step, limits.replays - replays,
@@ -779,15 +784,17 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
     # (none with a budget of 0 events: the boundary stands).
     below = hi - floor - 1 if budget_events > 0 else 0
     step = max(1, -(-below * n // budget_events)) if below > 0 else 1
-    for units in range(floor + 1, hi if below > 0 else floor + 1, step):
+    unknown = floor + 1  # the lowest limit not yet tried
+    for units in range(unknown, hi if below > 0 else unknown, step):
         if check(units):  # (a limit tried is answered from the memo: no replay, no second entry in tried)
-            # the first fitting limit found: the ones just below it (within the step) decide the answer
-            for smaller in range(max(floor + 1, units - step + 1), units):
+            # the first fitting limit found: the ones the step skipped below it decide the answer
+            for smaller in range(unknown, units):
                 if check(smaller):
                     units = smaller
                     break
             hi = units
             break
+        unknown = units + 1
     answer, monotone = _probed_above(hi, granularity, extra_probes, tried, check)
     if limits is not None:
         limits.drop_snapshots()
