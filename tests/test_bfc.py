@@ -277,8 +277,38 @@ def test_bad_options_are_refused() -> None:
         BFCOptions(MIB, region_order=(0, 2))
     with pytest.raises(ValueError, match="negative"):
         BFCOptions(-1)
-    with pytest.raises(ValueError, match=r"\[0, 1\]"):
-        BFCOptions(MIB, fragmentation_fraction=1.5)
+    for fraction in (-0.25, 1.5, math.nan):
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            BFCOptions(MIB, fragmentation_fraction=fraction)
+    with pytest.raises(ValueError, match="above what the model holds"):
+        BFCOptions(bfc.MAX_LIMIT_BYTES + 1)
+    # AND the ends of each range are taken
+    assert [BFCOptions(MIB, fragmentation_fraction=f).fragmentation_fraction for f in (0.0, 1.0)] == [0.0, 1.0]
+    assert [BFCOptions(limit).limit_bytes for limit in (0, bfc.MAX_LIMIT_BYTES)] == [0, bfc.MAX_LIMIT_BYTES]
+
+
+def test_a_sequence_by_hand_knows_its_frees_and_the_most_it_holds_at_once() -> None:
+    # GIVEN 100 B, 300 B and 1 B requests (256, 512 and 256 rounded), the first freed between the second and third,
+    # then the third freed, then a free of an allocation before the sequence (-1, as a profile that starts late has)
+    requests = seq(("a", 100), ("a", 300), ("f", 0), ("a", 1), ("f", 3), ("f", -1))
+    # THEN each allocation's free is the row that frees it (-1: none does, and for the frees themselves), and the
+    # most rounded bytes alive at once are 768 (256 + 512, again after the swap of 256 for 256)
+    assert requests.free_rows().tolist() == [2, -1, -1, 4, -1, -1]
+    assert requests.peak_rounded_live_bytes() == 768
+    # AND nothing asked holds nothing; an event of another kind is refused, naming the kinds
+    assert seq().peak_rounded_live_bytes() == seq(("a", 0)).peak_rounded_live_bytes() == 0
+    with pytest.raises(ValueError, match="unknown event kind 'x' \\(use 'a', 'u' or 'f'\\)"):
+        seq(("a", 256), ("x", 0))
+
+
+def test_a_pool_handed_out_whole_has_nothing_free() -> None:
+    # GIVEN 2 MiB asked under a limit of 2 MiB with growth: region 0 of 2 MiB, all of it handed out, then 256 B more
+    sim = simulate(seq(("a", 2 * MIB), ("a", 256)), BFCOptions(2 * MIB))
+    # THEN the second request fails with nothing free: no free chunk (its largest is 0 bytes), no room to grow
+    assert not sim.fits and sim.failed_at == 1 and sim.regions == ((0, 2 * MIB),)
+    assert (sim.in_use_bytes, sim.largest_free_chunk_bytes, sim.free_bytes) == (2 * MIB, 0, 0)
+    # AND the replay's repr shows its data, not the function that makes its chunk map
+    assert "chunk_map" not in repr(sim) and "failed_at=1" in repr(sim)
 
 
 def test_zero_byte_requests_and_frees_of_unknown_chunks_touch_nothing() -> None:
@@ -291,8 +321,12 @@ def test_zero_byte_requests_and_frees_of_unknown_chunks_touch_nothing() -> None:
 def test_limit_search_reports_what_it_tried() -> None:
     events = seq(("a", 3 * MIB // 2), ("a", MIB // 2), ("a", 768 * KIB))
     search = search_min_limit(events, BFCOptions(0))
-    assert search.limit_bytes == 4 * MIB and search.monotone
+    assert search.limit_bytes == 4 * MIB and search.monotone and search.counterexample() is None
     assert (3 * MIB, False) in search.tried and (4 * MIB, True) in search.tried
+    # AND a request whose unlimited pool is exactly the most it holds at once (2 MiB in region 0 of 2 MiB): that
+    # limit, known to fit, is the only one tried (its lower bound, 1 MiB, known not to), from the one unlimited replay
+    whole = search_min_limit(seq(("a", 2 * MIB)), BFCOptions(0))
+    assert (whole.limit_bytes, whole.tried, whole.replays) == (2 * MIB, ((2 * MIB, True),), 1)
 
 
 
@@ -393,6 +427,19 @@ def test_a_replay_proves_the_limits_that_decide_alike_event_by_event(growth: boo
             theirs = simulate(requests, BFCOptions(other, growth, gc, fraction))
             assert theirs.failed_at == here.failed_at
             assert np.array_equal(theirs.region, here.region) and np.array_equal(theirs.offset, here.offset)
+
+
+def test_the_limits_a_replay_proves_by_hand() -> None:
+    # GIVEN 1 MiB then 3 MiB with growth: region 0 of 2 MiB (the first growth size), then a region of the next growth
+    # size, 4 MiB, cut to what the limit leaves (limit - 2 MiB), which must hold 3 MiB
+    requests = seq(("a", MIB), ("a", 3 * MIB))
+    # THEN under 5 MiB it fits, and every limit from 5 MiB (room exactly 3 MiB) to 6 MiB (room exactly the growth
+    # size) decides alike; above 6 MiB (from its next byte) the region is 4 MiB whatever the limit, up to the largest
+    # the model holds; from above 2 MiB (room for a region at all) to below 5 MiB the cut region is too small: it fails
+    assert proven_limits(requests, BFCOptions(5 * MIB)) == (5 * MIB, 6 * MIB, True)
+    assert proven_limits(requests, BFCOptions(5 * MIB + 512)) == (5 * MIB, 6 * MIB, True)
+    assert proven_limits(requests, BFCOptions(7 * MIB)) == (6 * MIB + 1, bfc.MAX_LIMIT_BYTES, True)
+    assert proven_limits(requests, BFCOptions(4 * MIB)) == (2 * MIB + 1, 5 * MIB - 1, False)
 
 
 @pytest.mark.parametrize(("growth", "gc", "fraction"), OPTION_SETS)
@@ -1330,6 +1377,48 @@ def test_a_hinted_search_tries_the_hint_and_the_limit_below_before_bisecting_and
         (24, False), (31, True), (32, True)]
 
 
+def test_a_search_to_a_coarser_granularity_after_a_finer_one_replays_nothing() -> None:
+    # GIVEN 1 MiB then 3 MiB with growth (5 MiB fits, 4 does not; the unlimited pool is 6 MiB), searched to 256 B: its
+    # replays prove every limit from above 2 MiB to 6 MiB, and it keeps the unlimited replay's states for limits from
+    # its lower bound (4 MiB) up
+    requests = seq(("a", MIB), ("a", 3 * MIB))
+    assert search_min_limit(requests, BFCOptions(0), granularity=256).limit_bytes == 5 * MIB
+    # WHEN it is searched again to 1 MiB (a lower bound of 4 MiB too: no state below it is asked for)
+    again = search_min_limit(requests, BFCOptions(0))
+    # THEN the answer is the same, and no replay is made: the unlimited replay is not made again, and the limits its
+    # bisection asks (4 and 5 MiB, between 3 and 6) are proven; no limit lies between the answer and 6 MiB to probe
+    assert (again.limit_bytes, again.replays, again.replayed_events) == (5 * MIB, 0, 0)
+    assert [(limit // MIB, ok) for limit, ok in again.tried] == [(6, True), (4, False), (5, True)]
+
+
+def test_a_hint_that_brackets_the_boundary_leaves_no_bisection() -> None:
+    # GIVEN 1 MiB then 3 MiB with growth (5 MiB fits, 4.75 does not; the unlimited pool is 6 MiB), searched to 256 KiB
+    # from a hint of 5 MiB
+    search = search_min_limit(seq(("a", MIB), ("a", 3 * MIB)), BFCOptions(0), granularity=256 * KIB, hint=5 * MIB)
+    # THEN the unlimited pool (24 x 256 KiB) is known to fit, the hint (20) fits and the limit below it (19) does not:
+    # the boundary, with no bisection; the scan from the lower bound (16: 4 MiB alive at once) up to it, each failing;
+    # and the two probes, evenly spaced between the answer and 24: 21 and 22
+    assert search.limit_bytes == 5 * MIB
+    assert [(limit // (256 * KIB), ok) for limit, ok in search.tried] == [
+        (24, True), (20, True), (19, False), (16, False), (17, False), (18, False), (21, True), (22, True)]
+    # AND to 1 MiB with a budget of one event: the one limit below the boundary (4 MiB, the lower bound) is the
+    # hint's own bracket, tried: no step, and the answer is called the smallest
+    one_below = search_min_limit(seq(("a", MIB), ("a", 3 * MIB)), BFCOptions(0), hint=5 * MIB, budget_events=1)
+    assert one_below.below_step == 1 and one_below.exhaustive and one_below.limit_bytes == 5 * MIB
+    assert [(limit // MIB, ok) for limit, ok in one_below.tried] == [(6, True), (5, True), (4, False)]
+
+
+def test_a_hint_above_the_unlimited_pool_leaves_that_pool_known_and_the_probes_ask_it_once() -> None:
+    # GIVEN 1 MiB then 3 MiB with growth (regions of 2 MiB and of what the limit leaves, up to 4 MiB: 5 MiB fits, 4
+    # does not; the unlimited pool is 6 MiB) and a hint of 8 MiB, with no budget below the boundary (the band's)
+    search = search_min_limit(seq(("a", MIB), ("a", 3 * MIB)), BFCOptions(0), hint=8 * MIB, budget_events=0)
+    # THEN the hint and the limit below it fit (no bracket), the unlimited pool's 6 MiB is known to fit, bisection
+    # from the lower bound (3 MiB) tries 4 (fails) and 5 (fits); the two probes between the answer and the largest
+    # limit that fitted (8 MiB) are 6 and 7 MiB, both known: each limit is in tried once
+    assert search.limit_bytes == 5 * MIB
+    assert [(limit // MIB, ok) for limit, ok in search.tried] == [(8, True), (7, True), (6, True), (4, False), (5, True)]
+
+
 def test_a_served_search_tries_its_hints_and_probes_in_the_order_worked_by_hand() -> None:
     # GIVEN twenty 1 MiB blocks, every other one freed (1 MiB holes, the last block held), then two of 2 MiB, which no
     # hole holds: 20 MiB alive at most (the lower bound: 19 MiB is known not to fit), 24 MiB needed
@@ -1475,6 +1564,13 @@ def test_the_scan_from_below_reaches_the_largest_limit_and_past_its_budget_is_th
     assert fits(again, replace(options, limit_bytes=1 << 30))
     bfc.min_limit(again, options, granularity=4 * KIB, budget_events=2037)
     assert not searched
+    # AND the least budget is four replays' worth (1,600 events), no more: another sequence's scan asks its last
+    # limit at 1,884 events, so with a budget of 1 it is handed over, with 1,884 it is not
+    other = random_sequence(2, 400, 20)
+    for budget, handed_over in ((1, 1), (1884, 0)):
+        searched.clear()
+        bfc.min_limit(seq_copy(other), options, granularity=4 * KIB, budget_events=budget)
+        assert len(searched) == handed_over, budget
     # AND a request beyond the largest limit: the scan has no limit to ask, and says no limit the model holds fits
     with pytest.raises(ValueError, match="no limit the model holds fits these requests"):
         bfc.min_limit(seq(("a", bfc.MAX_LIMIT_BYTES + 256)), options)
@@ -1532,6 +1628,17 @@ def test_past_its_budget_the_scan_below_the_boundary_steps_and_still_ends_on_a_l
             assert proven[1] // (4 * KIB) == 1034 and not proven[2]
         # AND with the default budget it is exhaustive and exact
         assert search_min_limit(seq_copy(requests), options, granularity=4 * KIB).limit_bytes == exact
+    # AND past the budget the step is at least 2 where few limits are left: seed 7 to 64 KiB leaves 127 x 64 KiB (the
+    # answer) - 122 (the first limit past the budget) = 5 limits, 5 x 400 events against 1,600: a step of 2
+    requests = random_sequence(7, 400, 20)
+    stepped = search_min_limit(requests, options, granularity=64 * KIB, budget_events=1)
+    assert (stepped.below_step, stepped.limit_bytes) == (2, 127 * 64 * KIB)
+    # AND where the budget runs out with one limit left below the boundary, it is asked and none is skipped: seed 28
+    # to 256 KiB scans 57 to 67 x 256 KiB (its 11 replays: 3,527 events), and 68, the one left below 69, is known
+    requests = random_sequence(28, 400, 20)
+    last = search_min_limit(requests, options, granularity=256 * KIB, budget_events=1)
+    assert (last.below_step, last.exhaustive, last.limit_bytes, last.replays) == (1, True, 69 * 256 * KIB, 11)
+    assert last.limit_bytes == bfc.min_limit(seq_copy(requests), options, granularity=256 * KIB, budget_events=10**9)
 
 
 def test_a_search_ignores_shared_rows_longer_than_its_sequence_and_a_plain_one_beyond_every_limit_says_so() -> None:

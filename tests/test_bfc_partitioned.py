@@ -340,3 +340,29 @@ def test_the_high_end_start_is_aligned_down_from_the_top_and_none_where_the_chun
     assert bfc.high_end_aligned_start(4096, 1024, 512, 1024) == 4096
     assert bfc.high_end_aligned_start(4096, 256, 512, 256) == -1
     assert bfc.high_end_aligned_start(4352, 1024, 512, 1024) == 4096  # below the chunk: the caller's test refuses it
+
+
+def test_a_remainder_of_exactly_128_mib_splits_the_gap() -> None:
+    # GIVEN a 300 MiB pool whose lower end hands out a small gap whole (JAX 0.11.2's heuristic)
+    # WHEN 172 MiB is asked: under twice the request (300 < 344 MiB), and the rest is 300 - 172 = 128 MiB
+    sim = replay([("a", 172 * MIB)], partitioned(300 * MIB, lower=HEURISTIC_GAP))
+    # THEN ShouldSplitChunk's "rest >= 128 MiB" holds at equality: the gap is split, its 128 MiB rest stays the gap
+    assert chunks(sim) == [(0, 172 * MIB, True, "lower"), (172 * MIB, 128 * MIB, False, "central_gap")]
+    assert sim.bytes_in_use.tolist() == [172 * MIB] and sim.largest_free_bytes.tolist() == [128 * MIB]
+
+
+def test_an_upper_hole_is_judged_for_splitting_less_its_alignment_padding() -> None:
+    # GIVEN a 4096 B pool, upper 256 B at 3840, upper 2048 at 1792 (3840 - 2048), upper 256 at 1536, and the 2048 freed:
+    # an upper hole [1792, 3840) (an upper chunk lies below it), the gap [0, 1536)
+    events: list[tuple[object, ...]] = [("u", 256), ("u", 2048), ("u", 256), ("f", 1)]
+    # WHEN 1,000 B (1024 rounded) is asked from the upper end at 512 B alignment: the hole fits (its highest 512-aligned
+    # start for 1024 B is (3840 - 1024) // 512 * 512 = 2560 >= 1792); the padding from 1792 up to 2048 is 256 B
+    sim = replay([*events, ("u", 1000, None, 512)], partitioned(4096))
+    # THEN ShouldSplitChunk sees the hole less its padding, 2048 - 256 = 1792: under twice 1024, and 768 B to spare is
+    # under 128 MiB, so the hole is taken whole from its first aligned address, 2048 (1792 B, up to 3840), and the 256
+    # B below stay an upper hole. (Judged on 2048 + 256 it would split: the chunk carved from the top at 2560, 1280 B.)
+    assert sim.fits and sim.offset.tolist() == [3840, 1792, 1536, 1792, 2048]
+    assert sim.chunk_bytes.tolist() == [256, 2048, 256, 2048, 1792]
+    assert chunks(sim) == [(0, 1536, False, "central_gap"), (1536, 256, True, "upper"), (1792, 256, False, "upper"),
+                           (2048, 1792, True, "upper"), (3840, 256, True, "upper")]
+    assert sim.bytes_in_use.tolist() == [256, 2304, 2560, 512, 2304]

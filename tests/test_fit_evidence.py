@@ -169,6 +169,9 @@ def test_a_search_from_a_hint_still_finds_tfs_boundary_below_where_bisection_sto
     assert (e["boundary"]["oom_mib"], e["boundary"]["fits_mib"]) == (813, 814)
     assert search.limit_bytes == 814 * MIB and not search.monotone
     assert (1325 * MIB, False) in search.tried and (1326 * MIB, True) in search.tried
+    # AND the widest counterexample to monotony it tried: the largest limit that fails above one that fits, and the
+    # smallest that fits (1,226 MiB fails too, but 1,325 is larger)
+    assert search.counterexample() == (1325 * MIB, 814 * MIB)
     below = sorted(limit // MIB for limit, ok in search.tried if limit < 814 * MIB)
     if budget == 5_000_000:  # every limit from the lower bound (640 MiB) up, each replayed and failing
         assert search.exhaustive and below == list(range(640, 814))

@@ -606,8 +606,8 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     units = unknown = floor + 1  # (unknown: the lowest limit the scan has neither tried nor seen proven)
     step = 1
     while units < hi:
-        if step == 1 and limits.replayed_events - scan_start > allowed:
-            step = max(2, -(-(hi - units) * n // allowed))  # past the budget: evenly spaced
+        if step == 1 and hi - units > 1 and limits.replayed_events - scan_start > allowed:
+            step = max(2, -(-(hi - units) * n // allowed))  # past the budget: evenly spaced (one left: no step)
         if check(units):
             # the first fitting limit found: the ones the step skipped below it decide the answer
             for smaller in range(unknown, units):
@@ -783,7 +783,7 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
     # Below the boundary: every limit (or every step-th) from the lower bound up; the first that fits wins
     # (none with a budget of 0 events: the boundary stands).
     below = hi - floor - 1 if budget_events > 0 else 0
-    step = max(1, -(-below * n // budget_events)) if below > 0 else 1
+    step = max(1, -(-below * n // budget_events)) if below > 1 else 1  # (one limit below: no step)
     unknown = floor + 1  # the lowest limit not yet tried
     for units in range(unknown, hi if below > 0 else unknown, step):
         if check(units):  # (a limit tried is answered from the memo: no replay, no second entry in tried)
