@@ -368,17 +368,21 @@ def import_lines(module: str, out: Path) -> set[int]:
 
 
 def readers_of(module: str, number: int) -> set[int]:
-    """The lines of ``module`` that read a name the module-level statement of mutant ``number`` assigns (outside
-    that statement): where a constant's value is used."""
+    """The lines of ``module`` that read what the statement of mutant ``number`` defines on import (outside that
+    statement): the lines reading a name a module-level statement assigns (where a constant's value is used), and
+    the body of a function whose signature holds the mutant (where a default argument's value is used)."""
     first, last = _spans(module)[number]
     tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
     names = {name.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
              and node.lineno <= first and last <= (node.end_lineno or node.lineno)
              for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
              for name in ast.walk(target) if isinstance(name, ast.Name)}
-    return {node.lineno for node in ast.walk(tree)
-            if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)
-            and not first <= node.lineno <= last}
+    bodies = {line for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+              and node.lineno <= first and last < node.body[0].lineno
+              for line in range(node.body[0].lineno, (node.end_lineno or node.lineno) + 1)}
+    return bodies | {node.lineno for node in ast.walk(tree)
+                     if isinstance(node, ast.Name) and node.id in names and isinstance(node.ctx, ast.Load)
+                     and not first <= node.lineno <= last}
 
 
 def _uses_numba(module: str) -> bool:
