@@ -1696,3 +1696,90 @@ def test_the_scan_from_below_starts_at_the_first_limit_above_nothing() -> None:
     assert bfc.min_limit(seq(("a", 0)), BFCOptions(0)) == bfc.search_min_limit(seq(("a", 0)), BFCOptions(0)).limit_bytes
     assert bfc.min_limit(seq(("a", 0)), BFCOptions(0)) == MIB
     assert bfc.min_limit(seq(("a", 3 * MIB)), BFCOptions(0, allow_growth=False)) == 3 * MIB
+
+
+# -- periods, and the edges of a replay's proof, by hand --------------------------------------------------------
+
+
+def test_events_that_touch_no_chunk_repeat_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN periods from 32 rows up looked for, and 6 steps of 41 events: a 0-byte request (it touches no chunk),
+    # then 20 allocations of 1 to 20 KiB, each freed at once
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 32)
+    events: list[tuple] = []
+    for _ in range(6):
+        events.append(("a", 0))
+        for j in range(20):
+            events.append(("a", (j + 1) * KIB))
+            events.append(("f", len(events) - 1))
+    # WHEN its period is looked for
+    found = bfc._period(seq(*events))
+    # THEN a 0-byte request equals the 0-byte request a period before (not a break): every one of the 246 - 41 = 205
+    # events from row 41 on equals the one 41 rows before (>= 4 x 41), and nothing breaks the repeat (were each 0-byte
+    # request a break, rows 41, 82, ..., 205 would leave no stretch of three periods: no period)
+    assert found is not None and (found.rows, found.breaks.tolist()) == (41, [])
+
+
+def test_of_distances_where_as_many_events_equal_the_one_before_the_shortest_is_the_period(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN periods from 32 rows up looked for, and 24 steps of 40 events (20 allocations of 1 to 20 KiB, each freed
+    # at once), where steps 3, 5 and 7 ask for 256 bytes more in their first ten allocations: the anchors' windows
+    # (rows 528, 672, 816 and 931, all in the steps from 8 on) recur at 40 and 80 rows (and further back)
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 32)
+    events: list[tuple] = []
+    for step in range(24):
+        for j in range(20):
+            events.append(("a", (j + 1) * KIB + (256 if step in (3, 5, 7) and j < 10 else 0)))
+            events.append(("f", len(events) - 1))
+    # WHEN its period is looked for
+    found = bfc._period(seq(*events))
+    # THEN 40 rows and 80 rows tie: under 40 rows the six steps 3 to 8 differ from the step before (in ten rows each),
+    # 920 - 60 = 860 events equal the one a period before; under 80 rows steps 3 and 9 differ from the step two
+    # before, 880 - 20 = 860 (120 rows: 840 - 60). The shorter is the period, broken in those ten rows of steps 3 to 8
+    # (the last at 8 x 40 + 18 = 338: rows 338 to 960 repeat, more than three periods)
+    assert found is not None and found.rows == 40
+    assert found.breaks.tolist() == [40 * step + 2 * j for step in range(3, 9) for j in range(10)]
+
+
+def test_moving_on_to_the_row_that_frees_a_chunk_that_moved_keeps_that_chunk_live_there() -> None:
+    # GIVEN (as test_moving_on_by_periods_stops_before_a_free_of_a_chunk_that_moved_worked_by_hand) events that repeat
+    # every 10 rows, a replay at row 20 whose state is the one at row 10, but whose allocation of row 15 (live now at
+    # address 100) had its counterpart (row 5) at 200 a period earlier; row 15 is freed at row 30 itself, row 12 (at
+    # 300, as its counterpart row 2 was) outlives the window
+    free_row = np.full(80, 80, dtype=np.int64)
+    free_row[15] = 30
+    repeats = bfc._Period(10, np.zeros(0, dtype=np.int64), free_row, np.zeros(80, dtype=bool))
+    before, now = {5: 200, 2: 300}, {15: 100, 12: 300}
+    # WHEN it may move on up to row 60
+    # THEN to row 30 (20 + (30 - 20) // 10 x 10), where row 15 is still live: its free is row 30's event, not yet
+    # replayed
+    assert bfc._repeated(repeats, 10, 20, 60, before, now) == (30, {15: 100, 12: 300})
+
+
+def test_the_limits_kept_are_where_a_linear_test_of_the_limit_holds_as_it_does_here_worked_by_hand() -> None:
+    # _keep narrows [low, high] (offsets d of the limit) to where value + slope * d >= 0 is what it is at d = 0
+    # 5 + 2d >= 0 holds at d = 0, and down to d = -2 (1; at -3: -1)
+    assert bfc._keep(5, 2, -100, 100) == (-2, 100)
+    # -5 + 2d >= 0 fails at d = 0, and up to d = 2 (-1; at 3: 1)
+    assert bfc._keep(-5, 2, -100, 100) == (-100, 2)
+    # 5 - 2d >= 0 holds at d = 0, and up to d = 2 (1; at 3: -1)
+    assert bfc._keep(5, -2, -100, 100) == (-100, 2)
+    # -5 - 2d >= 0 fails at d = 0, and down to d = -2 (-1; at -3: 1)
+    assert bfc._keep(-5, -2, -100, 100) == (-2, 100)
+    # 0 + d >= 0 holds at d = 0 (exactly), and from there up; 0 - d >= 0 from there down
+    assert bfc._keep(0, 1, -100, 100) == (0, 100)
+    assert bfc._keep(0, -1, -100, 100) == (-100, 0)
+    # the bounds given stay where they are narrower; a test that does not move with the limit keeps them all
+    assert bfc._keep(5, 2, 0, 1) == (0, 1) and bfc._keep(-5, 0, -100, 100) == (-100, 100)
+
+
+@pytest.mark.parametrize(("fraction", "remainder", "edge"), [
+    # a fraction of 1: the threshold is the limit itself; with nothing to spare only the limit 0 keeps it at 0
+    (1.0, 0, 0),
+    # a tiny fraction: the edge is 5 / 1e-12 less a byte (int(1e-12 x 6e12) is 6); found in a step or two, not in
+    # the 1e12 steps that walk the limits one by one from 4e12 or to below 5e12 would take
+    (1e-12, 5, 5_999_999_999_999),
+])
+def test_the_fraction_edge_at_the_extremes_of_the_fraction(fraction: float, remainder: int, edge: int) -> None:
+    # the largest limit L with int(fraction * L) <= remainder
+    assert bfc._fraction_edge(fraction, remainder) == edge
+    assert int(fraction * edge) <= remainder < int(fraction * (edge + 1))

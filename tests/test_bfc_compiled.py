@@ -318,11 +318,22 @@ def test_the_compiled_loop_serves_only_where_it_is_asked_and_holds_the_sequence(
         bfc._compiled_serves(_bare(short))
 
 
-def _bare(requests: Requests, schedule: Any = None) -> Any:
-    """A replay's fields as _compiled_serves reads them, not replayed."""
+def _bare(requests: Requests, schedule: Any = None, first_row: int = 0) -> Any:
+    """A replay's fields as _compiled_serves and _long read them, not replayed."""
     run = bfc._Run.__new__(bfc._Run)
-    run.requests, run._schedule, run.first_row, run.record = requests, schedule, 0, False
+    run.requests, run._schedule, run.first_row, run.record = requests, schedule, first_row, False
     return run
+
+
+def test_a_replay_is_long_by_the_rows_left_from_where_it_begins(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN 150 allocations (too few for a period to be looked for: under 4 x 512) and the compiled loop's start
+    # worth 100 events replayed in Python
+    monkeypatch.setattr(bfc, "_COMPILED_AFTER_ROWS", 100)
+    requests = seq(*[("a", 256 * (i + 1)) for i in range(150)])
+    # WHEN a replay begins at row 50 THEN it has 100 rows to replay: long enough to pay for the compiled loop
+    assert bfc._long(_bare(requests, first_row=50))
+    # WHEN it begins at row 51 (a state kept there) THEN 99 rows: not
+    assert not bfc._long(_bare(requests, first_row=51))
 
 
 def test_a_replay_of_repeating_steps_moves_on_by_the_same_periods(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -487,3 +498,28 @@ def test_the_machines_tables_grow_keeping_what_they_hold() -> None:
         8192, 8192, 128, 256)
     assert machine.region_size[:63].tolist() == list(range(1, 64)) and not machine.region_size[63:].any()
     assert machine.key_size[:4095].tolist() == machine.chunk_address[:4095].tolist() == list(range(4095))
+
+
+def test_snapshots_over_their_budget_are_thinned_out_evenly(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN 60,000 allocations of 256 B in one region (growth off), none freed, replayed tracking the limits: a
+    # snapshot is taken before rows 8,192, 16,384, 24,576, 40,960 and 57,344 (as in
+    # test_snapshots_wait_where_copying_the_state_costs_more_than_the_rows_since_the_last); before row r it holds one
+    # free chunk and r in use, reckoned at 8 x 1 + 100 x (1 + r) + 1,000 = 100 r + 1,108 bytes; snapshots may hold
+    # 4,000,000 bytes in all
+    monkeypatch.setattr(bfc, "_SNAPSHOT_BYTES", 4_000_000)
+    requests = seq(*[("a", 256)] * 60_000)
+    options = BFCOptions(1 << 30, allow_growth=False)
+    taken: dict[str, tuple[int, ...]] = {}
+    loops = ["python"] + (["compiled"] if bfc_compiled.available() else [])
+    for loop in loops:
+        monkeypatch.setenv("MEMTRACE_REPLAY", loop)
+        snapshots: list[bfc._Snapshot] = []
+        # WHEN replayed by each loop
+        bfc._Run(seq_copy(requests), options, record=False, track=True, snapshots=snapshots)
+        taken[loop] = tuple(z.row for z in snapshots)
+    # THEN each time they come to more, every other one is let go, from the first: 820,308 + 1,639,508 + 2,458,708 =
+    # 4,918,524 keeps 16,384; with 40,960 (4,097,108) 5,736,616 keeps 40,960; with 57,344 (5,735,508) 9,832,616
+    # keeps 57,344
+    assert taken == {loop: (57344,) for loop in loops}
+    if "compiled" not in taken:
+        unavailable("numba is not installed (pip install -e '.[test]' installs it): the compiled loop was not checked")
