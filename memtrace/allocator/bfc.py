@@ -1268,7 +1268,7 @@ def _period(requests: Requests) -> _Period | None:
 
     A few stretches of events late in the sequence are looked up earlier in it (a hash of each window of
     events); the distances at which every one of them recurs are the candidates, and the one under which the
-    most events equal the event a period before wins. None where nothing repeats at
+    most events equal the event a period before wins (of those that tie, the shortest). None where nothing repeats at
     ``_MIN_PERIOD_ROWS`` rows or more.
     """
     if requests in _PERIODS:
