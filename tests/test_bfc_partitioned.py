@@ -10,14 +10,14 @@ the model in ``tests/test_fit_xla.py``.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from memtrace.allocator import bfc
-from memtrace.allocator.bfc import BFCOptions, EndPolicy, Requests
+from memtrace.allocator.bfc import BFCOptions, ChunkState, EndPolicy, Requests
 from tests.test_bfc import InOrder
 
 MIB = 1 << 20
@@ -366,3 +366,62 @@ def test_an_upper_hole_is_judged_for_splitting_less_its_alignment_padding() -> N
     assert chunks(sim) == [(0, 1536, False, "central_gap"), (1536, 256, True, "upper"), (1792, 256, False, "upper"),
                            (2048, 1792, True, "upper"), (3840, 256, True, "upper")]
     assert sim.bytes_in_use.tolist() == [256, 2304, 2560, 512, 2304]
+
+
+def test_an_upper_chunk_freed_above_an_upper_chunk_at_the_base_stays_an_upper_hole() -> None:
+    # GIVEN a 1024 B pool whose upper end takes all four 256 B chunks, from the top down: 768, 512, 256 and, last, 0
+    # (the gap's last 256 B, handed out whole); then the one at 256 is freed: the chunk below it, at address 0, is
+    # an upper chunk, so ReturnBoundaryChunkToGap leaves it an upper hole (no gap is made)
+    events: list[tuple[object, ...]] = [("u", 256), ("u", 256), ("u", 256), ("u", 256), ("f", 2)]
+    sim = replay(events, partitioned(1024))
+    assert sim.fits and sim.offset.tolist() == [768, 512, 256, 0, 256]
+    assert chunks(sim) == [(0, 256, True, "upper"), (256, 256, False, "upper"), (512, 256, True, "upper"),
+                           (768, 256, True, "upper")]
+    assert sim.largest_free_bytes.tolist() == [768, 512, 256, 0, 256]
+    # WHEN the lower end then asks for 256 B
+    sim = replay([*events, ("a", 256)], partitioned(1024))
+    # THEN it has no hole and there is no gap (and the one region is made): it fails there, at row 5
+    assert not sim.fits and sim.failed_at == 5
+    # AND the upper end reuses its own hole at 256
+    assert replay([*events, ("u", 256)], partitioned(1024)).offset.tolist()[-1] == 256
+
+
+def test_a_partitioned_chunk_in_use_names_the_op_of_its_row_row_0_included() -> None:
+    # GIVEN 1000 B from the lower end by "conv" (row 0) and 256 B from the upper end by "matmul" (row 1) in 4096 B
+    sim = replay([("a", 1000, "conv"), ("u", 256, "matmul")], partitioned(4096))
+    # THEN the map names each chunk's op, row and request: 1024 B at 0 (row 0), the gap [1024, 3840), 256 B at 3840
+    assert sim.chunks == (ChunkState(0, 0, 1024, True, 1000, "conv", 0, "lower"),
+                          ChunkState(0, 1024, 2816, False, 0, "", -1, "central_gap"),
+                          ChunkState(0, 3840, 256, True, 256, "matmul", 1, "upper"))
+
+
+class _WaitsOnce:
+    """Serves the rows in order; the first request that fails waits until the rest of the rows are served."""
+
+    def __init__(self, rows: int, start: int) -> None:
+        self.rows, self.start = rows, start
+        self.waiting: int | None = None
+
+    def runs(self) -> Iterator[tuple[int, int]]:
+        yield self.start, self.rows
+        if self.waiting is not None:
+            yield self.waiting + 1, self.rows
+            yield self.waiting, self.waiting + 1
+
+    def blocked(self, row: int) -> bool:
+        if self.waiting is None:
+            self.waiting = row
+            return True
+        return False
+
+
+def test_a_partitioned_request_that_fails_waits_where_its_schedule_says_it_waits() -> None:
+    # GIVEN 4096 B from the lower end (row 0), 4096 B more (row 1), then row 0 freed, in a 4096 B pool
+    requests = Requests.from_events([("a", 4096), ("a", 4096), ("f", 0)])
+    # WHEN served in order: row 0 takes the whole gap, row 1 finds no hole and no gap (the one region is made): out
+    # of memory
+    assert not bfc.fits(requests, partitioned(4096))
+    assert not bfc.fits(requests, partitioned(4096), lambda start: InOrder(len(requests), start))
+    # THEN served by a schedule under which row 1 waits: the free (row 2) returns the lower chunk to the gap (nothing
+    # of the lower end lies above it), and row 1, served again, takes the whole gap: every request is served
+    assert bfc.fits(requests, partitioned(4096), lambda start: _WaitsOnce(len(requests), start))

@@ -863,8 +863,7 @@ def min_limit(requests: Requests, options: BFCOptions, granularity: int = 1 << 2
                 return search_min_limit(requests, options, granularity, budget_events=budget_events).limit_bytes
             if limits.fits(units * granularity, snapshots=True):
                 return units * granularity
-            _, high, _ = limits.span(units * granularity)
-            units = max(units + 1, high // granularity + 1)
+            units = limits.span(units * granularity)[1] // granularity + 1  # (the span holds ``units``)
     finally:
         limits.drop_snapshots()
     raise ValueError("no limit the model holds fits these requests")
