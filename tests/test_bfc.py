@@ -1783,3 +1783,187 @@ def test_the_fraction_edge_at_the_extremes_of_the_fraction(fraction: float, rema
     # the largest limit L with int(fraction * L) <= remainder
     assert bfc._fraction_edge(fraction, remainder) == edge
     assert int(fraction * edge) <= remainder < int(fraction * (edge + 1))
+
+
+def test_frees_repeat_only_at_the_same_distance_back_and_only_frees_make_a_free_row(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN periods from 32 rows up looked for, and 8 steps of 40 events: allocations of 1, 2 and 3 KiB, their three
+    # frees in that order (each 3 rows back), then 17 allocations of 4 to 20 KiB each freed at once; in step 2 (rows
+    # 80 to 119) the first two frees swap (row 83 frees row 81, 2 rows back; row 84 frees row 80, 4 rows back); and
+    # a last allocation of 1 KiB at row 320, never freed (as row 280 a period before)
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 32)
+    events: list[tuple] = []
+    for step in range(8):
+        b = 40 * step
+        events += [("a", KIB), ("a", 2 * KIB), ("a", 3 * KIB)]
+        events += [("f", b + 1), ("f", b), ("f", b + 2)] if step == 2 else [("f", b), ("f", b + 1), ("f", b + 2)]
+        for j in range(17):
+            events += [("a", (j + 4) * KIB), ("f", b + 6 + 2 * j)]
+    events.append(("a", KIB))
+    # WHEN its period is looked for
+    found = bfc._period(seq(*events))
+    # THEN 40 rows: the anchors' windows (rows 176, 224, 272, 305) recur 40, 80, 120 and 160 rows back; under 40 rows
+    # all 281 events from row 40 on but 4 equal the one a period before (80: 241 less 4). A free equals the one a
+    # period before only at the same distance back: rows 83 and 84 (2 and 4 back, against 3) break the repeat with
+    # step 1, and rows 123 and 124 (3 back, against 2 and 4) with step 2; row 85 (3 back, as row 45) does not
+    assert found is not None and found.rows == 40
+    assert found.breaks.tolist() == [83, 84, 123, 124]
+    # AND per allocation the row that frees it; 321 (the length) for a row never freed, here the last allocation,
+    # and for every free (an allocation's `frees` is -1: it frees nothing, and row -1 is not a row)
+    free_row = [321] * 321
+    for step in range(8):
+        b = 40 * step
+        free_row[b], free_row[b + 1] = (b + 4, b + 3) if step == 2 else (b + 3, b + 4)
+        free_row[b + 2] = b + 5
+        for j in range(17):
+            free_row[b + 6 + 2 * j] = b + 7 + 2 * j
+    assert found.free_row.tolist() == free_row
+
+
+def test_a_free_of_a_later_row_is_not_the_allocation_of_as_many_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN periods from 32 rows up looked for, and 8 steps of 40 events: an allocation of 256 bytes and its free,
+    # then 19 allocations of 1 to 19 KiB each freed at once; but in step 2, row 80 is a free of row 209, 129 rows
+    # later: a free is coded by how far back it names, -2 x (80 - 209) - 1 = 257, odd, never an allocation's rounded
+    # bytes (so not the 256 bytes of row 40 a period before)
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 32)
+    events: list[tuple] = []
+    for step in range(8):
+        b = 40 * step
+        events += [("f", b + 129) if step == 2 else ("a", 256), ("f", b)]
+        for j in range(19):
+            events += [("a", (j + 1) * KIB), ("f", b + 2 + 2 * j)]
+    # WHEN its period is looked for
+    found = bfc._period(seq(*events))
+    # THEN 40 rows, broken where step 2's first event differs from step 1's 256-byte allocation, and step 3's from it
+    # (row 81's free, 1 row back, equals the others: row 80's event is a free, but 81 still names the row before)
+    assert found is not None and found.rows == 40
+    assert found.breaks.tolist() == [80, 120]
+
+
+def test_an_event_that_touches_no_chunk_allocates_nothing_in_a_period(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN (as test_events_that_touch_no_chunk_repeat_as_they_are) periods from 32 rows up looked for, and 6 steps
+    # of 41 events: a 0-byte request, then 20 allocations of 1 to 20 KiB, each freed at once
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 32)
+    events: list[tuple] = []
+    for _ in range(6):
+        events.append(("a", 0))
+        for j in range(20):
+            events.append(("a", (j + 1) * KIB))
+            events.append(("f", len(events) - 1))
+    # WHEN its period is looked for
+    found = bfc._period(seq(*events))
+    # THEN the rows that take a chunk are the 20 allocations of each step: not the 0-byte request (nor the frees)
+    assert found is not None and found.allocates.tolist() == ([False] + [True, False] * 20) * 6
+
+
+def test_the_compiled_loop_holds_requests_up_to_the_largest_limit_and_frees_of_rows_in_the_sequence() -> None:
+    # a request of the largest limit itself (8 TiB, a multiple of 256: rounded to itself) is held; 256 bytes more not
+    assert bfc._in_compiled_range(seq(("a", bfc.MAX_LIMIT_BYTES)))
+    assert not bfc._in_compiled_range(seq(("a", bfc.MAX_LIMIT_BYTES + 1)))
+    # in 3 rows, a free of row 2 (the last row: its event ~2 = -3 = -len) is held; a free of row 3 (~3 = -4) not
+    assert bfc._in_compiled_range(seq(("a", KIB), ("f", 2), ("a", KIB)))
+    assert not bfc._in_compiled_range(seq(("a", KIB), ("f", 3), ("a", KIB)))
+
+
+# -- replays resumed from a kept state, and what their proofs answer, by hand ----------------------------------
+
+
+def test_a_python_replay_of_two_blocks_records_every_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN 35,000 allocations of 256 B, each freed at once: 70,000 events, more than one block of the Python loop
+    # (bfc._BLOCK = 65,536 events) and fewer than two: its records come in two tables, which simulation() joins
+    pairs = 35_000
+    assert bfc._BLOCK < 2 * pairs <= 2 * bfc._BLOCK
+    requests = seq(*[event for k in range(pairs) for event in (("a", 256), ("f", 2 * k))])
+    monkeypatch.setenv("MEMTRACE_REPLAY", "python")
+    # WHEN replayed with growth under 10 MiB
+    sim = simulate(requests, BFCOptions(10 * MIB))
+    # THEN every event is in the simulation, the last block's too: the first allocation makes the 2 MiB region and
+    # takes 256 B at offset 0; its free merges the chunk back into the whole region, so each next one does the same
+    assert sim.fits and len(sim.bytes_in_use) == 2 * pairs
+    assert sim.bytes_in_use.tolist() == [256, 0] * pairs
+    assert sim.chunk_bytes.tolist() == [256, 256] * pairs
+    assert sim.offset.tolist() == [0] * (2 * pairs)
+    assert sim.pool_bytes.tolist() == [2 * MIB] * (2 * pairs)
+    assert sim.largest_free_bytes.tolist() == [2 * MIB - 256, 2 * MIB] * pairs
+
+
+def test_the_outcomes_at_both_ends_of_a_proven_range_are_worked_out_without_a_replay() -> None:
+    # GIVEN 1 MiB then 3 MiB with growth (tests/test_bfc.py, the limits a replay proves by hand): under 5.5 MiB region
+    # 0 is 2 MiB and region 1 what the limit leaves, 3.5 MiB; 3 MiB takes all of it (3.5 < 2 x 3 and 0.5 MiB remain,
+    # < 128 MiB), so the chunk in use moves with the limit, and limits 5 MiB..6 MiB decide alike
+    requests = seq(("a", MIB), ("a", 3 * MIB))
+    options = BFCOptions(5 * MIB + 512 * 1024)
+    # WHEN its outcome is asked (one replay), then those of the range's two ends
+    assert outcome(requests, options) == Outcome(True, None, 5 * MIB - 512 * 1024, 5 * MIB + 512 * 1024)
+    # THEN each end's is worked out from that replay, d bytes apart: in use 1 MiB + (L - 2 MiB), the pool L
+    assert outcome(requests, replace(options, limit_bytes=5 * MIB)) == Outcome(True, None, 4 * MIB, 5 * MIB)
+    assert outcome(requests, replace(options, limit_bytes=6 * MIB)) == Outcome(True, None, 5 * MIB, 6 * MIB)
+    # AND no other replay was made for them
+    limits = bfc._limits(requests, options)
+    assert (limits.replays, limits.replayed_events) == (1, 2)
+
+
+def _resumable() -> bfc.Requests:
+    # 1 MiB (row 0), 3 MiB (row 1), 8,190 requests of 0 bytes (rows 2..8191: the rows between snapshots, 8,192),
+    # 256 B (row 8192), the free of row 1 (row 8193), 3.5 MiB (row 8194)
+    return seq(("a", MIB), ("a", 3 * MIB), *[("a", 0)] * 8190, ("a", 256), ("f", 1), ("a", 7 * MIB // 2))
+
+
+def test_a_replay_resumed_under_a_smaller_limit_shifts_the_cut_region_and_the_chunk_in_use() -> None:
+    # GIVEN the sequence above with growth and garbage collection. Under L (5 MiB..6 MiB) region 0 is 2 MiB (1 MiB
+    # in use), region 1 is cut to L - 2 MiB (room 3 MiB..4 MiB, the growth size) and 3 MiB takes all of it (less
+    # than twice 3 MiB, under 1 MiB left): the chunk in use moves with the limit up to row 8192, where a snapshot
+    # proves 5 MiB..6 MiB alike. Row 8192 takes 256 B from region 0: in use 1 MiB + (L - 2 MiB) + 256 B, the peak.
+    # Row 8194's 3.5 MiB fits region 1, free again, iff L - 2 MiB >= 3.5 MiB; else the pool is full (no extension),
+    # collection gives region 1 back (pool 2 MiB) and the new region, L - 2 MiB, is as small: it fails
+    requests = _resumable()
+    options = BFCOptions(11 * MIB // 2, garbage_collection=True)
+    limits = bfc._limits(requests, options)
+    # WHEN 5.5 MiB is tried (one replay, keeping the snapshot), then 5 MiB (resumed at row 8192), then 5.25 MiB
+    assert limits.fits(11 * MIB // 2, snapshots=True)
+    assert [(z.row, z.low, z.high) for z in limits.snapshots] == [(8192, 5 * MIB, 6 * MIB)]
+    # THEN under 5 MiB: region 1 and its chunk in use are 3 MiB (0.5 MiB less than the snapshot's), the peak 4 MiB +
+    # 256 B; collection leaves a pool of 2 MiB, 3 MiB to extend by: row 8194 fails
+    assert limits.outcome(5 * MIB) == Outcome(False, 8194, 4 * MIB + 256, 5 * MIB)
+    assert (limits.replays, limits.replayed_events) == (2, 8195 + 3)  # rows 8192..8194 resumed
+    # AND that replay proves the snapshot's low end (5 MiB) up to the last limit whose region 1 is under 3.5 MiB
+    assert limits.proven == [(11 * MIB // 2, 6 * MIB, True), (5 * MIB, 11 * MIB // 2 - 1, False)]
+    # AND 5.25 MiB is worked out from it, 0.25 MiB larger, without another replay
+    assert limits.outcome(21 * MIB // 4) == Outcome(False, 8194, 4 * MIB + MIB // 4 + 256, 21 * MIB // 4)
+    assert limits.replays == 2
+
+
+def test_a_replay_resumed_under_a_larger_limit_proves_no_more_than_its_snapshot() -> None:
+    # GIVEN the same sequence and options (above), tried first under 5 MiB (it fails at row 8194; the snapshot at
+    # row 8192 proves 5 MiB..6 MiB alike)
+    requests = _resumable()
+    options = BFCOptions(5 * MIB, garbage_collection=True)
+    limits = bfc._limits(requests, options)
+    assert not limits.fits(5 * MIB, snapshots=True)
+    # WHEN 5.5 MiB is asked: resumed at row 8192, 0.5 MiB larger; row 8194's 3.5 MiB fits region 1 (3.5 MiB)
+    assert limits.outcome(11 * MIB // 2) == Outcome(True, None, 4 * MIB + MIB // 2 + 256, 11 * MIB // 2)
+    # THEN it proves from 5.5 MiB (region 1 must hold 3.5 MiB) to the snapshot's 6 MiB, no further
+    assert limits.proven == [(5 * MIB, 11 * MIB // 2 - 1, False), (11 * MIB // 2, 6 * MIB, True)]
+    # AND 7 MiB is replayed: region 1 is the growth size, 4 MiB (not cut), all of it for 3 MiB: in use 5 MiB + 256 B
+    # at row 8192, the pool 6 MiB
+    assert limits.outcome(7 * MIB) == Outcome(True, None, 5 * MIB + 256, 6 * MIB)
+    assert limits.replays == 3
+
+
+def test_a_replay_resumed_under_a_larger_limit_gives_back_the_cut_region_at_its_size_there() -> None:
+    # GIVEN rows 0..8193 of the sequence above (region 1 cut to L - 2 MiB, all of it for 3 MiB, a snapshot at row
+    # 8192 proving 5 MiB..6 MiB alike, 256 B from region 0, the free of row 1), then 1.75 MiB (row 8194): region 1
+    # is split for it where L - 2 MiB >= 3.5 MiB (twice it), from 5.5 MiB, else handed out whole; its free (row
+    # 8195), the frees of rows 0 and 8192 (8196, 8197): both regions wholly free; then 4.5 MiB (row 8198): no free
+    # chunk holds it and the pool is full, so collection gives back both regions and one new region of L is made
+    requests = seq(("a", MIB), ("a", 3 * MIB), *[("a", 0)] * 8190, ("a", 256), ("f", 1), ("a", 7 * MIB // 4),
+                   ("f", 8194), ("f", 0), ("f", 8192), ("a", 9 * MIB // 2))
+    options = BFCOptions(5 * MIB, garbage_collection=True)
+    limits = bfc._limits(requests, options)
+    # WHEN 5 MiB is tried (it fits; 1.75 MiB took region 1 whole: it proves up to 5.5 MiB less a byte), then 5.5 MiB
+    assert limits.fits(5 * MIB, snapshots=True)
+    assert limits.proven == [(5 * MIB, 11 * MIB // 2 - 1, True)]
+    # THEN 5.5 MiB resumes at row 8192 (7 rows), its region 1 3.5 MiB: wholly free at row 8198, it is given back
+    # with region 0, and the new region, 5.5 MiB, is all 4.5 MiB's (under twice it, 1 MiB left): in use 5.5 MiB
+    assert limits.outcome(11 * MIB // 2) == Outcome(True, None, 11 * MIB // 2, 11 * MIB // 2)
+    assert (limits.replays, limits.replayed_events) == (2, 8199 + 7)

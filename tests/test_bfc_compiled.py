@@ -523,3 +523,20 @@ def test_snapshots_over_their_budget_are_thinned_out_evenly(monkeypatch: pytest.
     assert taken == {loop: (57344,) for loop in loops}
     if "compiled" not in taken:
         unavailable("numba is not installed (pip install -e '.[test]' installs it): the compiled loop was not checked")
+
+
+@pytest.mark.parametrize("replay", ["python", "compiled"])
+def test_a_region_made_for_a_request_of_exactly_the_growth_size_is_kept_at_that_size(
+        monkeypatch: pytest.MonkeyPatch, replay: str) -> None:
+    if replay == "compiled" and not bfc_compiled.available():
+        unavailable("numba is not installed (pip install -e '.[test]' installs it)")
+    # GIVEN 2 MiB, then 4 MiB, each exactly the growth size when it comes (the first region 2 MiB, then doubled)
+    requests = seq(("a", 2 * MIB), ("a", 4 * MIB))
+    monkeypatch.setenv("MEMTRACE_REPLAY", replay)
+    # WHEN replayed unlimited, keeping the state before every region (keep_from 0)
+    kept: list[bfc._Checkpoint] = []
+    run = bfc._Run(requests, BFCOptions(bfc.MAX_LIMIT_BYTES), record=False, checkpoints=kept, keep_from=0)
+    # THEN each region is the growth size itself (a request of the growth size fits it: no doubling): 2 MiB from a
+    # pool of 0 at row 0, 4 MiB from a pool of 2 MiB at row 1
+    assert run.failed_at is None and run.max_pool == 6 * MIB
+    assert [(c.row, c.pool, c.region_bytes) for c in kept] == [(0, 0, 2 * MIB), (1, 2 * MIB, 4 * MIB)]
