@@ -1571,6 +1571,13 @@ def test_the_scan_from_below_reaches_the_largest_limit_and_past_its_budget_is_th
         searched.clear()
         bfc.min_limit(seq_copy(other), options, granularity=4 * KIB, budget_events=budget)
         assert len(searched) == handed_over, budget
+    # AND the least budget is four replays' worth, not three: twenty 1 MiB blocks, every other freed, then three of
+    # 2 MiB (33 events; 26 MiB needed, one region of the limit): the scan replays 20 and 21 MiB (the first 2 MiB, row
+    # 30, fails: 31 events each), 22 (the second fails: 32), 24 (the third: 33; 23 and 25 decide as 22 and 24), 127
+    # events, before it asks 26 MiB: within 4 x 33 = 132, so with a budget of 1 the answer is the scan's own
+    blocks = seq(*[("a", MIB)] * 20, *[("f", row) for row in range(0, 20, 2)], *[("a", 2 * MIB)] * 3)
+    searched.clear()
+    assert bfc.min_limit(blocks, options, budget_events=1) == 26 * MIB and not searched
     # AND a request beyond the largest limit: the scan has no limit to ask, and says no limit the model holds fits
     with pytest.raises(ValueError, match="no limit the model holds fits these requests"):
         bfc.min_limit(seq(("a", bfc.MAX_LIMIT_BYTES + 256)), options)
