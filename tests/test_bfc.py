@@ -1908,6 +1908,10 @@ def test_the_outcomes_at_both_ends_of_a_proven_range_are_worked_out_without_a_re
     # AND no other replay was made for them
     limits = bfc._limits(requests, options)
     assert (limits.replays, limits.replayed_events) == (1, 2)
+    # AND asked only whether they fit, of the same requests anew: one replay (5.5 MiB) answers both ends too
+    again = seq_copy(requests)
+    assert all(fits(again, replace(options, limit_bytes=limit)) for limit in (5 * MIB + 512 * 1024, 5 * MIB, 6 * MIB))
+    assert bfc._limits(again, options).replays == 1
 
 
 def _resumable() -> bfc.Requests:
