@@ -1978,3 +1978,148 @@ def test_a_replay_resumed_under_a_larger_limit_gives_back_the_cut_region_at_its_
     # with region 0, and the new region, 5.5 MiB, is all 4.5 MiB's (under twice it, 1 MiB left): in use 5.5 MiB
     assert limits.outcome(11 * MIB // 2) == Outcome(True, None, 11 * MIB // 2, 11 * MIB // 2)
     assert (limits.replays, limits.replayed_events) == (2, 8199 + 7)
+
+
+def test_a_replay_resumed_without_growth_makes_its_one_region_the_whole_of_its_own_limit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN without growth (one region, the whole limit): a 0-byte request (row 0), A 1 MiB, B 256 KiB, A freed,
+    # D 1.25 MiB; at most 1.5 MiB live (B + D); snapshots at every row
+    monkeypatch.setattr(bfc, "_SNAPSHOT_ROWS", 1)
+    requests = seq(("a", 0), ("a", MIB), ("a", 256 * KIB), ("f", 1), ("a", 5 * MIB // 4))
+    # WHEN its smallest limit is searched to 256 KiB
+    search = search_min_limit(requests, BFCOptions(0, allow_growth=False), 256 * KIB)
+    # THEN from the lower bound 1.5 MiB up (no growth: 1.5, then 2, 3 MiB): 1.5 MiB: A takes the region whole
+    # (1.5 < 2 x 1 MiB, 512 KiB left), B fails (rows 0-2); that proves [1 MiB, 2 MiB - 1] (A whole below twice)
+    # 2 MiB resumes from the snapshot at row 1 (nothing made yet: every limit alike), its region the whole 2 MiB:
+    # A splits (1 MiB free), B from it (768 KiB free), A freed (1 MiB free, B between), D fits neither: fails at row
+    # 4 (rows 1-4), proving [2 MiB, 2.5 MiB - 1] (D fits the tail from 2.5 MiB); 3 MiB resumes at row 4 (the tail
+    # 1.75 MiB holds D; 1 event); 2.5 MiB, 2.25 MiB and the probe 2.75 MiB are proven: 3 replays, 3 + 4 + 1 events
+    tried = ((3 * MIB // 2, False), (2 * MIB, False), (3 * MIB, True), (5 * MIB // 2, True), (9 * MIB // 4, False),
+             (11 * MIB // 4, True))
+    assert search == LimitSearch(5 * MIB // 2, True, tried, 1, 3, 3 + 4 + 1)
+
+
+def test_a_replay_resumed_without_growth_after_its_region_has_no_room_for_another(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN without growth: 3.25, 2.75, 2 and 0.5 MiB, all held (8.5 MiB at most); snapshots at every row
+    monkeypatch.setattr(bfc, "_SNAPSHOT_ROWS", 1)
+    requests = seq(("a", 13 * MIB // 4), ("a", 11 * MIB // 4), ("a", 2 * MIB), ("a", MIB // 2))
+    # WHEN its smallest limit is searched to 512 KiB
+    search = search_min_limit(requests, BFCOptions(0, allow_growth=False), 512 * KIB)
+    # THEN 8.5 MiB: 3.25 splits the region (8.5 >= 6.5: 5.25 left), 2.75 takes those whole (5.25 < 5.5), 2 MiB fails
+    # (rows 0-2; proven [6.5, 8.75 MiB - 1]); 9.5 MiB resumes at row 1 (after the first split: every limit from 6.5
+    # MiB alike), pool and tail 1 MiB larger: 2.75 splits (6.25 left), 2 MiB takes 3.5 whole, 0.5 MiB fails: the
+    # pool is the limit (rows 1-3; proven [8.75, 10 MiB - 1]); 11.5 MiB resumes at row 2 (tail 5.5: 2 MiB splits,
+    # 0.5 fits; 2 events; proven from 10 MiB up); 10.5, 10, 9 and the probe 11 MiB are proven: 3 replays, 3 + 3 + 2
+    assert search == LimitSearch(10 * MIB, True, ((17 * MIB // 2, False), (19 * MIB // 2, False), (23 * MIB // 2, True),
+                                                  (21 * MIB // 2, True), (10 * MIB, True), (9 * MIB, False),
+                                                  (11 * MIB, True)), 1, 3, 8)
+
+
+def test_garbage_collection_after_a_resume_gives_back_the_cut_region_at_its_resumed_size(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN with growth and garbage collection: a 0-byte request, A 2 MiB (region 0, whole), B 2.75 MiB (region 1: 4 MiB
+    # unlimited), both freed, C 3.25 MiB; 4.75 MiB at most live; snapshots at every row
+    monkeypatch.setattr(bfc, "_SNAPSHOT_ROWS", 1)
+    requests = seq(("a", 0), ("a", 2 * MIB), ("a", 11 * MIB // 4), ("f", 1), ("f", 2), ("a", 13 * MIB // 4))
+    # WHEN its smallest limit is searched to 256 KiB
+    search = search_min_limit(requests, BFCOptions(0, True, True), 256 * KIB)
+    # THEN the unlimited replay (6 events) pools 6 MiB; 5.25 MiB cuts region 1 to 3.25 MiB (from row 2: 4 events; C
+    # takes it whole, proving [5.25, 6 MiB - 1]); 4.75 MiB resumes at row 5 (snapshot admits 4.75 to 6 MiB): region
+    # 1 is 2.75 MiB, wholly free, as region 0 is: C finds no chunk, garbage collection gives both back (4.75 MiB),
+    # and a region of 4.75 MiB holds C (1 event), proving [4.75, 5.25 MiB - 1]: the probe 5 MiB is proven
+    assert search == LimitSearch(19 * MIB // 4, True, ((6 * MIB, True), (21 * MIB // 4, True), (19 * MIB // 4, True),
+                                                       (5 * MIB, True)), 1, 3, 6 + 4 + 1)
+
+
+def test_a_replay_resumed_with_its_moving_chunk_in_use_peaks_with_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN with growth: A 2.25 MiB, freed, B 1.75 MiB (unlimited: region 0 of 4 MiB, A takes it whole); snapshots
+    # at every row
+    monkeypatch.setattr(bfc, "_SNAPSHOT_ROWS", 1)
+    requests = seq(("a", 9 * MIB // 4), ("f", 0), ("a", 7 * MIB // 4))
+    # WHEN its smallest limit is searched to 512 KiB
+    search = search_min_limit(requests, BFCOptions(0), 512 * KIB)
+    # THEN unlimited (3 events) pools 4 MiB; 3 MiB cuts region 0 to 3 MiB (from row 0: A takes it whole, B takes the
+    # 3 MiB whole: 3 events), proving [2.5, 3.5 MiB - 1]; the probe 3.5 MiB resumes at row 2 (before B: A's region
+    # 3.5 MiB, taken whole, in use up to A's free: the peak moves with the limit): B splits the 3.5 MiB (1 event)
+    assert search == LimitSearch(5 * MIB // 2, True, ((4 * MIB, True), (3 * MIB, True), (5 * MIB // 2, True),
+                                                      (7 * MIB // 2, True)), 1, 3, 3 + 3 + 1)
+    # AND its outcome peaks at 3.5 MiB in use (A's whole region), the pool 3.5 MiB
+    assert outcome(requests, BFCOptions(7 * MIB // 2)) == Outcome(True, None, 7 * MIB // 2, 7 * MIB // 2)
+
+
+def test_a_replay_from_a_state_where_the_limit_cuts_a_region_proves_limits_below_the_first_growth_size() -> None:
+    # GIVEN with growth: A 1.5 MiB (region 0 of 2 MiB, taken whole), B 512 KiB (region 1: 4 MiB unlimited)
+    requests = seq(("a", 3 * MIB // 2), ("a", MIB // 2))
+    # WHEN its smallest limit is searched to 256 KiB (the states kept from 2 MiB, the lower bound, up: region 1's)
+    search = search_min_limit(requests, BFCOptions(0), 256 * KIB)
+    # THEN unlimited pools 6 MiB (2 events); 3.75 MiB: region 1 of 1.75 MiB, B splits it (from row 1: 1 event; proven
+    # [3, 6 MiB - 1]); 2.75 MiB: 0.75 MiB, taken whole ([2.5, 3 MiB - 1]); 2.25 MiB: 0.25 MiB left, B fails, which
+    # holds from 2 MiB (region 0 whole from there) to 2.5 MiB - 1; 2.5 MiB proven; the scan from the lower bound
+    # finds 2 MiB proven by that replay (no replay of its own), and the probes 3.5, 4.5 MiB proven: 4 replays
+    assert search == LimitSearch(5 * MIB // 2, True, ((6 * MIB, True), (15 * MIB // 4, True), (11 * MIB // 4, True),
+                                                      (9 * MIB // 4, False), (5 * MIB // 2, True), (2 * MIB, False),
+                                                      (7 * MIB // 2, True), (9 * MIB // 2, True)), 1, 4, 2 + 1 + 1 + 1)
+
+
+def test_a_replay_proves_a_range_that_ends_at_its_own_limit() -> None:
+    # GIVEN with growth and garbage collection: 512 KiB (region 0 of 2 MiB), freed, 2.75 MiB (region 1: 4 MiB
+    # unlimited, the growth size having doubled)
+    requests = seq(("a", MIB // 2), ("f", 0), ("a", 11 * MIB // 4))
+    # WHEN its smallest limit is searched to 1 MiB
+    search = search_min_limit(requests, BFCOptions(0, True, True), MIB)
+    # THEN unlimited pools 6 MiB (3 events); 4 MiB (from row 2, 1 event): 2 MiB of room is too little, collection
+    # gives region 0 back, and the room, 4 MiB, is exactly the growth size: a larger limit would make a region of 4
+    # MiB, not the room: proven [3 MiB (the states' lower end), 4 MiB], its own limit the top; 3 MiB is proven by it;
+    # the probe 5 MiB is replayed (1 event): 3 replays
+    assert search == LimitSearch(3 * MIB, True, ((6 * MIB, True), (4 * MIB, True), (3 * MIB, True), (5 * MIB, True)),
+                                 1, 3, 3 + 1 + 1)
+
+
+def test_the_limits_proven_below_the_first_growth_size_reach_it() -> None:
+    # GIVEN 256 KiB asked under 1 MiB with growth: the first region is min(limit, 2 MiB) = 1 MiB, and it splits
+    # (1 MiB >= 512 KiB)
+    # THEN every limit from 512 KiB (where it still splits: twice the request) to 2 MiB (the first region grows with
+    # the limit up to there) decides alike
+    assert proven_limits(seq(("a", 256 * KIB)), BFCOptions(MIB)) == (512 * KIB, 2 * MIB, True)
+
+
+def test_a_limit_off_the_256_byte_grid_proves_only_itself() -> None:
+    # GIVEN 1 MiB then 3 MiB (under 5 MiB: proven [5, 6 MiB], see test_the_limits_a_replay_proves_by_hand)
+    # THEN under 5 MiB + 1 byte the replay proves its own limit alone (the room is floored to 256 bytes there)
+    assert proven_limits(seq(("a", MIB), ("a", 3 * MIB)), BFCOptions(5 * MIB + 1)) == (5 * MIB + 1, 5 * MIB + 1, True)
+
+
+def test_the_moving_chunk_kept_whole_by_the_fraction_s_threshold_proves_up_to_its_own_limit() -> None:
+    # GIVEN without growth, limit 1,025,024 B (4,004 x 256) and fraction 0.001: the split threshold int(1,025.024) =
+    # 1,025; 1,024,000 B asked: 1,024 B would remain (< 1,025, and < twice): the whole region is handed out
+    # THEN limits from 1,024,000 (the request fits) up to this one decide alike: at +1 byte, 1,025 >= int(1,025.025)
+    # would split it (and at +256, 1,280 >= 1,025 does)
+    limit = 1_025_024
+    options = BFCOptions(limit, allow_growth=False, fragmentation_fraction=0.001)
+    assert proven_limits(seq(("a", 1_024_000)), options) == (1_024_000, limit, True)
+
+
+def test_events_that_touch_no_chunk_are_at_offset_0() -> None:
+    # GIVEN a 0-byte request, a free of an allocation outside the sequence, then 512 B
+    events = Requests(np.array([True, False, True]), np.array([0, 0, 512]), np.array([-1, -1, -1]),
+                      np.array([-1, -1, -1], dtype=np.int32), np.arange(3), ())
+    sim = simulate(events, BFCOptions(MIB, allow_growth=False))
+    # THEN the first two are in no region (-1) at offset 0; the 512 B at offset 0 of region 0
+    assert sim.region.tolist() == [-1, -1, 0] and sim.offset.tolist() == [0, 0, 0]
+
+
+def test_a_recording_replay_of_repeating_steps_records_every_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN 12 steps of 1, 2, 3, 4 KiB each freed at once (8 rows a step), periods from 8 rows looked for
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 8)
+    events: list[tuple] = []
+    for _ in range(12):
+        for j in range(4):
+            events += [("a", (j + 1) * KIB), ("f", len(events))]
+    requests = seq(*events)
+    period = bfc._period(requests)
+    assert period is not None and period.rows == 8  # (a replay that records nothing moves on by whole steps)
+    # WHEN simulated (recording every event)
+    sim = simulate(requests, BFCOptions(MIB))
+    # THEN all 96 events are there, each step's in use 1, 0, 2, 0, 3, 0, 4, 0 KiB
+    assert sim.bytes_in_use.tolist() == [KIB, 0, 2 * KIB, 0, 3 * KIB, 0, 4 * KIB, 0] * 12

@@ -10,7 +10,7 @@ ties made on purpose, garbage collection across regions, and the real recordings
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import astuple, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,9 +20,9 @@ import pytest
 
 import memtrace
 from memtrace.allocator import bfc, bfc_compiled, orders
-from memtrace.allocator.bfc import BFCOptions, Requests, search_min_limit
+from memtrace.allocator.bfc import BFCOptions, LimitSearch, Requests, search_min_limit
 from memtrace.allocator.requests import requests_for
-from memtrace.units import MIB
+from memtrace.units import KIB, MIB
 from tests.conftest import unavailable
 from tests.test_bfc import OPTION_SETS, random_sequence, seq, seq_copy
 from tests.test_orders import random_recording
@@ -540,3 +540,53 @@ def test_a_region_made_for_a_request_of_exactly_the_growth_size_is_kept_at_that_
     # pool of 0 at row 0, 4 MiB from a pool of 2 MiB at row 1
     assert run.failed_at is None and run.max_pool == 6 * MIB
     assert [(c.row, c.pool, c.region_bytes) for c in kept] == [(0, 0, 2 * MIB), (1, 2 * MIB, 4 * MIB)]
+
+
+def test_the_compiled_loop_keeps_a_state_at_the_first_row_of_repeating_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not bfc_compiled.available():
+        unavailable("numba is not installed (pip install -e '.[test]' installs it)")
+    # GIVEN the steps above (12 x 8 rows), replayed by the compiled loop, periods from 8 rows looked for
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 8)
+    monkeypatch.setenv("MEMTRACE_REPLAY", "compiled")
+    events: list[tuple] = []
+    for _ in range(12):
+        for j in range(4):
+            events += [("a", (j + 1) * KIB), ("f", len(events))]
+    requests = seq(*events)
+    # WHEN its smallest limit is searched to 1 MiB (the lower bound: 4 KiB, so states from 1 MiB up are kept)
+    search = search_min_limit(requests, BFCOptions(0))
+    # THEN the unlimited replay keeps its state at row 0 (a step's first row, where it makes region 0, 2 MiB), pools
+    # 2 MiB, and 1 MiB cuts it: replayed from there, fits (96 + 96 events)
+    kept = bfc._limits(requests, BFCOptions(0)).checkpoints
+    assert kept is not None and [(c.row, c.pool, c.region_bytes) for c in kept] == [(0, 0, 2 * MIB)]
+    assert search == LimitSearch(MIB, True, ((2 * MIB, True), (MIB, True)), 1, 2, 192)
+
+
+class _OthersFirst:
+    """TF's retry after row 1 fails: rows 2-4 are served, then row 1 again (and it does not wait)."""
+
+    def __init__(self, row: int) -> None:
+        assert row == 1
+
+    def runs(self) -> Iterator[tuple[int, int]]:
+        yield 2, 5
+        yield 1, 2
+
+    def blocked(self, row: int) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("replay", ["python", "compiled"])
+def test_a_retry_that_makes_more_regions_than_the_model_has_slots_for_is_refused(monkeypatch: pytest.MonkeyPatch,
+                                                                                 replay: str) -> None:
+    if replay == "compiled" and not bfc_compiled.available():
+        unavailable("numba is not installed (pip install -e '.[test]' installs it)")
+    # GIVEN room for three regions, 3 MiB (region 0), 2 GiB (above the 1 GiB limit: fails), then 5, 9, 17 MiB, each
+    # outgrowing every free chunk and the growth size: regions 1, 2 and a fourth
+    monkeypatch.setattr(bfc, "_REGION_SLOTS", 3)
+    monkeypatch.setenv("MEMTRACE_REPLAY", replay)
+    requests = seq(("a", 3 * MIB), ("a", 2 << 30), ("a", 5 * MIB), ("a", 9 * MIB), ("a", 17 * MIB))
+    # WHEN row 1 fails and TF's retry serves rows 2-4 first
+    # THEN the fourth region is refused, not laid over another region's addresses
+    with pytest.raises(ValueError, match="more regions than the model holds"):
+        bfc._Run(requests, BFCOptions(1 << 30), record=False, retry=_OthersFirst)
