@@ -849,6 +849,9 @@ def test_moving_on_by_periods_stops_before_a_free_of_a_chunk_that_moved_worked_b
     # and not at all where that free comes within the first period
     free_row[15] = 27
     assert bfc._repeated(repeats, 10, 20, 60, before, now) is None
+    # and to row 30 where that free is row 30's own event (not yet replayed there: row 15 is still live)
+    free_row[15] = 30
+    assert bfc._repeated(repeats, 10, 20, 60, before, now) == (30, {15: 100, 12: 300})
 
 
 def test_the_limits_under_which_the_moving_chunk_splits_alike_worked_by_hand() -> None:
@@ -1724,6 +1727,8 @@ def test_events_that_touch_no_chunk_repeat_as_they_are(monkeypatch: pytest.Monke
     # events from row 41 on equals the one 41 rows before (>= 4 x 41), and nothing breaks the repeat (were each 0-byte
     # request a break, rows 41, 82, ..., 205 would leave no stretch of three periods: no period)
     assert found is not None and (found.rows, found.breaks.tolist()) == (41, [])
+    # AND the rows that take a chunk are the 20 allocations of each step: not the 0-byte request (nor the frees)
+    assert found.allocates.tolist() == ([False] + [True, False] * 20) * 6
 
 
 def test_of_distances_where_as_many_events_equal_the_one_before_the_shortest_is_the_period(
@@ -1745,21 +1750,6 @@ def test_of_distances_where_as_many_events_equal_the_one_before_the_shortest_is_
     # (the last at 8 x 40 + 18 = 338: rows 338 to 960 repeat, more than three periods)
     assert found is not None and found.rows == 40
     assert found.breaks.tolist() == [40 * step + 2 * j for step in range(3, 9) for j in range(10)]
-
-
-def test_moving_on_to_the_row_that_frees_a_chunk_that_moved_keeps_that_chunk_live_there() -> None:
-    # GIVEN (as test_moving_on_by_periods_stops_before_a_free_of_a_chunk_that_moved_worked_by_hand) events that repeat
-    # every 10 rows, a replay at row 20 whose state is the one at row 10, but whose allocation of row 15 (live now at
-    # address 100) had its counterpart (row 5) at 200 a period earlier; row 15 is freed at row 30 itself, row 12 (at
-    # 300, as its counterpart row 2 was) outlives the window
-    free_row = np.full(80, 80, dtype=np.int64)
-    free_row[15] = 30
-    repeats = bfc._Period(10, np.zeros(0, dtype=np.int64), free_row, np.zeros(80, dtype=bool))
-    before, now = {5: 200, 2: 300}, {15: 100, 12: 300}
-    # WHEN it may move on up to row 60
-    # THEN to row 30 (20 + (30 - 20) // 10 x 10), where row 15 is still live: its free is row 30's event, not yet
-    # replayed
-    assert bfc._repeated(repeats, 10, 20, 60, before, now) == (30, {15: 100, 12: 300})
 
 
 def test_the_limits_kept_are_where_a_linear_test_of_the_limit_holds_as_it_does_here_worked_by_hand() -> None:
@@ -1845,22 +1835,6 @@ def test_a_free_of_a_later_row_is_not_the_allocation_of_as_many_bytes(monkeypatc
     # (row 81's free, 1 row back, equals the others: row 80's event is a free, but 81 still names the row before)
     assert found is not None and found.rows == 40
     assert found.breaks.tolist() == [80, 120]
-
-
-def test_an_event_that_touches_no_chunk_allocates_nothing_in_a_period(monkeypatch: pytest.MonkeyPatch) -> None:
-    # GIVEN (as test_events_that_touch_no_chunk_repeat_as_they_are) periods from 32 rows up looked for, and 6 steps
-    # of 41 events: a 0-byte request, then 20 allocations of 1 to 20 KiB, each freed at once
-    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 32)
-    events: list[tuple] = []
-    for _ in range(6):
-        events.append(("a", 0))
-        for j in range(20):
-            events.append(("a", (j + 1) * KIB))
-            events.append(("f", len(events) - 1))
-    # WHEN its period is looked for
-    found = bfc._period(seq(*events))
-    # THEN the rows that take a chunk are the 20 allocations of each step: not the 0-byte request (nor the frees)
-    assert found is not None and found.allocates.tolist() == ([False] + [True, False] * 20) * 6
 
 
 def test_the_compiled_loop_holds_requests_up_to_the_largest_limit_and_frees_of_rows_in_the_sequence() -> None:
