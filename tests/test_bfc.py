@@ -1433,9 +1433,9 @@ def test_a_served_search_tries_its_hints_and_probes_in_the_order_worked_by_hand(
     shared = search_min_limit(seq_copy(requests), options, shared=bfc.SharedStart(seq_copy(requests), options, 20))
     hinted = search_min_limit(seq_copy(requests), options, hint=26 * MIB)
     # THEN each answers 24 MiB, each limit tried entered once: galloping 20, 22 (fail), 26 (fits); bisection 24 (fits),
-    # 23 (fails); below it 21 (the plain scan asks 20 and 22 again: answered from its memo); and the probe above the
-    # answer, between it and the largest limit that fitted, 26: 25 MiB alone (the hint, known to fit, is not asked
-    # again, nor the limit below it)
+    # 23 (fails); below it 21 (the plain scan asks 20 and 22 again: answered from what it tried); and the probe
+    # above the answer, between it and the largest limit that fitted, 26: 25 MiB alone (the hint, known to fit, is
+    # not asked again, nor the limit below it)
     served = [(20, False), (22, False), (26, True), (24, True), (23, False), (21, False), (25, True)]
     assert [(limit // MIB, ok) for limit, ok in shared.tried] == served
     assert [(limit // MIB, ok) for limit, ok in hinted.tried] == served

@@ -564,26 +564,21 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
         return _search_served(requests, options, granularity, extra_probes, budget_events, schedule, hint, shared)
     limits = _limits(requests, options)
     replays, events_before = limits.replays, limits.replayed_events
-    tried: list[tuple[int, bool]] = []
     top_units = MAX_LIMIT_BYTES // granularity
     n = max(1, len(requests))
-
-    memo: dict[int, bool] = {}
+    tried: dict[int, bool] = {}  # units -> fits, in the order first asked (asked again: answered from here)
 
     def check(units: int) -> bool:
-        """Whether ``units`` fits, each limit entered in ``tried`` once (asked again, from the memo)."""
-        if units not in memo:
-            memo[units] = limits.fits(units * granularity, snapshots=True)
-            tried.append((units * granularity, memo[units]))
-        return memo[units]
+        if units not in tried:
+            tried[units] = limits.fits(units * granularity, snapshots=True)
+        return tried[units]
 
     floor = max(0, -(-limits.needed_bytes // granularity) - 1)  # known not to fit
     lo = floor
     if limits.reuse:
         max_pool = limits.unlimited((floor + 1) * granularity)
         hi = max(lo + 1, -(-max_pool // granularity))
-        tried.append((hi * granularity, True))
-        memo[hi] = True
+        tried[hi] = True
     else:
         gap = max(1, lo // 16)  # (from a lower bound at the largest limit or above: the largest, known not to fit)
         hi = min(top_units, lo + gap)
@@ -620,21 +615,26 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
         units = unknown if step == 1 else units + step
     answer, monotone = _probed_above(hi, granularity, extra_probes, tried, check)
     limits.drop_snapshots()
-    return LimitSearch(answer, monotone, tuple(tried), step, limits.replays - replays,
+    return LimitSearch(answer, monotone, _in_bytes(tried, granularity), step, limits.replays - replays,
                        limits.replayed_events - events_before)
 
 
-def _probed_above(hi: int, granularity: int, extra_probes: int, tried: list[tuple[int, bool]],
+def _in_bytes(tried: dict[int, bool], granularity: int) -> tuple[tuple[int, bool], ...]:
+    """A search's ``tried`` (units -> fits, in the order asked) as LimitSearch keeps it: (limit in bytes, fits)."""
+    return tuple((units * granularity, ok) for units, ok in tried.items())
+
+
+def _probed_above(hi: int, granularity: int, extra_probes: int, tried: dict[int, bool],
                   check: Callable[[int], bool]) -> tuple[int, bool]:
     """The answer ``hi`` (in units of ``granularity``) and whether every limit tried agrees that fitting is monotone,
     once ``extra_probes`` limits above it are tried (``check``), evenly spaced below the largest that fitted (none
     where that is at most one above it)."""
-    top = max((limit // granularity for limit, ok in tried if ok), default=hi)
+    top = max((units for units, ok in tried.items() if ok), default=hi)
     gap = max(1, (top - hi) // (extra_probes + 1))
     for units in range(hi + gap, top, gap)[:extra_probes]:
         check(units)
     answer = hi * granularity
-    return answer, all(ok == (limit >= answer) for limit, ok in tried if limit > 0)
+    return answer, all(ok == (units >= hi) for units, ok in tried.items() if units > 0)
 
 
 def _search_served(requests: Requests, options: BFCOptions, granularity: int, extra_probes: int, budget_events: int,
@@ -642,7 +642,7 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
                    shared: SharedStart | None) -> LimitSearch:
     """:func:`search_min_limit` with a schedule, a hint or shared rows (``allocator/orders.py``): replays from the
     first request (or the shared state), each proving only its own limit."""
-    tried: list[tuple[int, bool]] = []
+    tried: dict[int, bool] = {}  # units -> fits, in the order first asked (asked again: answered from here)
     top_units = MAX_LIMIT_BYTES // granularity
     n = max(1, len(requests))
 
@@ -654,7 +654,6 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
     if shared is not None and (shared.unlimited is None or shared.rows > n):
         shared = None
     complete = False  # the checkpoints hold every region the unlimited replay made (not only the shared ones)
-    memo: dict[int, bool] = {}
     # From the first request, a limit's replay is the plain one until a request fails (a schedule only serves the
     # rows otherwise from there): what the sequence's plain replays proved answers every limit under which it
     # fits, and the schedule is asked only where it fails.
@@ -676,15 +675,14 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
         frontier = None
 
     def check(units: int) -> bool:
-        if units in memo:
-            return memo[units]
+        if units in tried:
+            return tried[units]
         limit = units * granularity
         if limits is not None:
             plain = limits.fits(limit, snapshots=True)
             if not plain and schedule is not None:
                 plain = _served(requests, _with_limit(options, limit), limits.cut_at(limit), schedule)
-            tried.append((limit, plain))
-            memo[units] = plain
+            tried[units] = plain
             return plain
         start = None
         if reuse and complete:
@@ -711,15 +709,8 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
             ok = _served(requests, _with_limit(options, limit), start, schedule, made, (floor + 1) * granularity)
             if made is not None:
                 learn(made, limit)
-        tried.append((limit, ok))
-        memo[units] = ok
+        tried[units] = ok
         return ok
-
-    def known_to_fit(units: int) -> None:
-        """``units`` fits without a replay of its own (the unlimited replay's pool): tried once, as a replay would be."""
-        if units not in memo:
-            tried.append((units * granularity, True))
-            memo[units] = True
 
     floor = max(0, -(-requests.peak_rounded_live_bytes() // granularity) - 1)  # known not to fit
     lo = floor
@@ -747,7 +738,7 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
         hi = fitting_hint
     elif reuse and limits is not None:
         hi = max(lo + 1, -(-limits.unlimited((floor + 1) * granularity) // granularity))
-        known_to_fit(hi)
+        tried.setdefault(hi, True)  # the unlimited replay's pool: fits (asked once, as a replay would be)
     elif reuse:
         if shared is not None:
             checkpoints.extend(shared.checkpoints())
@@ -757,7 +748,7 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
         if unlimited.failed_at is not None:
             raise ValueError("no limit the model holds fits these requests")
         hi = max(lo + 1, -(-unlimited.max_pool // granularity))
-        known_to_fit(hi)
+        tried.setdefault(hi, True)  # the unlimited replay's pool: fits (asked once, as a replay would be)
     else:
         gap = max(1, lo // 16)  # (from a lower bound at the largest limit or above: the largest, known not to fit)
         hi = min(top_units, lo + gap)
@@ -786,7 +777,7 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
     step = max(1, -(-below * n // budget_events)) if below > 1 else 1  # (one limit below: no step)
     unknown = floor + 1  # the lowest limit not yet tried
     for units in range(unknown, hi if below > 0 else unknown, step):
-        if check(units):  # (a limit tried is answered from the memo: no replay, no second entry in tried)
+        if check(units):  # (a limit tried is answered from tried: no replay, no second entry)
             # the first fitting limit found: the ones the step skipped below it decide the answer
             for smaller in range(unknown, units):
                 if check(smaller):
@@ -798,7 +789,7 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
     answer, monotone = _probed_above(hi, granularity, extra_probes, tried, check)
     if limits is not None:
         limits.drop_snapshots()
-    return LimitSearch(answer, monotone, tuple(tried), step, 0, 0)  # (its replays not counted)
+    return LimitSearch(answer, monotone, _in_bytes(tried, granularity), step, 0, 0)  # (its replays not counted)
 
 
 class SharedStart:
