@@ -1495,6 +1495,26 @@ def test_a_scan_below_the_boundary_may_spend_its_budget_exactly_and_stay_exhaust
         (31, True), (30, True), (24, False), (27, False), (28, False), (29, False)]
 
 
+def test_a_served_stepped_scan_answers_the_first_fitting_limit_its_step_skipped() -> None:
+    # GIVEN a random sequence of 120 events in quarters of a MiB, with growth, searched to 256 KiB: 174 x 256 KiB
+    # alive at most; replayed one by one, 187 to 189 fit, 190 to 199 do not (the region the limit cuts), 200 does
+    requests = random_sequence(39, 120, 22, round_sizes=True)
+    options = BFCOptions(0, allow_growth=True)
+    unit = 256 * KIB
+    assert [units for units in range(174, 202) if fits(seq_copy(requests), BFCOptions(units * unit))] == [
+        187, 188, 189, 200, 201]
+    # WHEN a served search (a hint at the boundary) scans below it with a budget of 1,040 events: 26 limits below
+    # (174 to 199) x 120 events over 1,040, a step of 3
+    search = search_min_limit(seq_copy(requests), options, unit, hint=200 * unit, budget_events=1040)
+    # THEN it asks 174, 177, ..., 186 (none fits), meets 189, and of the two the step skipped below it, both fitting,
+    # the first, 187, is the answer (the plain scan's), asked once: 188 is not asked
+    assert search.below_step == 3 and not search.exhaustive and not search.monotone
+    assert [(limit // unit, ok) for limit, ok in search.tried] == [
+        (256, True), (200, True), (199, False), *[(units, False) for units in range(174, 187, 3)], (189, True),
+        (187, True), (210, True), (233, True)]
+    assert search.limit_bytes == 187 * unit == bfc.min_limit(seq_copy(requests), options, unit)
+
+
 def test_a_served_searchs_probes_above_the_unlimited_pool_fit_without_a_replay() -> None:
     # GIVEN 1 MiB, 3 MiB and 4 MiB, the first freed (growth: regions of 2, 4 and 8 MiB unlimited, a pool of 14 MiB;
     # 8 MiB alive at most), its first two rows shared, and a hint of 64 MiB with no budget below the boundary (a band's)
