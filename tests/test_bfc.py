@@ -1485,18 +1485,20 @@ def test_a_scan_below_the_boundary_may_spend_its_budget_exactly_and_stay_exhaust
     assert spent.below_step == 1 and spent.limit_bytes == exact
     # AND with one event less it is past its budget before its last limit, and steps
     assert search_min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=2739).below_step > 1
-    # AND a served search (a hint) sets its step at once: the limits below the boundary (ten: 20 to 29 MiB, for twenty
-    # 1 MiB blocks every other freed then five of 2 MiB, 30 MiB needed) times the events (35) over the budget, rounded
-    # up: with 350 events every limit, with 349 every other
+    # AND a served search (a hint) sets its step at once: the limits below the boundary not yet tried (for twenty
+    # 1 MiB blocks every other freed then five of 2 MiB, 30 MiB needed: of the ten from 20 to 29 MiB, the gallop tried
+    # 20, 22 and 26, bisection 28 and 29; five are left) times the events (35) over the budget, rounded up: with 175
+    # events every limit, with 174 every other
     five = seq(*[("a", MIB)] * 20, *[("f", row) for row in range(0, 20, 2)], *[("a", 2 * MIB)] * 5)
     steps = [search_min_limit(seq_copy(five), options, hint=31 * MIB, budget_events=budget).below_step
-             for budget in (350, 349)]
+             for budget in (175, 174)]
     assert steps == [1, 2]
-    # AND with growth (the unlimited replay's pool, 30 MiB: regions of 2, 4, 8 and 16 MiB, bounds the bisection) and a
-    # budget of one event, the step is 350 (ten limits below, 35 events each): the lower bound's next limit alone
+    # AND with growth (the unlimited replay's pool, 30 MiB: regions of 2, 4, 8 and 16 MiB, bounds the bisection: 24,
+    # 27, 28 and 29 MiB tried) and a budget of one event, the step is 210 (six limits left, 35 events each): the lower
+    # bound's next limit alone
     grown = BFCOptions(0, allow_growth=True)
     one = search_min_limit(seq_copy(five), grown, hint=31 * MIB, budget_events=1)
-    assert one.below_step == 350 and [(limit // MIB, ok) for limit, ok in one.tried] == [
+    assert one.below_step == 210 and [(limit // MIB, ok) for limit, ok in one.tried] == [
         (30, True), (24, False), (27, False), (28, False), (29, False), (20, False)]
     # AND with no budget, none: the hint and the limit below it, 30 MiB (the unlimited pool, tried once), bisection
     none = search_min_limit(seq_copy(five), grown, hint=31 * MIB, budget_events=0)
@@ -1522,6 +1524,32 @@ def test_a_served_stepped_scan_answers_the_first_fitting_limit_its_step_skipped(
         (256, True), (200, True), (199, False), *[(units, False) for units in range(174, 187, 3)], (189, True),
         (187, True), (210, True), (233, True)]
     assert search.limit_bytes == 187 * unit == bfc.min_limit(seq_copy(requests), options, unit)
+
+
+def test_a_served_search_steps_over_the_limits_below_not_yet_tried() -> None:
+    # GIVEN without growth 2 MiB, 1 MiB, the first freed, then 3 MiB (4 MiB alive at most): under 4 MiB the free
+    # chunks are the 2 MiB hole at 0 and 1 MiB at the end, under 5 MiB 2 MiB at the end, under 6 MiB 3 MiB: it fits
+    requests = seq(("a", 2 * MIB), ("a", MIB), ("f", 0), ("a", 3 * MIB))
+    options = BFCOptions(0, allow_growth=False)
+    # WHEN a served search (a hint) has a budget of one event below the boundary
+    search = search_min_limit(seq_copy(requests), options, hint=6 * MIB, budget_events=1)
+    # THEN the gallop asked 4 and 6 MiB, bisection 5 MiB: every limit below the answer was tried, none is left to step
+    # over: the search is exhaustive (a step from all the limits below, 2 x 4 events over 1, said it was not)
+    assert [(limit // MIB, ok) for limit, ok in search.tried] == [(4, False), (6, True), (5, False)]
+    assert (search.limit_bytes, search.below_step, search.exhaustive) == (6 * MIB, 1, True)
+    # AND to 512 KiB one is left, 4.5 MiB (the gallop asked 4, 5 and 7, bisection 6 and 5.5): it is asked, no step
+    half = search_min_limit(seq_copy(requests), options, 512 * KIB, hint=6 * MIB, budget_events=1)
+    assert [(limit // KIB, ok) for limit, ok in half.tried][-3:] == [(5632, False), (4608, False), (6656, True)]
+    assert (half.limit_bytes, half.below_step) == (6 * MIB, 1)
+    # AND with two left (seed 5: 12 events, 12 MiB alive at most; the gallop asked 12, 14 and 18 MiB, bisection 16 and
+    # 17: 13 and 15 are left), the step is theirs: 2 x 12 events over the budget, rounded up; with 24 events every
+    # limit (both asked), with 23 every other (from 12: 12, 14 and 16, all tried, so none asked)
+    five = random_sequence(5, 12, 22, round_sizes=True)
+    for budget, step, asked in ((24, 1, [(13, False), (15, False)]), (23, 2, []), (1, 24, [])):
+        stepped = search_min_limit(seq_copy(five), options, hint=64 * MIB, budget_events=budget)
+        assert [(limit // MIB, ok) for limit, ok in stepped.tried] == [
+            (12, False), (14, False), (18, True), (16, False), (17, True), *asked]
+        assert (stepped.limit_bytes, stepped.below_step) == (17 * MIB, step)
 
 
 def test_a_served_searchs_probes_above_the_unlimited_pool_fit_without_a_replay() -> None:

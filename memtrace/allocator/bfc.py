@@ -772,9 +772,10 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
         else:
             lo = mid
     # Below the boundary: every limit (or every step-th) from the lower bound up; the first that fits wins
-    # (none with a budget of 0 events: the boundary stands).
-    below = hi - floor - 1 if budget_events > 0 else 0
-    step = max(1, -(-below * n // budget_events)) if below > 1 else 1  # (one limit below: no step)
+    # (none with a budget of 0 events: the boundary stands). The step is set by the limits there not yet tried: every
+    # limit tried lies above the floor, and those below the boundary (the gallop's, bisection's) all failed.
+    below = hi - floor - 1 - sum(1 for units in tried if units < hi) if budget_events > 0 else 0
+    step = max(1, -(-below * n // budget_events)) if below > 1 else 1  # (one limit left to ask: no step)
     unknown = floor + 1  # the lowest limit not yet tried
     for units in range(unknown, hi if below > 0 else unknown, step):
         if check(units):  # (a limit tried is answered from tried: no replay, no second entry)
