@@ -1874,6 +1874,45 @@ def test_frees_repeat_only_at_the_same_distance_back_and_only_frees_make_a_free_
     assert found.free_row.tolist() == free_row
 
 
+def test_a_free_of_an_allocation_outside_the_sequence_frees_no_row_of_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN periods from 32 rows up looked for, and 8 steps of 39 events: 1 KiB and its free, a free of an allocation
+    # made before the sequence (its `frees` is -1), then 18 allocations of 2 to 19 KiB each freed at once; and a last
+    # allocation of 1 KiB at row 312, never freed (as row 273 a period before)
+    monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 32)
+    is_alloc: list[bool] = []
+    frees: list[int] = []
+    asked: list[int] = []
+
+    def event(allocates: bool, nbytes: int = 0, freed: int = -1) -> int:
+        is_alloc.append(allocates)
+        asked.append(nbytes)
+        frees.append(freed)
+        return len(is_alloc) - 1
+
+    for _ in range(8):
+        event(False, freed=event(True, KIB))
+        event(False)
+        for j in range(2, 20):
+            event(False, freed=event(True, j * KIB))
+    event(True, KIB)
+    n = len(is_alloc)
+    requests = Requests(np.array(is_alloc), np.array(asked), np.array(frees), np.full(n, -1, dtype=np.int32),
+                        np.arange(n), ())
+    # WHEN its period is looked for
+    found = bfc._period(requests)
+    # THEN 39 rows, nothing breaking it; per allocation the row that frees it, and 313 (the length) for the last one:
+    # the free of an allocation outside the sequence frees no row of it (taken for a free of row -1, the last row, it
+    # would have it freed at row 2)
+    assert found is not None and (found.rows, found.breaks.tolist()) == (39, [])
+    free_row = [n] * n
+    for step in range(8):
+        b = 39 * step
+        free_row[b] = b + 1
+        for k in range(18):
+            free_row[b + 3 + 2 * k] = b + 4 + 2 * k
+    assert found.free_row.tolist() == free_row
+
+
 def test_a_free_of_a_later_row_is_not_the_allocation_of_as_many_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN periods from 32 rows up looked for, and 8 steps of 40 events: an allocation of 256 bytes and its free,
     # then 19 allocations of 1 to 19 KiB each freed at once; but in step 2, row 80 is a free of row 209, 129 rows

@@ -540,6 +540,13 @@ def test_a_region_made_for_a_request_of_exactly_the_growth_size_is_kept_at_that_
     # pool of 0 at row 0, 4 MiB from a pool of 2 MiB at row 1
     assert run.failed_at is None and run.max_pool == 6 * MIB
     assert [(c.row, c.pool, c.region_bytes) for c in kept] == [(0, 0, 2 * MIB), (1, 2 * MIB, 4 * MIB)]
+    # AND where the request is larger than the growth size (2 MiB, then 9 MiB: the growth size, 4 MiB, doubles twice
+    # to hold it), the state kept before its region names the region unlimited: 16 MiB, from a pool of 2 MiB
+    kept = []
+    run = bfc._Run(seq(("a", 2 * MIB), ("a", 9 * MIB)), BFCOptions(bfc.MAX_LIMIT_BYTES), record=False,
+                   checkpoints=kept, keep_from=0)
+    assert run.failed_at is None and run.max_pool == 18 * MIB
+    assert [(c.row, c.pool, c.region_bytes) for c in kept] == [(0, 0, 2 * MIB), (1, 2 * MIB, 16 * MIB)]
 
 
 def test_the_compiled_loop_keeps_a_state_at_the_first_row_of_repeating_steps(monkeypatch: pytest.MonkeyPatch) -> None:
