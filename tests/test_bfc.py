@@ -1476,15 +1476,17 @@ def test_a_served_search_tries_its_hints_and_probes_in_the_order_worked_by_hand(
 
 def test_a_scan_below_the_boundary_may_spend_its_budget_exactly_and_stay_exhaustive() -> None:
     # GIVEN a random sequence of 400 events (one region of the limit) whose exhaustive scan below the boundary, to
-    # 4 KiB, has replayed 2,740 events when it asks its last limit (more than four replays' worth, 1,600)
-    requests = random_sequence(7, 400, 20)
+    # 4 KiB, has replayed 2,317 events when it asks its last limit with more than one left (more than four replays'
+    # worth, 1,600)
+    requests = random_sequence(11, 400, 20)
     options = BFCOptions(0, allow_growth=False)
     exact = bfc.min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=10**9)
-    # THEN with a budget of 2,740 events the scan is within it to the end: exhaustive, the exact answer
-    spent = search_min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=2740)
-    assert spent.below_step == 1 and spent.limit_bytes == exact
-    # AND with one event less it is past its budget before its last limit, and steps
-    assert search_min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=2739).below_step > 1
+    # THEN with a budget of 2,317 events the scan is within it to the end: exhaustive, the exact answer, 1,287 x 4 KiB
+    spent = search_min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=2317)
+    assert spent.below_step == 1 and spent.limit_bytes == exact == 1287 * 4 * KIB
+    # AND with one event less it is past its budget there, and steps over limits no replay proved: not exhaustive
+    stepped = search_min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=2316)
+    assert stepped.below_step == 17 and not stepped.exhaustive and stepped.limit_bytes > exact
     # AND a served search (a hint) sets its step at once: the limits below the boundary not yet tried (for twenty
     # 1 MiB blocks every other freed then five of 2 MiB, 30 MiB needed: of the ten from 20 to 29 MiB, the gallop tried
     # 20, 22 and 26, bisection 28 and 29; five are left) times the events (35) over the budget, rounded up: with 175
@@ -1524,6 +1526,36 @@ def test_a_served_stepped_scan_answers_the_first_fitting_limit_its_step_skipped(
         (256, True), (200, True), (199, False), *[(units, False) for units in range(174, 187, 3)], (189, True),
         (187, True), (210, True), (233, True)]
     assert search.limit_bytes == 187 * unit == bfc.min_limit(seq_copy(requests), options, unit)
+    # AND with 240 events, a step of 13 (25 limits left x 120 / 240, rounded up): 174 fails, 187 fits, and the 12 the
+    # step skipped below it are asked (all fail): every limit below the answer was asked, the search is exhaustive
+    # (step 1); with 250 events a step of 12 passes over the band that fits (174, 186, 198 fail): 200, a step of 12
+    wide = search_min_limit(seq_copy(requests), options, unit, hint=200 * unit, budget_events=240)
+    assert [(limit // unit, ok) for limit, ok in wide.tried][3:17] == [
+        (174, False), (187, True), *[(units, False) for units in range(175, 187)]]
+    assert (wide.limit_bytes, wide.below_step, wide.exhaustive) == (187 * unit, 1, True)
+    wider = search_min_limit(seq_copy(requests), options, unit, hint=200 * unit, budget_events=250)
+    assert [(limit // unit, ok) for limit, ok in wider.tried][3:6] == [(174, False), (186, False), (198, False)]
+    assert (wider.limit_bytes, wider.below_step, wider.exhaustive) == (200 * unit, 12, False)
+
+
+def test_a_search_that_says_it_is_exhaustive_has_the_smallest_limit() -> None:
+    # GIVEN random sequences of 300 events, without growth, searched to 4 KiB with budgets from one event (four
+    # replays' worth) up, plainly and served (a hint), each against the smallest limit a scan from below finds
+    said = {True: 0, False: 0}
+    for seed in range(12):
+        requests = random_sequence(700 + seed, 300, 20)
+        options = BFCOptions(0, allow_growth=False)
+        exact = bfc.min_limit(seq_copy(requests), options, 4 * KIB, budget_events=10**9)
+        for budget in (1, 600, 1500):
+            for hint in (None, 1 << 40):
+                search = search_min_limit(seq_copy(requests), options, 4 * KIB, budget_events=budget, hint=hint)
+                # THEN a search that calls itself exhaustive (no limit below its answer passed over unknown) has the
+                # smallest limit; one that does not has a limit that fits, at least that one
+                assert search.limit_bytes == exact if search.exhaustive else search.limit_bytes >= exact, (seed, budget)
+                assert bfc.fits(seq_copy(requests), replace(options, limit_bytes=search.limit_bytes))
+                said[search.exhaustive] += 1
+    # AND both were said
+    assert said[True] > 0 and said[False] > 0
 
 
 def test_a_served_search_steps_over_the_limits_below_not_yet_tried() -> None:
@@ -1674,32 +1706,64 @@ def test_a_granularity_of_0_is_refused() -> None:
 def test_past_its_budget_the_scan_below_the_boundary_steps_and_still_ends_on_a_limit_that_fits() -> None:
     # GIVEN random sequences of 400 events (one region of the limit), searched to 4 KiB with a budget of one event
     # (so four replays' worth of events: 4 x 400)
-    for seed, step in ((7, 21), (11, 50), (20, 17)):
+    for seed in (7, 11, 20):
         requests = random_sequence(seed, 400, 20)
         options = BFCOptions(0, allow_growth=False)
         stepped = search_min_limit(requests, options, granularity=4 * KIB, budget_events=1)
-        # THEN past the budget the scan tries every step-th limit (not exhaustive), and its answer fits; where the
-        # smallest limit (the plain scan from below, min_limit, without a budget) lies within the step below the first
-        # fitting limit it meets, it is that one (seed 20: it meets 1,045 x 4 KiB, and the limits the step skipped
-        # below it that no replay proved are asked from the lowest up: 1,028's replay proved up to 1,034 x 4 KiB, and
-        # 1,035 fits); else one above it
+        # THEN past the budget the scan tries every step-th limit, and its answer fits; where the smallest limit (the
+        # plain scan from below, min_limit, without a budget) lies within the step below the first fitting limit it
+        # meets, it is that one (seed 20: it meets 1,046 x 4 KiB, and the limits the step skipped below it that no
+        # replay proved are asked from the lowest up: 1,029's replay proved up to 1,034 x 4 KiB, and 1,035 fits);
+        # else one above it (seed 11, a step of 50). Where the step passed over no limit that a replay had not proven
+        # (seeds 7 and 20), the search is exhaustive: its step is 1
         exact = bfc.min_limit(seq_copy(requests), options, granularity=4 * KIB, budget_events=10**9)
-        assert stepped.below_step == step and not stepped.exhaustive
+        assert stepped.below_step == (50 if seed == 11 else 1)
         assert bfc.fits(seq_copy(requests), replace(options, limit_bytes=stepped.limit_bytes))
         assert (stepped.limit_bytes == exact) if seed in (7, 20) else (stepped.limit_bytes > exact)
+        if seed == 7:  # its step (21) from 1,984 x 4 KiB (whose replay proved up to 1,992) lands on 2,005, proven
+            # with every limit from 1,993 to 2,029 by the replay of 1,994; the next limit past that is 2,030, the boundary
+            assert [(limit // (4 * KIB), ok) for limit, ok in stepped.tried][-4:] == [
+                (1984, False), (2005, False), (2054, True), (2078, True)]
+            limits = bfc._limits(requests, options)
+            low, high, _ = limits.span(2005 * 4 * KIB)
+            assert (-(-low // (4 * KIB)), high // (4 * KIB), limits.span(1984 * 4 * KIB)[1] // (4 * KIB)) == (
+                1993, 2029, 1992)
         if seed == 20:  # the last step's limits, the first fit met, then the limits skipped that no replay proved
             units = [(limit // (4 * KIB), ok) for limit, ok in stepped.tried]
-            first_fit = units.index((1045, True), units.index((871, False)))
-            assert units[first_fit - 2:first_fit + 2] == [(1011, False), (1028, False), (1045, True), (1035, True)]
-            proven = bfc._limits(requests, options).span(1028 * 4 * KIB)
-            assert proven[1] // (4 * KIB) == 1034 and not proven[2]
+            first_fit = units.index((1046, True), units.index((871, False)))
+            assert units[first_fit - 3:first_fit + 2] == [
+                (994, False), (1012, False), (1029, False), (1046, True), (1035, True)]
+            # (the step passes over no limit unproven: 994's replay proved up to 1,011; 1,012's up to 1,015, and
+            # 1,029's from 1,016 up to 1,034)
+            limits = bfc._limits(requests, options)
+            spans = [limits.span(units * 4 * KIB) for units in (994, 1012, 1029)]
+            assert [high // (4 * KIB) for _, high, _ in spans] == [1011, 1015, 1034]
+            assert -(-spans[2][0] // (4 * KIB)) == 1016 and not spans[2][2]
         # AND with the default budget it is exhaustive and exact
         assert search_min_limit(seq_copy(requests), options, granularity=4 * KIB).limit_bytes == exact
-    # AND past the budget the step is at least 2 where few limits are left: seed 7 to 64 KiB leaves 127 x 64 KiB (the
-    # answer) - 122 (the first limit past the budget) = 5 limits, 5 x 400 events against 1,600: a step of 2
-    requests = random_sequence(7, 400, 20)
+    # AND past the budget the step is the limits left's events over it, rounded up: seed 11 to 64 KiB is past its
+    # budget at 80 x 64 KiB with five left below the boundary, 85 (5 x 400 events over 1,600: a step of 2); it passes
+    # over 81, which no replay proved, and 81 fits: the answer, 85, is not the smallest, and the search says so
+    requests = random_sequence(11, 400, 20)
     stepped = search_min_limit(requests, options, granularity=64 * KIB, budget_events=1)
-    assert (stepped.below_step, stepped.limit_bytes) == (2, 127 * 64 * KIB)
+    units = [(limit // (64 * KIB), ok) for limit, ok in stepped.tried]
+    assert units[-5:] == [(77, False), (80, False), (82, False), (92, True), (99, True)] and 81 not in dict(units)
+    assert (stepped.below_step, stepped.exhaustive, stepped.limit_bytes) == (2, False, 85 * 64 * KIB)
+    assert bfc.fits(seq_copy(requests), replace(options, limit_bytes=81 * 64 * KIB))
+    assert bfc.min_limit(seq_copy(requests), options, granularity=64 * KIB, budget_events=10**9) == 81 * 64 * KIB
+    # AND a limit passed over is one no replay proved, whether or not it fits: seed 75 (300 events) to 64 KiB steps by
+    # 4 past its budget at 92 x 64 KiB, whose replay proved 92 and 93; the step lands on 96, proven with 95 to 107 by
+    # bisection's replay of 97: 94 alone was passed over. The answer, 108, is the smallest (94 does not fit), but the
+    # search cannot know it: a step of 4, not exhaustive
+    requests = random_sequence(75, 300, 20)
+    stepped = search_min_limit(requests, options, granularity=64 * KIB, budget_events=1)
+    units = [(limit // (64 * KIB), ok) for limit, ok in stepped.tried]
+    assert units[-6:] == [(88, False), (91, False), (92, False), (96, False), (111, True), (114, True)]
+    assert 94 not in dict(units)
+    assert (stepped.below_step, stepped.exhaustive, stepped.limit_bytes) == (4, False, 108 * 64 * KIB)
+    limits = bfc._limits(requests, options)
+    assert limits._lookup(94 * 64 * KIB) is None and limits.span(92 * 64 * KIB)[1] // (64 * KIB) == 93
+    assert not bfc.fits(seq_copy(requests), replace(options, limit_bytes=94 * 64 * KIB))
     # AND where the budget runs out with one limit left below the boundary, it is asked and none is skipped: seed 28
     # to 256 KiB scans 57 to 67 x 256 KiB (its 11 replays: 3,527 events), and 68, the one left below 69, is known
     requests = random_sequence(28, 400, 20)

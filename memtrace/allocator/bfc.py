@@ -498,7 +498,9 @@ class LimitSearch:
     limit_bytes: int
     monotone: bool
     tried: tuple[tuple[int, bool], ...]  # (limit, fits) for every limit looked at, in order (replayed or proven)
-    below_step: int  # below the boundary bisection found, every below_step-th limit was tried (1: every one)
+    # Below the boundary bisection found, every below_step-th limit was tried (1: every one was, or a replay proved it:
+    # a step that passed over none unknown is 1)
+    below_step: int
     # The replays the search made (the others were answered by earlier replays' proofs), and their events; a search
     # served by a schedule, a hint or shared rows (the band's) counts none: 0.
     replays: int
@@ -506,7 +508,7 @@ class LimitSearch:
 
     @property
     def exhaustive(self) -> bool:
-        """Every limit below the answer was tried (and failed): it is the smallest."""
+        """Every limit below the answer was tried or proven by a replay (and failed): it is the smallest."""
         return self.below_step == 1
 
     def counterexample(self) -> tuple[int, int] | None:
@@ -544,7 +546,8 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     replaying; so the search is exact to ``granularity`` while its replays below the boundary
     stay within ``budget_events`` events (or four replays of the whole sequence, if more; failing
     replays stop at their failure, so most cost less than a whole one). Past that, the limits
-    left are tried evenly spaced (``below_step``). ``extra_probes`` limits above the answer are
+    left are tried evenly spaced (``below_step``, the events of those left over the budget; 1 where
+    the step passed over no limit a replay had not proven). ``extra_probes`` limits above the answer are
     tried as well, and any limit tried that contradicts monotony is reported (``monotone`` False).
 
     With ``schedule``, every replay under a limit serves the rows as it says (a failing request
@@ -601,8 +604,9 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
     units = unknown = floor + 1  # (unknown: the lowest limit the scan has neither tried nor seen proven)
     step = 1
     while units < hi:
-        if step == 1 and hi - units > 1 and limits.replayed_events - scan_start > allowed:
-            step = max(2, -(-(hi - units) * n // allowed))  # past the budget: evenly spaced (one left: no step)
+        if step == 1 and limits.replayed_events - scan_start > allowed:
+            # past the budget: evenly spaced, the limits left replayed within it (a few left: every one; allowed >= 4n)
+            step = -(-(hi - units) * n // allowed)
         if check(units):
             # the first fitting limit found: the ones the step skipped below it decide the answer
             for smaller in range(unknown, units):
@@ -612,11 +616,24 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
             hi = units
             break
         unknown = limits.span(units * granularity)[1] // granularity + 1  # (the span holds ``units``)
-        units = unknown if step == 1 else units + step
+        units = max(units + step, unknown)  # (a limit proven is not asked: the step goes on past the proof)
+    # A step that passed over no limit unknown (each one below the answer replayed or proven) left none out: step 1.
+    skipped = step > 1 and _unproven(limits, floor + 1, hi, granularity)
     answer, monotone = _probed_above(hi, granularity, extra_probes, tried, check)
     limits.drop_snapshots()
-    return LimitSearch(answer, monotone, _in_bytes(tried, granularity), step, limits.replays - replays,
-                       limits.replayed_events - events_before)
+    return LimitSearch(answer, monotone, _in_bytes(tried, granularity), step if skipped else 1,
+                       limits.replays - replays, limits.replayed_events - events_before)
+
+
+def _unproven(limits: _Limits, first: int, end: int, granularity: int) -> bool:
+    """Whether a limit from ``first`` up to ``end`` (in units of ``granularity``; not ``end``) is neither replayed nor
+    proven by a replay (a walk from proof to proof)."""
+    while first < end:
+        found = limits._lookup(first * granularity)
+        if found is None:
+            return True
+        first = found[1] // granularity + 1
+    return False
 
 
 def _in_bytes(tried: dict[int, bool], granularity: int) -> tuple[tuple[int, bool], ...]:
@@ -787,10 +804,12 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
             hi = units
             break
         unknown = units + 1
+    skipped = step > 1 and any(units not in tried for units in range(floor + 1, hi))  # (as search_min_limit's)
     answer, monotone = _probed_above(hi, granularity, extra_probes, tried, check)
     if limits is not None:
         limits.drop_snapshots()
-    return LimitSearch(answer, monotone, _in_bytes(tried, granularity), step, 0, 0)  # (its replays not counted)
+    # (its replays not counted)
+    return LimitSearch(answer, monotone, _in_bytes(tried, granularity), step if skipped else 1, 0, 0)
 
 
 class SharedStart:
