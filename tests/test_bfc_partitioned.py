@@ -331,6 +331,23 @@ def test_a_0_byte_request_and_a_free_of_an_unknown_allocation_are_events_that_ch
         # THEN each of the four events has its row: only the 1,000 bytes take a chunk (1,024 bytes, at 0)
         assert sim.fits and sim.bytes_in_use.tolist() == [0, 0, 1024, 1024]
         assert sim.region.tolist() == [-1, -1, 0, -1] and sim.chunk_bytes.tolist()[2] == 1024
+        assert sim.offset.tolist() == [0, 0, 0, 0]  # (an event that touches no chunk is drawn at offset 0)
+
+
+def test_a_1_byte_request_takes_a_chunk_and_only_0_bytes_is_none() -> None:
+    # XLA returns null for 0 bytes alone: 1 byte is rounded up to 256 and takes the lower end's first chunk
+    sim = replay([("a", 1), ("a", 0)], partitioned(4096))
+    assert sim.offset.tolist() == [0, 0] and sim.region.tolist() == [0, -1]
+    assert sim.chunk_bytes.tolist() == [256, 0] and sim.bytes_in_use.tolist() == [256, 256]
+
+
+def test_the_largest_free_chunk_may_be_an_ends_hole() -> None:
+    # GIVEN 256 B, 2 KiB and 256 B from the lower end of 4 KiB, then the 2 KiB freed: a lower hole of 2 KiB at 256,
+    # larger than the central gap left (4096 - 2560 = 1536)
+    sim = replay([("a", 256), ("a", 2048), ("a", 256), ("f", 1)], partitioned(4096))
+    # THEN the largest free chunk is the gap's size until the free, then the hole's (its size, not its place)
+    assert sim.largest_free_bytes.tolist() == [3840, 1792, 1536, 2048]
+    assert chunks(sim)[1] == (256, 2048, False, "lower")
 
 
 def test_the_high_end_start_is_aligned_down_from_the_top_and_none_where_the_chunk_is_too_small() -> None:
