@@ -1558,6 +1558,26 @@ def test_a_search_that_says_it_is_exhaustive_has_the_smallest_limit() -> None:
     assert said[True] > 0 and said[False] > 0
 
 
+def test_a_fitting_hint_one_limit_above_the_lower_bound_asks_that_limit() -> None:
+    # GIVEN 1 MiB without growth (1 MiB alive at most: the lower bound, 0 MiB known not to fit) and a hint of 2 MiB
+    # with no budget below the boundary (a band's search)
+    search = search_min_limit(seq(("a", MIB)), BFCOptions(0, allow_growth=False), hint=2 * MIB, budget_events=0)
+    # THEN 2 MiB fits, and so does 1 MiB, the limit below it (above the lower bound: asked): the answer is 1 MiB, not
+    # the hint
+    assert [(limit // MIB, ok) for limit, ok in search.tried] == [(2, True), (1, True)]
+    assert search.limit_bytes == MIB
+
+
+def test_the_unlimited_pool_one_limit_above_the_lower_bound_is_the_boundary_asked_once() -> None:
+    # GIVEN 2 MiB with growth: the unlimited replay's pool is one region of 2 MiB, one limit above the lower bound
+    # (1 MiB known not to fit: 2 MiB alive)
+    for hint, shared in ((None, None), (64 * MIB, None), (None, bfc.SharedStart(seq(("a", 2 * MIB)), BFCOptions(0), 1))):
+        # WHEN a search, plain or served (a hint, or the row shared with another sequence), looks for the smallest limit
+        search = search_min_limit(seq(("a", 2 * MIB)), BFCOptions(0), hint=hint, shared=shared)
+        # THEN the pool is the boundary, known to fit: nothing is left to ask (no limit between it and the bound)
+        assert [(limit // MIB, ok) for limit, ok in search.tried] == [(2, True)] and search.limit_bytes == 2 * MIB
+
+
 def test_a_served_search_steps_over_the_limits_below_not_yet_tried() -> None:
     # GIVEN without growth 2 MiB, 1 MiB, the first freed, then 3 MiB (4 MiB alive at most): under 4 MiB the free
     # chunks are the 2 MiB hole at 0 and 1 MiB at the end, under 5 MiB 2 MiB at the end, under 6 MiB 3 MiB: it fits
@@ -1977,16 +1997,19 @@ def test_a_free_of_an_allocation_outside_the_sequence_frees_no_row_of_it(monkeyp
     assert found.free_row.tolist() == free_row
 
 
-def test_a_free_of_a_later_row_is_not_the_allocation_of_as_many_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    # GIVEN periods from 32 rows up looked for, and 8 steps of 40 events: an allocation of 256 bytes and its free,
-    # then 19 allocations of 1 to 19 KiB each freed at once; but in step 2, row 80 is a free of row 209, 129 rows
-    # later: a free is coded by how far back it names, -2 x (80 - 209) - 1 = 257, odd, never an allocation's rounded
-    # bytes (so not the 256 bytes of row 40 a period before)
+@pytest.mark.parametrize(("later", "nbytes"), [(129, 256), (257, 256), (171, 512)])
+def test_a_free_of_a_later_row_is_not_the_allocation_of_as_many_bytes(monkeypatch: pytest.MonkeyPatch, later: int,
+                                                                     nbytes: int) -> None:
+    # GIVEN periods from 32 rows up looked for, and 10 steps of 40 events: an allocation of nbytes and its free, then
+    # 19 allocations of 1 to 19 KiB each freed at once; but in step 2, row 80 is a free of a row `later` rows later: a
+    # free is coded by how far back it names, -2 x (80 - (80 + later)) - 1 = 2 x later - 1, odd, never an
+    # allocation's rounded bytes (so not the nbytes of row 40 a period before; coded as later - 1 or 3 x later - 1,
+    # 129 rows would be neither, but 257 rows later is 256 bytes for the one, 171 rows later 512 bytes for the other)
     monkeypatch.setattr(bfc, "_MIN_PERIOD_ROWS", 32)
     events: list[tuple] = []
-    for step in range(8):
+    for step in range(10):
         b = 40 * step
-        events += [("f", b + 129) if step == 2 else ("a", 256), ("f", b)]
+        events += [("f", b + later) if step == 2 else ("a", nbytes), ("f", b)]
         for j in range(19):
             events += [("a", (j + 1) * KIB), ("f", b + 2 + 2 * j)]
     # WHEN its period is looked for
@@ -2008,6 +2031,22 @@ def test_the_compiled_loop_holds_requests_up_to_the_largest_limit_and_frees_of_r
 
 # -- replays resumed from a kept state, and what their proofs answer, by hand ----------------------------------
 
+
+def test_the_peak_a_proof_answers_where_the_chunk_that_moves_with_the_limit_is_free_at_address_0() -> None:
+    # GIVEN with growth, and a region order learned from a trace that puts region 1 at the lowest address (0): 1.5 MiB
+    # (region 0, 2 MiB, handed out whole), 256 KiB (region 1: what a limit of 5 MiB leaves, 3 MiB, moving with the
+    # limit; split), both freed (region 1 whole and free again: the chunk that moves with the limit, at address 0),
+    # then 1.5 MiB (best fit: region 0's 2 MiB, not region 1's 3 MiB)
+    events = [("a", 3 * MIB // 2), ("a", MIB // 4), ("f", 1), ("f", 0), ("a", 3 * MIB // 2)]
+    options = BFCOptions(0, allow_growth=True, region_order=(1, 0))
+    requests = seq(*events)
+    limits = bfc._limits(requests, options)
+    # WHEN 5 MiB is replayed (it proves up to 6 MiB: region 1 grows with the limit up to the growth size, 4 MiB)
+    assert limits.outcome(5 * MIB).peak_in_use_bytes == 9 * MIB // 4
+    # THEN 6 MiB is answered from that proof, without a replay, with the peak a replay under it has: 2.25 MiB (2 MiB
+    # and 256 KiB at row 1). The 2 MiB in use at the end does not move with the limit: the moving chunk is free
+    assert limits.outcome(6 * MIB).peak_in_use_bytes == 9 * MIB // 4 and limits.replays == 1
+    assert bfc.simulate(seq(*events), replace(options, limit_bytes=6 * MIB)).peak_in_use_bytes == 9 * MIB // 4
 
 def test_a_python_replay_of_two_blocks_records_every_event(monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN 35,000 allocations of 256 B, each freed at once: 70,000 events, more than one block of the Python loop
