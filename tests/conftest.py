@@ -93,3 +93,14 @@ def tensorflow_protos():
     from tensorflow.core.protobuf import config_pb2
 
     return step_stats_pb2, config_pb2, graph_pb2
+
+
+@pytest.fixture
+def replays_as_a_command_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test replays as a fresh ``memtrace`` process would: in Python until its own replays pay for the compiled
+    loop's start. Otherwise the loop a test checks depends on what ran before it (after a million rows replayed in
+    Python, a process switches to the compiled loop), and a rule worked out by hand for the Python loop goes unchecked
+    in a full run."""
+    from memtrace.allocator import bfc
+
+    monkeypatch.setattr(bfc, "_python_rows", [0])

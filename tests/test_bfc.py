@@ -35,14 +35,9 @@ from memtrace.allocator.bfc import (
 from memtrace.allocator.reproduce import learned_order
 from memtrace.units import KIB, MIB
 
-
-@pytest.fixture(autouse=True)
-def _replays_as_a_command_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test replays as a fresh ``memtrace`` process would: in Python until its own replays pay for the compiled
-    loop's start. Otherwise the loop a test checks depends on what ran before it (after a million rows replayed in
-    Python, a process switches to the compiled loop), and a rule worked out by hand for the Python loop goes
-    unchecked in a full run (tests/test_bfc_compiled.py holds the compiled loop to the Python one)."""
-    monkeypatch.setattr(bfc, "_python_rows", [0])
+# Each test replays as a fresh process would (tests/conftest.py): the rules worked out by hand here are the Python
+# loop's, whatever ran before (tests/test_bfc_compiled.py holds the compiled loop to it).
+pytestmark = pytest.mark.usefixtures("replays_as_a_command_of_its_own")
 
 
 def seq(*events: tuple) -> Requests:

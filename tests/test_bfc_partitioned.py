@@ -20,6 +20,8 @@ from memtrace.allocator import bfc
 from memtrace.allocator.bfc import BFCOptions, ChunkState, EndPolicy, Requests
 from tests.test_bfc import InOrder
 
+pytestmark = pytest.mark.usefixtures("replays_as_a_command_of_its_own")  # (tests/conftest.py)
+
 MIB = 1 << 20
 HEURISTIC_GAP = EndPolicy(gap_split="heuristic")  # JAX 0.11.2's lower end: a small gap is handed out whole
 SOURCE = EndPolicy()  # openxla/xla's source: holes split by BFC's rule, the gap exactly
