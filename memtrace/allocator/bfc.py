@@ -651,7 +651,7 @@ def _probed_above(hi: int, granularity: int, extra_probes: int, tried: dict[int,
     for units in range(hi + gap, top, gap)[:extra_probes]:
         check(units)
     answer = hi * granularity
-    return answer, all(ok == (units >= hi) for units, ok in tried.items() if units > 0)
+    return answer, all(ok == (units >= hi) for units, ok in tried.items())  # (every limit tried is 1 unit or more)
 
 
 def _search_served(requests: Requests, options: BFCOptions, granularity: int, extra_probes: int, budget_events: int,
