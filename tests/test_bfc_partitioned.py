@@ -48,7 +48,7 @@ def test_the_ends_grow_from_the_two_ends_of_one_region() -> None:
     sim = replay([("a", 256), ("u", 256)], partitioned(4096))
     assert sim.offset.tolist() == [0, 4096 - 256]
     assert chunks(sim) == [(0, 256, True, "lower"), (256, 3584, False, "central_gap"), (3840, 256, True, "upper")]
-    assert sim.regions == ((0, 4096),) and sim.pool_bytes.tolist() == [4096, 4096]
+    assert sim.regions == sim.made_regions == ((0, 4096),) and sim.pool_bytes.tolist() == [4096, 4096]
 
 
 def test_an_upper_offset_does_not_depend_on_the_lower_end() -> None:
@@ -334,6 +334,7 @@ def test_a_0_byte_request_and_a_free_of_an_unknown_allocation_are_events_that_ch
         assert sim.fits and sim.bytes_in_use.tolist() == [0, 0, 1024, 1024]
         assert sim.region.tolist() == [-1, -1, 0, -1] and sim.chunk_bytes.tolist()[2] == 1024
         assert sim.offset.tolist() == [0, 0, 0, 0]  # (an event that touches no chunk is drawn at offset 0)
+        assert sim.chunk_bytes.tolist() == [0, 0, 1024, 0]
 
 
 def test_a_1_byte_request_takes_a_chunk_and_only_0_bytes_is_none() -> None:
@@ -444,3 +445,15 @@ def test_a_partitioned_request_that_fails_waits_where_its_schedule_says_it_waits
     # THEN served by a schedule under which row 1 waits: the free (row 2) returns the lower chunk to the gap (nothing
     # of the lower end lies above it), and row 1, served again, takes the whole gap: every request is served
     assert bfc.fits(requests, partitioned(4096), lambda start: _WaitsOnce(len(requests), start))
+    # AND the replay goes on after a wait: where 256 B more comes after the free (row 3), it takes part of the gap,
+    # and row 1, served again after it, no longer fits (and waits no more): out of memory at row 1
+    longer = Requests.from_events([("a", 4096), ("a", 4096), ("f", 0), ("a", 256)])
+    run = bfc._PartitionedRun(longer, partitioned(4096), record=False, schedule=lambda start: _WaitsOnce(4, start))
+    assert run.failed_at == 1 and run.in_use == 256
+
+
+def test_a_partitioned_replay_stops_at_the_first_request_that_fails() -> None:
+    # GIVEN 4096 B, then 256 B twice, in a 4096 B pool: row 1 finds no room, nor would row 2
+    sim = replay([("a", 4096), ("a", 256), ("a", 256)], partitioned(4096))
+    # THEN the replay stops at row 1: its failure, and the events up to it
+    assert sim.failed_at == 1 and not sim.fits and sim.offset.tolist() == [0]
