@@ -2258,6 +2258,57 @@ def test_a_limit_off_the_256_byte_grid_proves_only_itself() -> None:
     assert proven_limits(seq(("a", MIB), ("a", 3 * MIB)), BFCOptions(5 * MIB + 1)) == (5 * MIB + 1, 5 * MIB + 1, True)
 
 
+def test_a_request_larger_than_the_whole_free_region_at_address_0_proves_up_to_where_it_would_fit() -> None:
+    # GIVEN without growth, under 1 MiB: 512 KiB (the one region, 1 MiB, at address 0, split at twice the request),
+    # freed (the region whole and free again: the chunk that moves with the limit, at address 0), then 2 MiB
+    requests = seq(("a", MIB // 2), ("f", 0), ("a", 2 * MIB))
+    # THEN it fails, and so does every limit up to 2 MiB less a byte, where the free region is still too small; not
+    # beyond (under 2 MiB it fits)
+    assert proven_limits(requests, BFCOptions(MIB, allow_growth=False)) == (MIB, 2 * MIB - 1, False)
+    assert fits(seq_copy(requests), BFCOptions(2 * MIB, allow_growth=False))
+
+
+def test_the_gallop_from_the_lower_bound_first_steps_a_16th_of_it() -> None:
+    # GIVEN one request without growth (the lower bound: the limit below it in MiB), searched plainly and served
+    for hint in (None, 64 * MIB):
+        # THEN 33 MiB: from 32 MiB the first step is 2 MiB (32 // 16): 34 fits, bisection asks 33
+        search = search_min_limit(seq(("a", 33 * MIB)), BFCOptions(0, allow_growth=False), hint=hint)
+        assert [(limit // MIB, ok) for limit, ok in search.tried] == [(34, True), (33, True)]
+        # AND 31 MiB: from 30 MiB the first step is 1 MiB (30 // 16): 31 fits, the answer at once
+        search = search_min_limit(seq(("a", 31 * MIB)), BFCOptions(0, allow_growth=False), hint=hint)
+        assert [(limit // MIB, ok) for limit, ok in search.tried] == [(31, True)]
+
+
+def test_a_hole_split_by_the_fraction_s_threshold_keeps_the_bound_the_moving_chunk_set() -> None:
+    # GIVEN without growth, limit 1,024,000 B and fraction 0.001 (threshold int(1,024) = 1,024): 381,952 B, 258,816 B
+    # and 381,952 B from the one region (1,280 B left at its end: the chunk that moves with the limit), the middle one
+    # freed (a hole of 258,816 B), then 257,536 B: the end chunk is too small (under a limit 256,256 B larger it holds
+    # it: 1,280 + 256,256 = 257,536), so the hole is chosen and split (remainder 1,280 >= the threshold)
+    events = [("a", 381_952), ("a", 258_816), ("a", 381_952), ("f", 1), ("a", 257_536)]
+    options = BFCOptions(1_024_000, allow_growth=False, fragmentation_fraction=0.001)
+    # THEN the replay proves up to 1,280,255 B, where the end chunk still cannot hold the request; up there the
+    # threshold, int(1,280.255) = 1,280, still splits the hole, and up to 1,280,999 B it would: that bound is not the
+    # proof's (the end chunk's is)
+    assert proven_limits(seq(*events), options) == (1_023_743, 1_280_255, True)
+    # AND under 1,280,256 B the request takes the end chunk instead (at 1,022,720), not the hole (at 381,952)
+    assert simulate(seq(*events), options).offset.tolist()[-1] == 381_952
+    assert simulate(seq(*events), replace(options, limit_bytes=1_280_256)).offset.tolist()[-1] == 1_022_720
+
+
+def test_a_chunk_kept_whole_by_the_fraction_s_threshold_proves_only_limits_whose_threshold_stays_above_it() -> None:
+    # GIVEN a random sequence of 40 events in quarters of a MiB, without growth, with fraction 0.3: under 22,960,640
+    # B one chunk is kept whole with a remainder of 6 MiB (6,291,456 B) below the threshold int(0.3 x limit)
+    requests = random_sequence(25, 40, 16, round_sizes=True)
+    options = BFCOptions(22_960_640, allow_growth=False, fragmentation_fraction=0.3)
+    # THEN the replay proves down to 20,971,524 B only: int(0.3 x 20,971,524) = 6,291,457 stays above the remainder;
+    # at 20,971,523 B it is 6,291,456, the remainder itself, and the chunk would be split (a threshold equal to the
+    # remainder splits)
+    assert proven_limits(requests, options) == (20_971_524, 23_068_671, True)
+    assert int(0.3 * 20_971_523) == 6 * MIB < int(0.3 * 20_971_524)
+    # AND a replay under 20 MiB (20,971,520 B, on TF's 256-byte grid) proves its own range, up to 20,971,523 B
+    assert proven_limits(seq_copy(requests), replace(options, limit_bytes=20 * MIB)) == (20 * MIB, 20_971_523, True)
+
+
 def test_the_moving_chunk_kept_whole_by_the_fraction_s_threshold_proves_up_to_its_own_limit() -> None:
     # GIVEN without growth, limit 1,025,024 B (4,004 x 256) and fraction 0.001: the split threshold int(1,025.024) =
     # 1,025; 1,024,000 B asked: 1,024 B would remain (< 1,025, and < twice): the whole region is handed out
