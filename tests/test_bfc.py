@@ -154,6 +154,7 @@ def test_a_freed_chunk_merges_with_both_neighbours() -> None:
     # AND freeing the 2nd merges next (1024@2048) and previous (1024@0): one 3072 B chunk at 0
     assert sim.fragmentation.tolist()[6] == 0.0
     assert [(c.offset, c.size_bytes, c.in_use) for c in sim.chunks] == [(0, 3072, False), (3072, 1024, True)]
+    assert [c.row for c in sim.chunks] == [-1, 3]  # (a free chunk's row: -1; the one in use, the 4th request's)
     # a free's event names the chunk freed, before merging
     assert (sim.offset.tolist()[6], sim.chunk_bytes.tolist()[6]) == (1024, 1024)
 

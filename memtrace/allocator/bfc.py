@@ -756,11 +756,11 @@ def _search_served(requests: Requests, options: BFCOptions, granularity: int, ex
     elif reuse and limits is not None:
         hi = max(lo + 1, -(-limits.unlimited((floor + 1) * granularity) // granularity))
         tried.setdefault(hi, True)  # the unlimited replay's pool: fits (asked once, as a replay would be)
-    elif reuse:
-        if shared is not None:
-            checkpoints.extend(shared.checkpoints())
+    elif reuse:  # (with shared rows: the replays are not the plain ones, limits is None)
+        assert shared is not None
+        checkpoints.extend(shared.checkpoints())
         unlimited = _Run(requests, _with_limit(options, MAX_LIMIT_BYTES), record=False, checkpoints=checkpoints,
-                         start=None if shared is None else shared.unlimited)
+                         start=shared.unlimited)
         complete = True
         if unlimited.failed_at is not None:
             raise ValueError("no limit the model holds fits these requests")
