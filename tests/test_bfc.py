@@ -2259,6 +2259,22 @@ def test_a_limit_off_the_256_byte_grid_proves_only_itself() -> None:
     # GIVEN 1 MiB then 3 MiB (under 5 MiB: proven [5, 6 MiB], see test_the_limits_a_replay_proves_by_hand)
     # THEN under 5 MiB + 1 byte the replay proves its own limit alone (the room is floored to 256 bytes there)
     assert proven_limits(seq(("a", MIB), ("a", 3 * MIB)), BFCOptions(5 * MIB + 1)) == (5 * MIB + 1, 5 * MIB + 1, True)
+    # AND the second region is the room floored to 256 bytes: 3 MiB, not 3 MiB + 1 byte
+    assert simulate(seq(("a", MIB), ("a", 3 * MIB)), BFCOptions(5 * MIB + 1)).regions == ((0, 2 * MIB), (1, 3 * MIB))
+
+
+def test_a_region_made_after_collection_beside_the_one_the_limit_cuts_does_not_move_with_the_limit() -> None:
+    # GIVEN growth and garbage collection under 10 MiB: 1.5 MiB (region 0, 2 MiB, handed out whole), 3 MiB (region 1,
+    # 4 MiB, whole), 3 MiB (region 2: what the limit leaves, 4 MiB, moving with the limit), the first two freed, then
+    # 5 MiB: no free chunk holds it and there is no room, so collection gives back regions 0 and 1 (6 MiB), and region
+    # 3 is the room they leave, 6 MiB (under the growth size, 16 MiB): the pool less region 2, which does not move
+    events = [("a", 3 * MIB // 2), ("a", 3 * MIB), ("a", 3 * MIB), ("f", 0), ("f", 1), ("a", 5 * MIB)]
+    options = BFCOptions(10 * MIB, allow_growth=True, garbage_collection=True)
+    assert simulate(seq(*events), options).regions == ((2, 4 * MIB), (3, 6 * MIB))
+    # THEN the replay proves every limit from 9 MiB (region 2 holds 3 MiB) to 12 MiB less a byte (at 12 MiB region 2,
+    # 6 MiB, would be split for 3 MiB): the last region is 6 MiB across them, region 2 moves
+    assert proven_limits(seq(*events), options) == (9 * MIB, 12 * MIB - 1, True)
+    assert simulate(seq(*events), replace(options, limit_bytes=11 * MIB)).regions == ((2, 5 * MIB), (3, 6 * MIB))
 
 
 def test_a_request_larger_than_the_whole_free_region_at_address_0_proves_up_to_where_it_would_fit() -> None:
