@@ -351,6 +351,11 @@ def test_the_largest_free_chunk_may_be_an_ends_hole() -> None:
     # THEN the largest free chunk is the gap's size until the free, then the hole's (its size, not its place)
     assert sim.largest_free_bytes.tolist() == [3840, 1792, 1536, 2048]
     assert chunks(sim)[1] == (256, 2048, False, "lower")
+    # AND an upper hole: 256 B, 512 B and 256 B from the upper end of 2 KiB, the lower end's 1 KiB filling the gap,
+    # then the 512 B freed (an upper hole at 1280, between upper chunks): the largest free chunk is it, 512 B
+    sim = replay([("u", 256), ("u", 512), ("u", 256), ("a", 1024), ("f", 1)], partitioned(2048))
+    assert sim.largest_free_bytes.tolist() == [1792, 1280, 1024, 0, 512]
+    assert chunks(sim)[2] == (1280, 512, False, "upper")
 
 
 def test_the_high_end_start_is_aligned_down_from_the_top_and_none_where_the_chunk_is_too_small() -> None:
