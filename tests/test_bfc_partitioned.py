@@ -335,6 +335,11 @@ def test_a_0_byte_request_and_a_free_of_an_unknown_allocation_are_events_that_ch
         assert sim.region.tolist() == [-1, -1, 0, -1] and sim.chunk_bytes.tolist()[2] == 1024
         assert sim.offset.tolist() == [0, 0, 0, 0]  # (an event that touches no chunk is drawn at offset 0)
         assert sim.chunk_bytes.tolist() == [0, 0, 1024, 0]
+        # (the largest free chunk: none before the region is made, then the rest of it, 1 MiB - 1,024)
+        assert sim.largest_free_bytes.tolist() == [0, 0, MIB - 1024, MIB - 1024]
+        # AND a 0-byte request and its free after the region is made see the same largest free chunk
+        sim = bfc.simulate(Requests.from_events([("a", 1000), ("a", 0), ("f", 1)]), options)
+        assert sim.largest_free_bytes.tolist() == [MIB - 1024] * 3 and sim.chunk_bytes.tolist() == [1024, 0, 0]
 
 
 def test_a_1_byte_request_takes_a_chunk_and_only_0_bytes_is_none() -> None:
