@@ -618,22 +618,11 @@ def search_min_limit(requests: Requests, options: BFCOptions, granularity: int =
         unknown = limits.span(units * granularity)[1] // granularity + 1  # (the span holds ``units``)
         units = max(units + step, unknown)  # (a limit proven is not asked: the step goes on past the proof)
     # A step that passed over no limit unknown (each one below the answer replayed or proven) left none out: step 1.
-    skipped = step > 1 and _unproven(limits, floor + 1, hi, granularity)
+    skipped = step > 1 and limits.unproven(floor + 1, hi, granularity)
     answer, monotone = _probed_above(hi, granularity, extra_probes, tried, check)
     limits.drop_snapshots()
     return LimitSearch(answer, monotone, _in_bytes(tried, granularity), step if skipped else 1,
                        limits.replays - replays, limits.replayed_events - events_before)
-
-
-def _unproven(limits: _Limits, first: int, end: int, granularity: int) -> bool:
-    """Whether a limit from ``first`` up to ``end`` (in units of ``granularity``; not ``end``) is neither replayed nor
-    proven by a replay (a walk from proof to proof)."""
-    while first < end:
-        found = limits._lookup(first * granularity)
-        if found is None:
-            return True
-        first = found[1] // granularity + 1
-    return False
 
 
 def _in_bytes(tried: dict[int, bool], granularity: int) -> tuple[tuple[int, bool], ...]:
@@ -933,6 +922,16 @@ class _Limits:
                 break
             high = above[1]
         return low, high, ok
+
+    def unproven(self, first: int, end: int, granularity: int) -> bool:
+        """Whether a limit from ``first`` up to ``end`` (in units of ``granularity``; not ``end``) is neither replayed
+        nor proven by a replay (a walk from proof to proof)."""
+        while first < end:
+            found = self._lookup(first * granularity)
+            if found is None:
+                return True
+            first = found[1] // granularity + 1
+        return False
 
     def _lookup(self, limit: int) -> tuple[int, int, bool] | None:
         found = self._own(limit)
