@@ -11,8 +11,9 @@ the tests that cover the mutated line (found once, with coverage.py's per-test c
 ``OUT/coverage-map.json`` while the code and the tests stay the same; for a line that runs on import, such as a
 constant, the module's main test file whole as well, and the tests that cover the lines reading what it defines)
 against a copy of the package with the mutant in place, the tests that killed most mutants so far first, then the
-quickest. Each test may take five times what it took in the coverage run (at least 20 s), and the run three times
-what its tests took (at least 30 s; at most three times what all the module's covering tests take unmutated). The
+quickest. Each call of a test (one parameter set) may take five times its longest call in the coverage run (at
+least 20 s), and the run three times what its tests took (at least 30 s; at most three times what all the module's
+covering tests take unmutated). The
 mutant is **killed** when a test fails (or runs past its time: a mutant that loops forever), and
 **survives** when every test passes. A survivor is a rule the tests do not pin: it gets a test from
 an independent expectation, or, where the change cannot alter any behaviour (a cache key, a value
@@ -336,18 +337,20 @@ def _measure_coverage(modules: list[str], tests: list[str], out: Path) -> dict[s
     return found
 
 
-def test_seconds(out: Path) -> dict[str, float]:
+def test_seconds(out: Path) -> tuple[dict[str, float], dict[str, float]]:
     """Seconds each test function (all its parameters) and each test file took in the coverage run (traced: slower
-    than a plain run), from its JUnit XML."""
+    than a plain run), from its JUnit XML; and the longest one call of each (one parameter set, one test)."""
     from xml.etree import ElementTree
 
     seconds: dict[str, float] = {}
+    longest: dict[str, float] = {}
     for case in ElementTree.parse(out / "durations.xml").iter("testcase"):
         node = _node_id(f"{case.get('classname')}.{case.get('name', '').split('[')[0]}")
         took = float(case.get("time") or 0.0)
         for key in (node, node.split("::")[0]):
             seconds[key] = seconds.get(key, 0.0) + took
-    return seconds
+            longest[key] = max(longest.get(key, 0.0), took)
+    return seconds, longest
 
 
 def import_lines(module: str, out: Path) -> set[int]:
@@ -527,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["NUMBA_DISABLE_JIT"] = "1"
         print(f"NUMBA_DISABLE_JIT=1 for every test run ({', '.join(compiled)} compiled by numba)", flush=True)
     covered = coverage_map(modules, tests, args.out)
-    took = test_seconds(args.out)
+    took, took_once = test_seconds(args.out)
     progress = args.out / "progress.jsonl"
     ran_before = ([json.loads(line) for line in progress.read_text(encoding="utf-8").splitlines()]
                   if args.resume and progress.exists() else [])
@@ -650,8 +653,9 @@ def main(argv: list[str] | None = None) -> int:
                     timeout = min(timeout, max(30.0, 3 * sum(took[t] for t in m.tests) + 20))
                 with lock:
                     order = sorted(m.tests, key=first_to_fail)
-                # each test: five times what it took in the coverage run (traced: slower), and at least 20 s
-                limits = {t: max(20.0, 5 * took[t]) for t in m.tests if t in took}
+                # each call of a test (one parameter set): five times the longest call of it in the coverage run
+                # (traced: slower), and at least 20 s
+                limits = {t: max(20.0, 5 * took_once[t]) for t in m.tests if t in took_once}
                 m.verdict, m.killed_by, m.seconds = run_tests(worker, order, timeout, limits)
                 if m.verdict == "killed" and m.killed_by:
                     with lock:
