@@ -597,3 +597,25 @@ def test_a_retry_that_makes_more_regions_than_the_model_has_slots_for_is_refused
     # THEN the fourth region is refused, not laid over another region's addresses
     with pytest.raises(ValueError, match="more regions than the model holds"):
         bfc._Run(requests, BFCOptions(1 << 30), record=False, retry=_OthersFirst)
+
+
+# Hand-worked in tests/test_bfc.py (each case's reasoning is there): events, options, what one replay proves.
+HAND_WORKED_PROOFS = [
+    # a region made after collection, under the growth size, does not move with the limit; the cut region does
+    ([("a", 8 * MIB), ("a", 16 * MIB), ("a", 8 * MIB), ("f", 0), ("f", 1), ("a", 20 * MIB)],
+     BFCOptions(32 * MIB, garbage_collection=True), (32 * MIB, 40 * MIB - 1, True)),
+    # the moving chunk holds the failing request from 6 MiB, where the cut region's bound falls too
+    ([("a", MIB), ("a", 3 * MIB // 2), ("a", 5 * MIB // 2)], BFCOptions(5 * MIB), (5 * MIB, 6 * MIB - 1, False)),
+    # a chunk chosen over the moving one, which holds the request from 16 MiB, where the cut region's bound falls too
+    ([("a", 8 * MIB), ("a", 2 * MIB), ("f", 0), ("a", 6 * MIB), ("a", 8 * MIB)], BFCOptions(12 * MIB),
+     (12 * MIB, 16 * MIB - 1, False)),
+]
+
+
+@pytest.mark.parametrize(("events", "options", "proven"), HAND_WORKED_PROOFS)
+def test_the_compiled_loop_proves_the_limits_worked_by_hand(monkeypatch: pytest.MonkeyPatch, events: list[tuple],
+                                                             options: BFCOptions, proven: tuple[int, int, bool]) -> None:
+    if not bfc_compiled.available():
+        unavailable("numba is not installed (pip install -e '.[test]' installs it)")
+    monkeypatch.setenv("MEMTRACE_REPLAY", "compiled")
+    assert bfc.proven_limits(seq(*events), options) == proven
