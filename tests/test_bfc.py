@@ -913,11 +913,15 @@ def test_replays_resumed_where_the_moving_chunk_is_in_use_decide_as_fresh_ones(
                    for limit in range(256, search.limit_bytes, 256))
 
 
-@pytest.mark.parametrize(("fraction", "remainder"), [
+FRACTION_EDGE_CASES = [
+    # (the first: the quotient (remainder + 1) / fraction, 100, is a limit whose threshold is already above)
     (0.01, 0), (0.01, MIB), (0.3, 128 * MIB - 256), (1 / 3, 2**43), (0.9, 12345),
     # where the quotient (remainder + 1) / fraction is beyond 2**53, its float may lie below the edge (the model's
     # limits stop at 2**43, but the edge is what it is): 0.15 and 1.6e16, found by a search of random pairs
-    (0.15, 16034930039357116), (0.13436424411240122, 18379659979244753)])
+    (0.15, 16034930039357116), (0.13436424411240122, 18379659979244753)]
+
+
+@pytest.mark.parametrize(("fraction", "remainder"), FRACTION_EDGE_CASES)
 def test_the_fraction_edge_is_the_largest_limit_whose_split_threshold_is_within_the_remainder(
         fraction: float, remainder: int) -> None:
     # under a fragmentation fraction the split threshold is fraction x limit (BFC.md), int(fraction * limit) in the

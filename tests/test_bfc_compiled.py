@@ -24,7 +24,7 @@ from memtrace.allocator.bfc import BFCOptions, LimitSearch, Requests, search_min
 from memtrace.allocator.requests import requests_for
 from memtrace.units import KIB, MIB
 from tests.conftest import unavailable
-from tests.test_bfc import OPTION_SETS, random_sequence, seq, seq_copy
+from tests.test_bfc import FRACTION_EDGE_CASES, OPTION_SETS, random_sequence, seq, seq_copy
 from tests.test_orders import random_recording
 
 T = TypeVar("T")
@@ -619,3 +619,12 @@ def test_the_compiled_loop_proves_the_limits_worked_by_hand(monkeypatch: pytest.
         unavailable("numba is not installed (pip install -e '.[test]' installs it)")
     monkeypatch.setenv("MEMTRACE_REPLAY", "compiled")
     assert bfc.proven_limits(seq(*events), options) == proven
+
+
+@pytest.mark.parametrize(("fraction", "remainder"), FRACTION_EDGE_CASES)
+def test_the_compiled_loops_fraction_edge_is_the_largest_limit_whose_split_threshold_is_within_the_remainder(
+        fraction: float, remainder: int) -> None:
+    # the split threshold is int(fraction * limit) (tests/test_bfc.py): the edge is the largest limit L with
+    # int(fraction * L) <= remainder
+    edge = bfc_compiled._fraction_edge(fraction, remainder)
+    assert int(fraction * edge) <= remainder < int(fraction * (edge + 1))
