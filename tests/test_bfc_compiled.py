@@ -630,3 +630,79 @@ def test_the_compiled_loops_fraction_edge_is_the_largest_limit_whose_split_thres
     # int(fraction * L) <= remainder
     edge = bfc_compiled._fraction_edge(fraction, remainder)
     assert int(fraction * edge) <= remainder < int(fraction * (edge + 1))
+
+
+def _tail_split_cases() -> list[tuple[int, int, int, int, int, float]]:
+    """(x, tsize, dlo, dhi, limit, fraction): the split's answer changing 1 byte, a few bytes and far from here,
+    either way, inside the bounds given and beyond them; and random ones."""
+    # (x 100 under a limit of 1,000 and a fraction of 0.5: split from tsize 200, twice x; the threshold 500 + d / 2)
+    cases = [(100, 199, -50, 50, 1000, 0.5), (100, 200, -50, 50, 1000, 0.5), (100, 197, -50, 50, 1000, 0.5),
+             (100, 203, -50, 50, 1000, 0.5), (100, 150, -50, 2, 1000, 0.5), (100, 250, -3, 50, 1000, 0.5),
+             (MIB, MIB + 4096, -MIB, MIB, 64 * MIB, 0.0001), (MIB, 3 * MIB // 2, -MIB, MIB, 512 * MIB, 0.001)]
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        x = int(rng.integers(256, 1 << 22))
+        tsize = int(rng.integers(0, 3 * x))
+        limit = int(rng.integers(tsize + x, 1 << 34))
+        cases.append((x, tsize, -int(rng.integers(0, tsize + 1)), int(rng.integers(0, 1 << 30)), limit,
+                      float(rng.choice([0.0001, 0.001, 0.01, 0.1, 0.5]))))
+    return cases
+
+
+def test_the_compiled_loops_tail_split_bound_is_where_the_moving_chunk_is_split_as_it_is_here() -> None:
+    # the chunk that moves with the limit (tsize bytes here, tsize + d under a limit d larger) is split for x where
+    # it is at least twice x or its remainder at least int(fraction x limit) (BFC.md): both grow with d, so the
+    # answer changes once; the bound returned is the last d before it changes (or the bound given, if nearer)
+    for x, tsize, dlo, dhi, limit, fraction in _tail_split_cases():
+        def split(d: int) -> bool:
+            return tsize + d >= 2 * x or tsize + d - x >= int(fraction * (limit + d))  # noqa: B023
+
+        low, high = bfc_compiled._tail_split_bound(x, tsize, dlo, dhi, limit, fraction)
+        case = (x, tsize, dlo, dhi, limit, fraction)
+        if split(0):
+            assert high == dhi and dlo <= low <= 0 and split(low), case
+            assert low == dlo or not split(low - 1), case
+        else:
+            assert low == dlo and 0 <= high <= dhi and not split(high), case
+            assert high == dhi or split(high + 1), case
+
+
+def test_the_compiled_loops_keep_narrows_to_where_the_comparison_stays_as_it_is() -> None:
+    # _keep(value, slope, low, high): the offsets d in [low, high] where value + slope * d >= 0 is what it is at 0,
+    # an interval around 0 (value + slope * d is linear in d): found here by trying every d
+    for value in range(-9, 10):
+        for slope in range(-3, 4):
+            for low, high in ((-20, 20), (-3, 7), (0, 0), (-20, 0), (0, 20)):
+                alike = [d for d in range(low, high + 1) if (value + slope * d >= 0) == (value >= 0)]
+                assert bfc_compiled._keep(value, slope, low, high) == (min(alike), max(alike)), (value, slope)
+
+
+def test_a_machine_takes_a_state_of_more_chunks_and_regions_than_its_first_room_and_gives_it_back() -> None:
+    # GIVEN 100 regions of 1 MiB (region r at r << 44), each 64 chunks of 16 KiB: in use (rows 0..3,199, 32 a region)
+    # and free in turn (3,200 of them, in key order: by address, all one size); region 99 moves with the limit;
+    # then every allocation freed (rows 3,200..6,399)
+    chunk, region = 16 * KIB, MIB
+    starts = np.array([(r << 44) + i * chunk for r in range(100) for i in range(64)], dtype=np.int64)
+    used_addresses, free_addresses = starts[0::2], starts[1::2]
+    used_rows = np.arange(3200, dtype=np.int64)
+    events = np.concatenate([np.full(3200, chunk, dtype=np.int64), ~used_rows])
+    machine = bfc_compiled.Machine(events, 100 * MIB, 128 * MIB, 0.0, False, False, False, 0, (), False, 44,
+                                   (1 << 18) - 1, 3200)
+    sizes = np.full(3200, chunk, dtype=np.int64)
+    # WHEN it is loaded (more than the 4,096 chunks and 64 regions a machine first has room for)
+    machine.load(sizes, free_addresses, used_rows, used_addresses, sizes, dict.fromkeys(range(100), region),
+                 [32 * r for r in range(100)], {99: 1},
+                 {"POOL": 100 * MIB, "IN_USE": 3200 * chunk, "PEAK": 3200 * chunk, "MAX_POOL": 100 * MIB,
+                  "GROWTH": 128 * MIB, "KEPT_WHOLE": -1, "TFREE": -1, "TEND": -1})
+    # THEN it reads back as it was given
+    free_sizes, free_at = machine.free_chunks()
+    assert free_sizes.tolist() == sizes.tolist() and free_at.tolist() == free_addresses.tolist()
+    assert [column.tolist() for column in machine.used_chunks()] == [used_rows.tolist(), used_addresses.tolist(),
+                                                                     sizes.tolist()]
+    assert machine.regions() == dict.fromkeys(range(100), region) and machine.region_slopes() == {99: 1}
+    assert machine.region_rows() == [32 * r for r in range(100)]
+    # AND once every allocation is freed, each region is one free chunk of 1 MiB again (its neighbours joined)
+    assert machine.run(3200, 6400) == bfc_compiled.DONE
+    free_sizes, free_at = machine.free_chunks()
+    assert free_sizes.tolist() == [region] * 100 and free_at.tolist() == [r << 44 for r in range(100)]
+    assert machine.scalar("IN_USE") == 0 and machine.chunks == 100 and not machine.used_chunks()[0].size

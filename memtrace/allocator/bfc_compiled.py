@@ -550,7 +550,7 @@ class Machine:
              scalars: dict[str, int]) -> None:
         """Take a state in its plain form: free chunks in key order, chunks in use (row, address, size), the live
         regions (region -> size), the row that made each region, the regions that move with the limit, and the
-        scalars by name (``POOL``, ...)."""
+        scalars by name (``POOL``, ...). Once, into a machine just made (its tables empty, its counts 0)."""
         s = self.s
         for name, value in scalars.items():
             s[globals()[name]] = int(value)
@@ -563,7 +563,6 @@ class Machine:
         room = _FIRST_CHUNK_ROOM
         while room < chunks + 2:
             room *= 2
-        s[HANDLES] = s[SPARE] = 0
         self._chunks(room)
         handles = np.arange(chunks, dtype=np.int64)
         self.chunk_address[:chunks], self.chunk_size[:chunks], self.chunk_row[:chunks] = addresses, sizes, rows
@@ -577,7 +576,6 @@ class Machine:
         self.chunk_of[rows[in_use]] = handles[in_use]
         s[HANDLES] = chunks
         count = len(free_sizes)
-        s[FREE_COUNT] = 0
         self._keys(room)
         self.key_size[:count] = free_sizes
         self.key_address[:count] = free_addresses
@@ -587,7 +585,6 @@ class Machine:
         room = 64
         while room < made + 2:
             room *= 2
-        s[REGIONS] = 0
         self._regions(room)
         s[REGIONS] = made
         self.region_row[:made] = region_rows
@@ -598,7 +595,6 @@ class Machine:
         for r, slope in region_slope.items():
             self.region_slope[r] = slope
         s[SKIP_CHECKPOINT] = -1
-        s[RECORDED] = s[GIVEN] = 0
 
     def run(self, begin: int, end: int) -> int:
         """Replay rows ``begin``..``end``; stops early with a status (see :attr:`row`)."""
