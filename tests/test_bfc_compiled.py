@@ -678,31 +678,67 @@ def test_the_compiled_loops_keep_narrows_to_where_the_comparison_stays_as_it_is(
 
 
 def test_a_machine_takes_a_state_of_more_chunks_and_regions_than_its_first_room_and_gives_it_back() -> None:
-    # GIVEN 100 regions of 1 MiB (region r at r << 44), each 64 chunks of 16 KiB: in use (rows 0..3,199, 32 a region)
-    # and free in turn (3,200 of them, in key order: by address, all one size); region 99 moves with the limit;
-    # then every allocation freed (rows 3,200..6,399)
-    chunk, region = 16 * KIB, MIB
-    starts = np.array([(r << 44) + i * chunk for r in range(100) for i in range(64)], dtype=np.int64)
-    used_addresses, free_addresses = starts[0::2], starts[1::2]
-    used_rows = np.arange(3200, dtype=np.int64)
-    events = np.concatenate([np.full(3200, chunk, dtype=np.int64), ~used_rows])
-    machine = bfc_compiled.Machine(events, 100 * MIB, 128 * MIB, 0.0, False, False, False, 0, (), False, 44,
-                                   (1 << 18) - 1, 3200)
-    sizes = np.full(3200, chunk, dtype=np.int64)
+    # GIVEN 100 regions of 1,040 KiB (region r at r << 44), each 65 chunks of 16 KiB, in use (33 a region: rows
+    # 0..3,299) and free (32) in turn from the first; in key order the free chunks are by address (all one size);
+    # region 99 moves with the limit; garbage collection on, the pool the whole limit
+    chunk, region, regions = 16 * KIB, 65 * 16 * KIB, 100
+    used_addresses = np.array([(r << 44) + i * chunk for r in range(regions) for i in range(0, 65, 2)], dtype=np.int64)
+    free_addresses = np.array([(r << 44) + i * chunk for r in range(regions) for i in range(1, 65, 2)], dtype=np.int64)
+    used = np.arange(len(used_addresses), dtype=np.int64)
+    in_region_50 = int(np.flatnonzero(used_addresses == 50 << 44)[0])
+    # then 16 KiB (row 3,300); the frees of row 0, then of every other allocation from the last, but for region 50's
+    # first chunk (rows 3,301..6,599); then 2 MiB, which no free chunk holds, nor the pool (row 6,600)
+    frees = [0, *range(3300, 0, -1)]
+    frees.remove(in_region_50)
+    events = np.array([*[chunk] * 3301, *[~row for row in frees], 2 * MIB], dtype=np.int64)
+    machine = bfc_compiled.Machine(events, regions * region, 128 * MIB, 0.0, True, True, False, 0, (), False, 44,
+                                   (1 << 18) - 1, 3300)
+    sizes = np.full(len(used), chunk, dtype=np.int64)
     # WHEN it is loaded (more than the 4,096 chunks and 64 regions a machine first has room for)
-    machine.load(sizes, free_addresses, used_rows, used_addresses, sizes, dict.fromkeys(range(100), region),
-                 [32 * r for r in range(100)], {99: 1},
-                 {"POOL": 100 * MIB, "IN_USE": 3200 * chunk, "PEAK": 3200 * chunk, "MAX_POOL": 100 * MIB,
-                  "GROWTH": 128 * MIB, "KEPT_WHOLE": -1, "TFREE": -1, "TEND": -1})
+    machine.load(sizes[:3200], free_addresses, used, used_addresses, sizes, dict.fromkeys(range(regions), region),
+                 [33 * r for r in range(regions)], {99: 1},
+                 {"POOL": regions * region, "IN_USE": 3300 * chunk, "PEAK": 3300 * chunk,
+                  "MAX_POOL": regions * region, "GROWTH": 128 * MIB, "KEPT_WHOLE": -1, "TFREE": -1, "TEND": -1})
     # THEN it reads back as it was given
     free_sizes, free_at = machine.free_chunks()
-    assert free_sizes.tolist() == sizes.tolist() and free_at.tolist() == free_addresses.tolist()
-    assert [column.tolist() for column in machine.used_chunks()] == [used_rows.tolist(), used_addresses.tolist(),
+    assert free_sizes.tolist() == sizes[:3200].tolist() and free_at.tolist() == free_addresses.tolist()
+    assert [column.tolist() for column in machine.used_chunks()] == [used.tolist(), used_addresses.tolist(),
                                                                      sizes.tolist()]
-    assert machine.regions() == dict.fromkeys(range(100), region) and machine.region_slopes() == {99: 1}
-    assert machine.region_rows() == [32 * r for r in range(100)]
-    # AND once every allocation is freed, each region is one free chunk of 1 MiB again (its neighbours joined)
-    assert machine.run(3200, 6400) == bfc_compiled.DONE
+    assert machine.regions() == dict.fromkeys(range(regions), region) and machine.region_slopes() == {99: 1}
+    assert machine.region_rows() == [33 * r for r in range(regions)]
+    # AND 16 KiB takes the first free chunk in key order, region 0's second (best fit, the lowest address)
+    assert machine.run(3300, 3301) == bfc_compiled.DONE and machine.live()[3300] == chunk
+    # AND once the allocations are freed, every region but region 50 is one free chunk again: each chunk freed joins
+    # the free ones beside it in its region, none in another (row 0's, free first, is no region's neighbour)
+    assert machine.run(3301, len(events) - 1) == bfc_compiled.DONE
     free_sizes, free_at = machine.free_chunks()
-    assert free_sizes.tolist() == [region] * 100 and free_at.tolist() == [r << 44 for r in range(100)]
-    assert machine.scalar("IN_USE") == 0 and machine.chunks == 100 and not machine.used_chunks()[0].size
+    whole = [r << 44 for r in range(regions) if r != 50]
+    assert sorted(zip(free_sizes.tolist(), free_at.tolist()))[-99:] == [(region, at) for at in whole]
+    assert machine.scalar("IN_USE") == chunk and machine.used_chunks()[1].tolist() == [50 << 44]
+    # AND 2 MiB: collection gives back the 99 wholly free regions (region 50 holds an allocation) and makes region
+    # 100 of the room they leave
+    assert machine.run(len(events) - 1, len(events)) == bfc_compiled.DONE
+    assert machine.regions() == {50: region, 100: 99 * region}
+    assert sorted(r for r, _ in machine.given_back()) == [r for r in range(regions) if r != 50]
+
+
+def test_a_machine_takes_a_state_just_past_its_first_room() -> None:
+    # GIVEN 66 regions of 16 KiB chunks, all in use: 62 in each of the first 65, 67 in the last (4,097 chunks: one
+    # past the first room of 4,096; 66 regions: two past the first room of 64)
+    chunk = 16 * KIB
+    counts = [62] * 65 + [67]
+    addresses = np.array([(r << 44) + i * chunk for r, count in enumerate(counts) for i in range(count)],
+                         dtype=np.int64)
+    rows = np.arange(len(addresses), dtype=np.int64)
+    sizes = np.full(len(addresses), chunk, dtype=np.int64)
+    machine = bfc_compiled.Machine(np.full(len(rows), chunk, dtype=np.int64), 1 << 40, 128 * MIB, 0.0, False, False,
+                                   False, 0, (), False, 44, (1 << 18) - 1, len(rows))
+    nothing = np.zeros(0, dtype=np.int64)
+    regions = {r: count * chunk for r, count in enumerate(counts)}
+    # WHEN it is loaded
+    machine.load(nothing, nothing, rows, addresses, sizes, regions, list(range(66)), {},
+                 {"POOL": sum(regions.values()), "IN_USE": int(sizes.sum()), "GROWTH": 128 * MIB, "KEPT_WHOLE": -1,
+                  "TFREE": -1, "TEND": -1})
+    # THEN it reads back whole
+    assert [column.tolist() for column in machine.used_chunks()] == [rows.tolist(), addresses.tolist(), sizes.tolist()]
+    assert machine.regions() == regions and machine.chunks == 4097
