@@ -623,7 +623,7 @@ def test_the_compiled_loop_proves_the_limits_worked_by_hand(monkeypatch: pytest.
     assert bfc.proven_limits(seq(*events), options) == proven
 
 
-@pytest.mark.parametrize(("fraction", "remainder"), FRACTION_EDGE_CASES)
+@pytest.mark.parametrize(("fraction", "remainder"), [*FRACTION_EDGE_CASES, (1.0, 0), (1e-12, 5)])
 def test_the_compiled_loops_fraction_edge_is_the_largest_limit_whose_split_threshold_is_within_the_remainder(
         fraction: float, remainder: int) -> None:
     # the split threshold is int(fraction * limit) (tests/test_bfc.py): the edge is the largest limit L with
@@ -742,3 +742,19 @@ def test_a_machine_takes_a_state_just_past_its_first_room() -> None:
     # THEN it reads back whole
     assert [column.tolist() for column in machine.used_chunks()] == [rows.tolist(), addresses.tolist(), sizes.tolist()]
     assert machine.regions() == regions and machine.chunks == 4097
+
+
+def test_a_replay_that_outgrows_the_machines_first_room_grows_it_and_replays_alike(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN 10,000 allocations of 256 B (region 0, 2 MiB, holds 8,192; region 1, 4 MiB, the other 1,808), every other
+    # one freed from the first (5,000 free chunks between chunks in use: none join), then 512 B
+    events: list[tuple] = [("a", 256)] * 10_000 + [("f", row) for row in range(0, 10_000, 2)] + [("a", 512)]
+    options = options_for(True, False, 0.0, 1 << 30)
+    # WHEN replayed by both loops, recording every event (the compiled loop's tables first hold 4,096 chunks and keys)
+    recorded = both(monkeypatch, lambda: columns(bfc.simulate(seq(*events), options)))
+    # THEN they say the same, event by event; 512 B fits none of the 256 B holes and takes region 1's free end, after
+    # its 1,808 chunks: 5,000 x 256 B + 512 B in use
+    assert recorded[0] == recorded[1]
+    simulation = bfc.simulate(seq(*events), options)
+    assert (simulation.region[-1], simulation.offset[-1], simulation.bytes_in_use[-1]) == (1, 1808 * 256,
+                                                                                           5000 * 256 + 512)
