@@ -758,3 +758,11 @@ def test_a_replay_that_outgrows_the_machines_first_room_grows_it_and_replays_ali
     simulation = bfc.simulate(seq(*events), options)
     assert (simulation.region[-1], simulation.offset[-1], simulation.bytes_in_use[-1]) == (1, 1808 * 256,
                                                                                            5000 * 256 + 512)
+
+
+def test_without_numba_the_compiled_loop_is_not_available_and_that_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN numba not installed (as without the test extras), and the answer not yet found
+    monkeypatch.setattr(bfc_compiled, "numba", None)
+    monkeypatch.setattr(bfc_compiled, "_usable", [])
+    # THEN the loop is not available, and that answer is kept for the process
+    assert bfc_compiled.available() is False and bfc_compiled._usable == [False]
