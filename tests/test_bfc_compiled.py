@@ -611,7 +611,18 @@ HAND_WORKED_PROOFS = [
     # a chunk chosen over the moving one, which holds the request from 16 MiB, where the cut region's bound falls too
     ([("a", 8 * MIB), ("a", 2 * MIB), ("f", 0), ("a", 6 * MIB), ("a", 8 * MIB)], BFCOptions(12 * MIB),
      (12 * MIB, 16 * MIB - 1, False)),
+    # the moving chunk at address 0 (the one region, without growth, freed whole) is too small up to 2 MiB less a byte
+    ([("a", MIB // 2), ("f", 0), ("a", 2 * MIB)], BFCOptions(MIB, allow_growth=False), (MIB, 2 * MIB - 1, False)),
 ]
+
+
+def test_the_compiled_loop_cuts_a_region_to_the_256_bytes_below_a_limit_that_is_not_a_multiple_of_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a limit a byte over 1 MiB, without growth: the one region is what the limit leaves, in TF's 256 B units
+    monkeypatch.setenv("MEMTRACE_REPLAY", "compiled")
+    simulation = bfc.simulate(seq(("a", 256)), BFCOptions(MIB + 1, allow_growth=False))
+    # THEN it is 1 MiB
+    assert simulation.regions == ((0, MIB),)
 
 
 @pytest.mark.parametrize(("events", "options", "proven"), HAND_WORKED_PROOFS)
