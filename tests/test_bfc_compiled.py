@@ -777,3 +777,27 @@ def test_without_numba_the_compiled_loop_is_not_available_and_that_is_kept(monke
     monkeypatch.setattr(bfc_compiled, "_usable", [])
     # THEN the loop is not available, and that answer is kept for the process
     assert bfc_compiled.available() is False and bfc_compiled._usable == [False]
+
+
+@pytest.mark.parametrize("replay", ["python", "compiled"])
+def test_collection_makes_room_for_a_request_of_exactly_the_room_it_leaves_and_forgets_what_it_gave_back(
+        monkeypatch: pytest.MonkeyPatch, replay: str) -> None:
+    monkeypatch.setenv("MEMTRACE_REPLAY", replay)
+    options = BFCOptions(7 * MIB, garbage_collection=True)
+    # GIVEN growth and collection under 7 MiB: 2 MiB (region 0, 2 MiB), 1.5 MiB (region 1, 4 MiB, split: 2.5 MiB
+    # free; 1 MiB of room left), the 2 MiB freed (region 0 wholly free), 3 MiB: no free chunk holds it, nor the room;
+    # collection would leave 1 + 2 = 3 MiB, exactly the request; then 1 MiB
+    events = [("a", 2 * MIB), ("a", 3 * MIB // 2), ("f", 0), ("a", 3 * MIB), ("a", MIB)]
+    simulation = bfc.simulate(seq(*events), options)
+    # THEN region 0 is given back and region 2 made of the 3 MiB left, all 3 MiB's; 1 MiB takes region 1's free
+    # chunk (region 0's is gone with it), after its 1.5 MiB
+    assert simulation.fits and simulation.regions == ((1, 4 * MIB), (2, 3 * MIB))
+    assert simulation.given_back == ((0, 3),)
+    assert (simulation.region[-1], simulation.offset[-1]) == (1, 3 * MIB // 2)
+    # AND where region 1 is the one given back (4 MiB freed, then 5 MiB: 1 + 4 MiB left, exactly), region 2 (5 MiB)
+    # is made and region 0 kept; once region 0's 2 MiB is freed, 1 MiB takes its start
+    events = [("a", 2 * MIB), ("a", 4 * MIB), ("f", 1), ("a", 5 * MIB), ("f", 0), ("a", MIB)]
+    simulation = bfc.simulate(seq(*events), options)
+    assert simulation.fits and simulation.regions == ((0, 2 * MIB), (2, 5 * MIB))
+    assert simulation.given_back == ((1, 3),)
+    assert (simulation.region[-1], simulation.offset[-1]) == (0, 0)
