@@ -13,9 +13,8 @@ constant, the module's main test file whole as well, and the tests that cover th
 against a copy of the package with the mutant in place, the tests that killed most mutants so far first, then the
 quickest. Each call of a test (one parameter set) may take five times its longest call in the coverage run (at
 least 20 s), and the run three times what its tests took (at least 30 s; at most three times what all the module's
-covering tests take unmutated). The
-mutant is **killed** when a test fails (or runs past its time: a mutant that loops forever), and
-**survives** when every test passes. A survivor is a rule the tests do not pin: it gets a test from
+covering tests take unmutated). The mutant is **killed** when a test fails (or runs past its time: a mutant that
+loops forever), and **survives** when every test passes. A survivor is a rule the tests do not pin: it gets a test from
 an independent expectation, or, where the change cannot alter any behaviour (a cache key, a value
 only logged), a line in the committed ``scripts/mutation_equivalent.toml`` saying why. The report
 (``OUT/report.md`` and ``OUT/report.json``) lists every mutant: module, line, the change, the verdict,
