@@ -2281,6 +2281,16 @@ def test_a_region_made_after_collection_beside_the_one_the_limit_cuts_does_not_m
     assert simulate(seq(*events), replace(options, limit_bytes=11 * MIB)).regions == ((2, 5 * MIB), (3, 6 * MIB))
 
 
+# Sequences whose proofs are worked by hand below (the compiled loop's proofs are held to the Python loop's on them:
+# tests/test_bfc_compiled.py): events and options.
+COLLECTION_BESIDE_THE_CUT_REGION = ([("a", 8 * MIB), ("a", 16 * MIB), ("a", 8 * MIB), ("f", 0), ("f", 1),
+                                     ("a", 20 * MIB)], BFCOptions(32 * MIB, garbage_collection=True))
+MOVING_CHUNK_TOO_SMALL_TO_THE_CUT_BOUND = ([("a", MIB), ("a", 3 * MIB // 2), ("a", 5 * MIB // 2)], BFCOptions(5 * MIB))
+CHUNK_CHOSEN_OVER_THE_MOVING_ONE = ([("a", 8 * MIB), ("a", 2 * MIB), ("f", 0), ("a", 6 * MIB), ("a", 8 * MIB)],
+                                    BFCOptions(12 * MIB))
+MOVING_CHUNK_AT_ADDRESS_0 = ([("a", MIB // 2), ("f", 0), ("a", 2 * MIB)], BFCOptions(MIB, allow_growth=False))
+
+
 def test_a_region_made_after_collection_under_the_growth_size_stays_so_while_the_cut_region_moves() -> None:
     # GIVEN growth and garbage collection under 32 MiB: 8 MiB (region 0: the growth size doubles 2 -> 8 MiB for it
     # and stays), 16 MiB (region 1: 8 -> 16 MiB, stays), 8 MiB (region 2: what the limit leaves, 8 MiB, under the
@@ -2289,8 +2299,7 @@ def test_a_region_made_after_collection_under_the_growth_size_stays_so_while_the
     # so collection gives back regions 0 and 1 (24 MiB, more than the growth size at region 2) and region 3 is the
     # room they leave, 24 MiB, under the growth size 32 MiB whatever region 2's size: a limit d larger moves region
     # 2 and the pool by d, not the room region 3 is cut to
-    events = [("a", 8 * MIB), ("a", 16 * MIB), ("a", 8 * MIB), ("f", 0), ("f", 1), ("a", 20 * MIB)]
-    options = BFCOptions(32 * MIB, allow_growth=True, garbage_collection=True)
+    events, options = COLLECTION_BESIDE_THE_CUT_REGION
     assert simulate(seq(*events), options).regions == ((2, 8 * MIB), (3, 24 * MIB))
     # THEN the replay proves every limit from 32 MiB (region 2 holds 8 MiB) to 40 MiB less a byte (at 40 MiB region
     # 2, 16 MiB, is split for 8 MiB and cannot be given back): all of each limit in use, region 3 24 MiB across them
@@ -2304,8 +2313,7 @@ def test_the_moving_chunk_s_bound_is_kept_where_the_cut_region_s_bound_falls_a_b
     # GIVEN growth under 5 MiB: 1 MiB (region 0, 2 MiB, split: 1 MiB free), 1.5 MiB (region 1: what the limit leaves,
     # 3 MiB, under the growth size 4 MiB, so cut up to a limit 1 MiB larger; split at twice the request: its last
     # 1.5 MiB free, the chunk that moves with the limit), then 2.5 MiB: no free chunk holds it and there is no room
-    events = [("a", MIB), ("a", 3 * MIB // 2), ("a", 5 * MIB // 2)]
-    options = BFCOptions(5 * MIB)
+    events, options = MOVING_CHUNK_TOO_SMALL_TO_THE_CUT_BOUND
     # THEN it fails, and so does every limit up to 6 MiB less a byte; at 6 MiB (where the cut region's bound also
     # ends) the moving chunk is 2.5 MiB and holds it
     assert proven_limits(seq(*events), options) == (5 * MIB, 6 * MIB - 1, False)
@@ -2318,8 +2326,7 @@ def test_a_chunk_chosen_over_the_moving_one_proves_short_of_where_that_holds_the
     # (region 1: what the limit leaves, 4 MiB, under the growth size 8 MiB, so cut up to a limit 4 MiB larger; split
     # at twice the request: its last 2 MiB free, the chunk that moves with the limit), the 8 MiB freed, 6 MiB (the
     # moving chunk is too small, 2 MiB: region 0 is chosen, whole), then 8 MiB: no free chunk holds it, no room
-    events = [("a", 8 * MIB), ("a", 2 * MIB), ("f", 0), ("a", 6 * MIB), ("a", 8 * MIB)]
-    options = BFCOptions(12 * MIB)
+    events, options = CHUNK_CHOSEN_OVER_THE_MOVING_ONE
     # THEN it fails at row 4, and so does every limit up to 16 MiB less a byte; at 16 MiB (where the cut region's
     # bound also ends) the moving chunk is 6 MiB and is chosen for 6 MiB, region 0 stays free for 8 MiB: it fits
     assert proven_limits(seq(*events), options) == (12 * MIB, 16 * MIB - 1, False)
@@ -2330,10 +2337,11 @@ def test_a_chunk_chosen_over_the_moving_one_proves_short_of_where_that_holds_the
 def test_a_request_larger_than_the_whole_free_region_at_address_0_proves_up_to_where_it_would_fit() -> None:
     # GIVEN without growth, under 1 MiB: 512 KiB (the one region, 1 MiB, at address 0, split at twice the request),
     # freed (the region whole and free again: the chunk that moves with the limit, at address 0), then 2 MiB
-    requests = seq(("a", MIB // 2), ("f", 0), ("a", 2 * MIB))
+    events, options = MOVING_CHUNK_AT_ADDRESS_0
+    requests = seq(*events)
     # THEN it fails, and so does every limit up to 2 MiB less a byte, where the free region is still too small; not
     # beyond (under 2 MiB it fits)
-    assert proven_limits(requests, BFCOptions(MIB, allow_growth=False)) == (MIB, 2 * MIB - 1, False)
+    assert proven_limits(requests, options) == (MIB, 2 * MIB - 1, False)
     assert fits(seq_copy(requests), BFCOptions(2 * MIB, allow_growth=False))
 
 
