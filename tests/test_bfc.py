@@ -2034,13 +2034,16 @@ def test_the_compiled_loop_holds_requests_up_to_the_largest_limit_and_frees_of_r
 # -- replays resumed from a kept state, and what their proofs answer, by hand ----------------------------------
 
 
+MOVING_CHUNK_FREE_AT_ADDRESS_0_BESIDE_THE_CHOSEN = ([("a", 3 * MIB // 2), ("a", MIB // 4), ("f", 1), ("f", 0),
+                                                     ("a", 3 * MIB // 2)], BFCOptions(5 * MIB, region_order=(1, 0)))
+
+
 def test_the_peak_a_proof_answers_where_the_chunk_that_moves_with_the_limit_is_free_at_address_0() -> None:
     # GIVEN with growth, and a region order learned from a trace that puts region 1 at the lowest address (0): 1.5 MiB
     # (region 0, 2 MiB, handed out whole), 256 KiB (region 1: what a limit of 5 MiB leaves, 3 MiB, moving with the
     # limit; split), both freed (region 1 whole and free again: the chunk that moves with the limit, at address 0),
     # then 1.5 MiB (best fit: region 0's 2 MiB, not region 1's 3 MiB)
-    events = [("a", 3 * MIB // 2), ("a", MIB // 4), ("f", 1), ("f", 0), ("a", 3 * MIB // 2)]
-    options = BFCOptions(0, allow_growth=True, region_order=(1, 0))
+    events, options = MOVING_CHUNK_FREE_AT_ADDRESS_0_BESIDE_THE_CHOSEN
     requests = seq(*events)
     limits = bfc._limits(requests, options)
     # WHEN 5 MiB is replayed (it proves up to 6 MiB: region 1 grows with the limit up to the growth size, 4 MiB)
@@ -2289,6 +2292,35 @@ MOVING_CHUNK_TOO_SMALL_TO_THE_CUT_BOUND = ([("a", MIB), ("a", 3 * MIB // 2), ("a
 CHUNK_CHOSEN_OVER_THE_MOVING_ONE = ([("a", 8 * MIB), ("a", 2 * MIB), ("f", 0), ("a", 6 * MIB), ("a", 8 * MIB)],
                                     BFCOptions(12 * MIB))
 MOVING_CHUNK_AT_ADDRESS_0 = ([("a", MIB // 2), ("f", 0), ("a", 2 * MIB)], BFCOptions(MIB, allow_growth=False))
+# Collection gives back regions 0 and 1; region 3, the room it leaves, is split and its chunks join back on each side
+REGION_MADE_AFTER_COLLECTION_SPLIT_AND_JOINED = (
+    [("a", 3 * MIB // 2), ("a", 3 * MIB), ("a", 6 * MIB), ("f", 0), ("f", 1), ("a", 5 * MIB),
+     ("a", 4 * MIB), ("f", 5), ("a", 2 * MIB), ("a", 3 * MIB), ("f", 8), ("f", 9), ("f", 6),
+     ("a", 4 * MIB), ("f", 13),
+     ("a", 2 * MIB), ("a", 6 * MIB), ("f", 15), ("a", MIB), ("f", 18), ("f", 16),
+     ("a", 4 * MIB), ("a", 6 * MIB), ("f", 21), ("a", MIB), ("f", 22), ("f", 24)],
+    BFCOptions(18 * MIB, garbage_collection=True))
+
+
+def test_the_chunks_of_a_region_made_after_collection_join_back_on_either_side() -> None:
+    # GIVEN growth and garbage collection under 18 MiB: 1.5, 3 and 6 MiB (regions 0-2 of 2, 4 and 8 MiB, each handed
+    # out whole: under twice the request), the first two freed, then 5 MiB: no free chunk holds it, nor the room left
+    # (4 MiB), so collection gives back regions 0 and 1, and region 3 is the room they leave, 10 MiB, split for it
+    events, options = REGION_MADE_AFTER_COLLECTION_SPLIT_AND_JOINED
+    simulation = simulate(seq(*events), options)
+    assert simulation.given_back == ((0, 5), (1, 5)) and simulation.made_regions[3] == (3, 10 * MIB)
+    # WHEN its chunks are handed out and freed: 4 MiB takes the 5 MiB left whole, the 5 MiB is freed; 2 MiB splits it
+    # and 3 MiB takes the rest; the 2 MiB is freed, then the 3 MiB (joined to the 2 MiB before it: 5 MiB), then the
+    # 4 MiB's (joined to the 5 MiB: the region whole); 4 MiB splits it and is freed (joined to the 6 MiB after it);
+    # 2 MiB splits it, 6 MiB takes the 8 MiB left whole, the 2 MiB is freed; 1 MiB splits it and is freed (joined to
+    # the 1 MiB after it), then the 6 MiB's (joined to the 2 MiB before it: the region whole again); 4 MiB splits it,
+    # 6 MiB takes the 6 MiB left whole, the 4 MiB is freed; 1 MiB splits it, then the 6 MiB is freed (joined to the
+    # 3 MiB before it: 9 MiB), then the 1 MiB (the region whole again)
+    # THEN the largest free chunk after each event is as worked, and region 3 ends one free chunk of 10 MiB
+    assert [size / MIB for size in simulation.largest_free_bytes.tolist()] == [
+        0, 0, 0, 2, 4, 5, 0, 5, 3, 0, 2, 5, 10, 6, 10, 8, 0, 2, 1, 2, 10, 6, 0, 4, 3, 9, 10]
+    assert simulation.regions == ((2, 8 * MIB), (3, 10 * MIB)) and simulation.chunks[1].size_bytes == 10 * MIB
+    assert not simulation.chunks[1].in_use
 
 
 def test_a_region_made_after_collection_under_the_growth_size_stays_so_while_the_cut_region_moves() -> None:

@@ -29,8 +29,10 @@ from tests.test_bfc import (
     COLLECTION_BESIDE_THE_CUT_REGION,
     FRACTION_EDGE_CASES,
     MOVING_CHUNK_AT_ADDRESS_0,
+    MOVING_CHUNK_FREE_AT_ADDRESS_0_BESIDE_THE_CHOSEN,
     MOVING_CHUNK_TOO_SMALL_TO_THE_CUT_BOUND,
     OPTION_SETS,
+    REGION_MADE_AFTER_COLLECTION_SPLIT_AND_JOINED,
     random_sequence,
     seq,
     seq_copy,
@@ -394,6 +396,39 @@ def test_a_replay_of_repeating_steps_moves_on_by_the_same_periods(monkeypatch: p
         assert searched[0] == searched[1], seed
 
 
+def test_a_replay_that_moves_on_by_whole_periods_compares_its_chunks_in_use_and_relabels_their_rows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN 4 KiB of weights, then 10 steps of 512 events: buffers of 2 MiB, 256 KiB and 768 KiB kept to the next
+    # step, which frees them (the third, the first, the second; the first step makes three of 256 B in their place),
+    # and temporaries of 1 MiB and 2 MiB in turn, each freed at once; with growth under 7.67 MiB (8,040,448 B)
+    events: list[tuple[Any, ...]] = [("a", 4 * KIB)]
+    for step in range(10):
+        base = len(events)
+        events += [("a", 2 * MIB), ("a", 256 * KIB), ("a", 768 * KIB)]
+        events += [("f", base - 512 + kept) for kept in (2, 0, 1)] if step else [("a", 256)] * 3
+        while len(events) < base + 512:
+            events += [("a", MIB if (len(events) - base) % 4 == 2 else 2 * MIB), ("f", len(events))]
+    requests = seq(*events)
+    moves: list[tuple[Any, ...]] = []
+    real = bfc._repeated
+
+    def logged(*args: Any) -> Any:
+        found = real(*args)
+        moves.append((*args[1:3], found if found is None else found[0]))
+        return found
+
+    monkeypatch.setattr(bfc, "_repeated", logged)
+    # WHEN replayed, tracked, by each loop
+    reference, ours = both(monkeypatch, lambda: said(bfc._Run(seq_copy(requests), BFCOptions(8_040_448), record=False,
+                                                              track=True)))
+    # THEN each finds its state at row 2,048 the one it had two periods earlier (the chunks in use where they were:
+    # not one period earlier, and not before) and moves on to row 5,120, the last whole period
+    assert moves == [(1024, 2048, 5120), (1024, 2048, 5120)]
+    # AND both end with the weights (row 0), the first step's three 256 B (rows 4-6) and the last step's buffers (rows
+    # 4,609-4,611) live, by the rows that made them, where the Python loop put them
+    assert reference == ours and sorted(ours[11]) == [0, 4, 5, 6, 4609, 4610, 4611]
+
+
 def test_snapshots_wait_where_copying_the_state_costs_more_than_the_rows_since_the_last(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN 60,000 allocations of 256 B in one region (growth off), none freed: at row r the state holds r + 1
@@ -611,9 +646,10 @@ def test_a_retry_that_makes_more_regions_than_the_model_has_slots_for_is_refused
         bfc._Run(requests, BFCOptions(1 << 30), record=False, retry=_OthersFirst)
 
 
-# Sequences whose proofs tests/test_bfc.py works by hand (the Python loop's there)
-HAND_WORKED_PROOFS = [COLLECTION_BESIDE_THE_CUT_REGION, MOVING_CHUNK_TOO_SMALL_TO_THE_CUT_BOUND,
-                      CHUNK_CHOSEN_OVER_THE_MOVING_ONE, MOVING_CHUNK_AT_ADDRESS_0]
+# Sequences whose replays tests/test_bfc.py works by hand (the Python loop's there)
+HAND_WORKED_SEQUENCES = [COLLECTION_BESIDE_THE_CUT_REGION, MOVING_CHUNK_TOO_SMALL_TO_THE_CUT_BOUND,
+                         CHUNK_CHOSEN_OVER_THE_MOVING_ONE, MOVING_CHUNK_AT_ADDRESS_0,
+                         MOVING_CHUNK_FREE_AT_ADDRESS_0_BESIDE_THE_CHOSEN, REGION_MADE_AFTER_COLLECTION_SPLIT_AND_JOINED]
 
 
 def test_the_compiled_loop_cuts_a_region_to_the_256_bytes_below_a_limit_that_is_not_a_multiple_of_them(
@@ -625,11 +661,13 @@ def test_the_compiled_loop_cuts_a_region_to_the_256_bytes_below_a_limit_that_is_
     assert simulation.regions == ((0, MIB),)
 
 
-@pytest.mark.parametrize(("events", "options"), HAND_WORKED_PROOFS)
-def test_the_compiled_loop_proves_the_limits_worked_by_hand(monkeypatch: pytest.MonkeyPatch, events: list[tuple],
-                                                             options: BFCOptions) -> None:
-    # the same limits proven by both loops, each proof worked by hand in tests/test_bfc.py
-    reference, ours = both(monkeypatch, lambda: bfc.proven_limits(seq(*events), options))
+@pytest.mark.parametrize(("events", "options"), HAND_WORKED_SEQUENCES)
+def test_the_compiled_loop_replays_and_proves_the_sequences_worked_by_hand(
+        monkeypatch: pytest.MonkeyPatch, events: list[tuple], options: BFCOptions) -> None:
+    # the same limits proven, events replayed and peaks kept by both loops, each worked by hand in tests/test_bfc.py
+    reference, ours = both(monkeypatch, lambda: (
+        bfc.proven_limits(seq(*events), options), columns(bfc.simulate(seq(*events), options)),
+        said(bfc._Run(seq(*events), options, record=False, track=True))))
     assert reference == ours
 
 
@@ -768,6 +806,57 @@ def test_a_replay_that_outgrows_the_machines_first_room_grows_it_and_replays_ali
     simulation = bfc.simulate(seq(*events), options)
     assert (simulation.region[-1], simulation.offset[-1], simulation.bytes_in_use[-1]) == (1, 1808 * 256,
                                                                                            5000 * 256 + 512)
+
+
+def test_a_region_made_and_split_where_the_machine_has_room_for_one_more_chunk_grows_its_room_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN 4,094 allocations of 256 B (region 0, 2 MiB, split each time: 4,095 chunks, the first room 4,096 less one),
+    # then 1.5 MiB: the 1 MiB and 1 KiB left in region 0 is too small, so region 1 (4 MiB) is made and split, two more
+    events: list[tuple] = [("a", 256)] * 4094 + [("a", 3 * MIB // 2)]
+    options = options_for(True, False, 0.0, 1 << 30)
+    # WHEN replayed by both loops, recording every event
+    recorded = both(monkeypatch, lambda: columns(bfc.simulate(seq(*events), options)))
+    # THEN they say the same, event by event: 1.5 MiB at region 1's start, 4,097 chunks at the end
+    assert recorded[0] == recorded[1]
+    simulation = bfc.simulate(seq(*events), options)
+    assert simulation.regions == ((0, 2 * MIB), (1, 4 * MIB)) and len(simulation.chunks) == 4097
+    assert (simulation.region[-1], simulation.offset[-1], simulation.chunk_bytes[-1]) == (1, 0, 3 * MIB // 2)
+
+
+def test_a_machine_loaded_with_62_regions_made_makes_three_more() -> None:
+    # GIVEN a machine loaded where 62 regions were made (the first room of 64 less two) and only region 61, 2 MiB,
+    # is left, wholly in use (row 0); the growth size 4 MiB; then 4, 8 and 16 MiB (rows 1-3), none of which fits
+    machine = bfc_compiled.Machine(np.array([2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB], dtype=np.int64), 1 << 40,
+                                   128 * MIB, 0.0, False, False, False, 0, (), False, 44, (1 << 18) - 1, 0)
+    nothing = np.zeros(0, dtype=np.int64)
+    machine.load(nothing, nothing, np.array([0]), np.array([61 << 44]), np.array([2 * MIB]), {61: 2 * MIB},
+                 [0] * 62, {}, {"POOL": 2 * MIB, "IN_USE": 2 * MIB, "GROWTH": 4 * MIB, "KEPT_WHOLE": -1,
+                                "TFREE": -1, "TEND": -1})
+    # WHEN they are replayed
+    assert machine.run(1, 4) == bfc_compiled.DONE
+    # THEN each makes a region the size of the growth size (doubling after each): regions 62-64, at their slots
+    assert machine.made_since(62) == [(62, 4 * MIB), (63, 8 * MIB), (64, 16 * MIB)]
+    assert machine.regions() == {61: 2 * MIB, 62: 4 * MIB, 63: 8 * MIB, 64: 16 * MIB}
+    assert machine.live() == {0: 61 << 44, 1: 62 << 44, 2: 63 << 44, 3: 64 << 44}
+    assert machine.region_rows() == [0] * 62 + [1, 2, 3]
+
+
+def test_a_machine_that_grows_its_room_for_regions_keeps_every_region_given_back() -> None:
+    # GIVEN a recording machine loaded where 62 regions were made and 42 are left (regions 20-61, 1 MiB each, wholly
+    # free), the pool 42 MiB of a 43 MiB limit, the growth size 4 MiB, collection on; then 2 MiB and 6 MiB (rows 0, 1)
+    machine = bfc_compiled.Machine(np.array([2 * MIB, 6 * MIB], dtype=np.int64), 43 * MIB, 128 * MIB, 0.0, True,
+                                   True, False, 0, (), False, 44, (1 << 18) - 1, 0)
+    nothing = np.zeros(0, dtype=np.int64)
+    left = range(20, 62)
+    machine.load(np.full(42, MIB), np.array([r << 44 for r in left]), nothing, nothing, nothing, dict.fromkeys(left, MIB),
+                 [0] * 62, {}, {"POOL": 42 * MIB, "GROWTH": 4 * MIB, "KEPT_WHOLE": -1, "TFREE": -1, "TEND": -1})
+    # WHEN they are replayed: 2 MiB fits no free chunk nor the 1 MiB of room, so collection gives back the 42 regions
+    # and region 62 is made (4 MiB); 6 MiB fits none of its 2 MiB left, and region 63 (8 MiB) is made: the 64th, past
+    # the machine's first room for regions, which it grows first
+    assert machine.run(0, 2) == bfc_compiled.DONE
+    # THEN every region given back is still listed, with the row that gave it back
+    assert machine.given_back() == [(r, 0) for r in left]
+    assert machine.made_since(62) == [(62, 4 * MIB), (63, 8 * MIB)]
 
 
 def test_without_numba_the_compiled_loop_is_not_available_and_that_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
