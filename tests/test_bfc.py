@@ -2292,6 +2292,12 @@ MOVING_CHUNK_TOO_SMALL_TO_THE_CUT_BOUND = ([("a", MIB), ("a", 3 * MIB // 2), ("a
 CHUNK_CHOSEN_OVER_THE_MOVING_ONE = ([("a", 8 * MIB), ("a", 2 * MIB), ("f", 0), ("a", 6 * MIB), ("a", 8 * MIB)],
                                     BFCOptions(12 * MIB))
 MOVING_CHUNK_AT_ADDRESS_0 = ([("a", MIB // 2), ("f", 0), ("a", 2 * MIB)], BFCOptions(MIB, allow_growth=False))
+# A region made of exactly the request (the growth size), at address 0 (region 1 first in the address order)
+REGION_OF_EXACTLY_THE_REQUEST_AT_ADDRESS_0 = ([("a", MIB), ("a", 4 * MIB)], BFCOptions(1 << 30, region_order=(1, 0)))
+# Collection gives back the region that moves with the limit, and the region made then does not move
+MOVING_REGION_GIVEN_BACK_BEFORE_ONE_THAT_DOES_NOT_MOVE = (
+    [("a", 3 * MIB), ("a", 5 * MIB), ("a", 5 * MIB), ("f", 2), ("f", 0), ("f", 1), ("a", 10 * MIB), ("a", MIB)],
+    BFCOptions(18 * MIB, garbage_collection=True))
 # Collection gives back regions 0 and 1; region 3, the room it leaves, is split and its chunks join back on each side
 REGION_MADE_AFTER_COLLECTION_SPLIT_AND_JOINED = (
     [("a", 3 * MIB // 2), ("a", 3 * MIB), ("a", 6 * MIB), ("f", 0), ("f", 1), ("a", 5 * MIB),
@@ -2300,6 +2306,39 @@ REGION_MADE_AFTER_COLLECTION_SPLIT_AND_JOINED = (
      ("a", 2 * MIB), ("a", 6 * MIB), ("f", 15), ("a", MIB), ("f", 18), ("f", 16),
      ("a", 4 * MIB), ("a", 6 * MIB), ("f", 21), ("a", MIB), ("f", 22), ("f", 24)],
     BFCOptions(18 * MIB, garbage_collection=True))
+
+
+def test_a_region_made_of_exactly_the_request_at_address_0_is_handed_out_whole() -> None:
+    # GIVEN with growth, region 1 first in the address order (at address 0): 1 MiB (region 0, 2 MiB, split), then
+    # 4 MiB: region 0's 1 MiB left is too small, so region 1 is made of the growth size, 4 MiB, exactly the request
+    events, options = REGION_OF_EXACTLY_THE_REQUEST_AT_ADDRESS_0
+    simulation = simulate(seq(*events), options)
+    # THEN the 4 MiB takes region 1 whole, at its start
+    assert simulation.regions == ((0, 2 * MIB), (1, 4 * MIB))
+    assert (simulation.region[-1], simulation.offset[-1], simulation.chunk_bytes[-1]) == (1, 0, 4 * MIB)
+    assert simulation.largest_free_bytes.tolist() == [MIB, MIB]
+
+
+def test_a_region_that_moves_with_the_limit_given_back_moves_no_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN growth and garbage collection under 18 MiB: 3 MiB (region 0: the growth size doubles to 4 MiB for it, and
+    # stays), 5 MiB (region 1: 8 MiB, stays), 5 MiB (region 2: the 6 MiB the limit leaves, under the growth size, so
+    # it moves with the limit; the growth size doubles to 16 MiB), all three freed, then 10 MiB: no free chunk holds
+    # it and there is no room, so collection gives back all three, and region 3 is the growth size, 16 MiB, under the
+    # 18 MiB of room: it does not move with the limit; then 1 MiB: region 4, the 2 MiB left, moves with it
+    events, options = MOVING_REGION_GIVEN_BACK_BEFORE_ONE_THAT_DOES_NOT_MOVE
+    simulation = simulate(seq(*events), options)
+    assert simulation.made_regions == ((0, 4 * MIB), (1, 8 * MIB), (2, 6 * MIB), (3, 16 * MIB), (4, 2 * MIB))
+    assert simulation.given_back == ((0, 6), (1, 6), (2, 6))
+    # THEN the replay proves from 18 MiB (region 4, 2 MiB + d, is split for 1 MiB: at least twice it) to 20 MiB (region
+    # 2, 6 MiB + d, is what the limit leaves while that is at most the growth size, 8 MiB); the 10 MiB, in region 3,
+    # which does not move, bounds nothing by region 2's old chunk
+    assert proven_limits(seq(*events), options) == (18 * MIB, 20 * MIB, True)
+    # AND the states kept before each row say region 2 moves from its making to its giving back, and then none does
+    monkeypatch.setattr(bfc, "_SNAPSHOT_ROWS", 1)
+    taken: list[bfc._Snapshot] = []
+    bfc._Run(seq(*events), options, record=False, track=True, snapshots=taken)
+    assert [(z.row, z.region_slope) for z in taken] == [(1, {}), (2, {}), *[(row, {2: 1}) for row in range(3, 7)],
+                                                        (7, {})]
 
 
 def test_the_chunks_of_a_region_made_after_collection_join_back_on_either_side() -> None:
@@ -2388,13 +2427,19 @@ def test_the_gallop_from_the_lower_bound_first_steps_a_16th_of_it() -> None:
         assert [(limit // MIB, ok) for limit, ok in search.tried] == [(31, True)]
 
 
+HOLE_SPLIT_BY_THE_FRACTION_BESIDE_THE_MOVING_CHUNK = (
+    [("a", 381_952), ("a", 258_816), ("a", 381_952), ("f", 1), ("a", 257_536)],
+    BFCOptions(1_024_000, allow_growth=False, fragmentation_fraction=0.001))
+CHUNK_KEPT_WHOLE_BY_THE_FRACTION = (random_sequence(25, 40, 16, round_sizes=True),
+                                    BFCOptions(22_960_640, allow_growth=False, fragmentation_fraction=0.3))
+
+
 def test_a_hole_split_by_the_fraction_s_threshold_keeps_the_bound_the_moving_chunk_set() -> None:
     # GIVEN without growth, limit 1,024,000 B and fraction 0.001 (threshold int(1,024) = 1,024): 381,952 B, 258,816 B
     # and 381,952 B from the one region (1,280 B left at its end: the chunk that moves with the limit), the middle one
     # freed (a hole of 258,816 B), then 257,536 B: the end chunk is too small (under a limit 256,256 B larger it holds
     # it: 1,280 + 256,256 = 257,536), so the hole is chosen and split (remainder 1,280 >= the threshold)
-    events = [("a", 381_952), ("a", 258_816), ("a", 381_952), ("f", 1), ("a", 257_536)]
-    options = BFCOptions(1_024_000, allow_growth=False, fragmentation_fraction=0.001)
+    events, options = HOLE_SPLIT_BY_THE_FRACTION_BESIDE_THE_MOVING_CHUNK
     # THEN the replay proves up to 1,280,255 B, where the end chunk still cannot hold the request; up there the
     # threshold, int(1,280.255) = 1,280, still splits the hole, and up to 1,280,999 B it would: that bound is not the
     # proof's (the end chunk's is)
@@ -2407,8 +2452,8 @@ def test_a_hole_split_by_the_fraction_s_threshold_keeps_the_bound_the_moving_chu
 def test_a_chunk_kept_whole_by_the_fraction_s_threshold_proves_only_limits_whose_threshold_stays_above_it() -> None:
     # GIVEN a random sequence of 40 events in quarters of a MiB, without growth, with fraction 0.3: under 22,960,640
     # B one chunk is kept whole with a remainder of 6 MiB (6,291,456 B) below the threshold int(0.3 x limit)
-    requests = random_sequence(25, 40, 16, round_sizes=True)
-    options = BFCOptions(22_960_640, allow_growth=False, fragmentation_fraction=0.3)
+    requests, options = CHUNK_KEPT_WHOLE_BY_THE_FRACTION
+    requests = seq_copy(requests)
     # THEN the replay proves down to 20,971,524 B only: int(0.3 x 20,971,524) = 6,291,457 stays above the remainder;
     # at 20,971,523 B it is 6,291,456, the remainder itself, and the chunk would be split (a threshold equal to the
     # remainder splits)

@@ -26,13 +26,17 @@ from memtrace.units import KIB, MIB
 from tests.conftest import unavailable
 from tests.test_bfc import (
     CHUNK_CHOSEN_OVER_THE_MOVING_ONE,
+    CHUNK_KEPT_WHOLE_BY_THE_FRACTION,
     COLLECTION_BESIDE_THE_CUT_REGION,
     FRACTION_EDGE_CASES,
+    HOLE_SPLIT_BY_THE_FRACTION_BESIDE_THE_MOVING_CHUNK,
     MOVING_CHUNK_AT_ADDRESS_0,
     MOVING_CHUNK_FREE_AT_ADDRESS_0_BESIDE_THE_CHOSEN,
     MOVING_CHUNK_TOO_SMALL_TO_THE_CUT_BOUND,
+    MOVING_REGION_GIVEN_BACK_BEFORE_ONE_THAT_DOES_NOT_MOVE,
     OPTION_SETS,
     REGION_MADE_AFTER_COLLECTION_SPLIT_AND_JOINED,
+    REGION_OF_EXACTLY_THE_REQUEST_AT_ADDRESS_0,
     random_sequence,
     seq,
     seq_copy,
@@ -649,7 +653,9 @@ def test_a_retry_that_makes_more_regions_than_the_model_has_slots_for_is_refused
 # Sequences whose replays tests/test_bfc.py works by hand (the Python loop's there)
 HAND_WORKED_SEQUENCES = [COLLECTION_BESIDE_THE_CUT_REGION, MOVING_CHUNK_TOO_SMALL_TO_THE_CUT_BOUND,
                          CHUNK_CHOSEN_OVER_THE_MOVING_ONE, MOVING_CHUNK_AT_ADDRESS_0,
-                         MOVING_CHUNK_FREE_AT_ADDRESS_0_BESIDE_THE_CHOSEN, REGION_MADE_AFTER_COLLECTION_SPLIT_AND_JOINED]
+                         MOVING_CHUNK_FREE_AT_ADDRESS_0_BESIDE_THE_CHOSEN, REGION_MADE_AFTER_COLLECTION_SPLIT_AND_JOINED,
+                         HOLE_SPLIT_BY_THE_FRACTION_BESIDE_THE_MOVING_CHUNK, CHUNK_KEPT_WHOLE_BY_THE_FRACTION,
+                         MOVING_REGION_GIVEN_BACK_BEFORE_ONE_THAT_DOES_NOT_MOVE, REGION_OF_EXACTLY_THE_REQUEST_AT_ADDRESS_0]
 
 
 def test_the_compiled_loop_cuts_a_region_to_the_256_bytes_below_a_limit_that_is_not_a_multiple_of_them(
@@ -663,11 +669,19 @@ def test_the_compiled_loop_cuts_a_region_to_the_256_bytes_below_a_limit_that_is_
 
 @pytest.mark.parametrize(("events", "options"), HAND_WORKED_SEQUENCES)
 def test_the_compiled_loop_replays_and_proves_the_sequences_worked_by_hand(
-        monkeypatch: pytest.MonkeyPatch, events: list[tuple], options: BFCOptions) -> None:
-    # the same limits proven, events replayed and peaks kept by both loops, each worked by hand in tests/test_bfc.py
-    reference, ours = both(monkeypatch, lambda: (
-        bfc.proven_limits(seq(*events), options), columns(bfc.simulate(seq(*events), options)),
-        said(bfc._Run(seq(*events), options, record=False, track=True))))
+        monkeypatch: pytest.MonkeyPatch, events: list[tuple] | Requests, options: BFCOptions) -> None:
+    # the same limits proven, events replayed, peaks kept and states kept before every row by both loops, each worked
+    # by hand in tests/test_bfc.py
+    monkeypatch.setattr(bfc, "_SNAPSHOT_ROWS", 1)
+    requests = events if isinstance(events, Requests) else seq(*events)
+
+    def replayed() -> tuple[Any, ...]:
+        taken: list[bfc._Snapshot] = []
+        run = bfc._Run(seq_copy(requests), options, record=False, track=True, snapshots=taken)
+        return (bfc.proven_limits(seq_copy(requests), options), columns(bfc.simulate(seq_copy(requests), options)),
+                said(run), [snapshot(z) for z in taken])
+
+    reference, ours = both(monkeypatch, replayed)
     assert reference == ours
 
 
