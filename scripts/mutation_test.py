@@ -265,21 +265,47 @@ def changed_lines_since(commit: str, module: str) -> set[int]:
     return found
 
 
+def _module_names(body: list[ast.stmt]) -> dict[str, str]:
+    """A test module's top-level functions and assigned names (a parametrize list, a sequence named for other test
+    files), each with its source as parsed."""
+    named: dict[str, str] = {}
+    for node in body:
+        if isinstance(node, ast.FunctionDef):
+            named[node.name] = ast.dump(node)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name):
+                    named[target.id] = ast.dump(node)
+    return named
+
+
 def changed_tests_since(commit: str) -> set[str]:
-    """The test functions (``tests/test_x.py::test_y``) added or changed since ``commit``: their source differs."""
-    found: set[str] = set()
+    """The test functions (``tests/test_x.py::test_y``) added or changed since ``commit``: their source differs, or
+    they use (in their body or their decorators, at any depth of helpers) a top-level name of a test module that was
+    added or changed: a parametrize list, a sequence that another test file imports, a helper."""
+    changed: set[str] = set()
     names = subprocess.run(["git", "diff", "--name-only", commit, "HEAD", "--", "tests"], cwd=ROOT, check=True,
                            capture_output=True, text=True).stdout.split()
     for path in names:
-        if not path.startswith("tests/test_") or not (ROOT / path).exists():
+        if not path.startswith("tests/") or not path.endswith(".py") or not (ROOT / path).exists():
             continue
         old = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, capture_output=True, text=True,
                              check=False).stdout
-        before = {n.name: ast.dump(n) for n in ast.parse(old).body if isinstance(n, ast.FunctionDef)} if old else {}
-        for node in ast.parse((ROOT / path).read_text(encoding="utf-8")).body:
-            if isinstance(node, ast.FunctionDef) and before.get(node.name) != ast.dump(node):
-                found.add(f"{path}::{node.name}")
-    return found
+        before = _module_names(ast.parse(old).body) if old else {}
+        now = _module_names(ast.parse((ROOT / path).read_text(encoding="utf-8")).body)
+        changed |= {name for name, source in now.items() if before.get(name) != source}
+    functions = {}
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef):
+                used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+                functions[(path.relative_to(ROOT).as_posix(), node.name)] = used
+    while True:  # a function that uses a changed name is changed: to a fixpoint, through helpers
+        more = {name for (_, name), used in functions.items() if used & changed} - changed
+        if not more:
+            break
+        changed |= more
+    return {f"{path}::{name}" for path, name in functions if name in changed and name.startswith("test")}
 
 
 def _fingerprint(modules: list[str], tests: list[str]) -> str:
@@ -662,8 +688,8 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 shutil.copy(ROOT / m.module, worker / m.module)
                 free.append(worker)
-        if m.verdict in ("survived", "equivalent") and m.reason != ANNOTATION:  # the equivalence file decides
-            m.verdict, m.reason = ("equivalent", reason) if reason else ("survived", "")
+        if m.verdict in ("survived", "equivalent", "no tests") and m.reason != ANNOTATION:  # the file decides
+            m.verdict, m.reason = _judged(m, reason)
         print(f"{m.verdict:>10}  {m.module}:{m.line}  {m.change}  {m.killed_by}", flush=True)
         with lock, progress.open("a", encoding="utf-8") as f:  # a run stopped half way keeps what it found
             f.write(json.dumps(asdict(m)) + "\n")
@@ -696,12 +722,20 @@ def recorded(progress: Path, equivalent: dict[str, dict[str, str]]) -> list[Muta
             found.append(m)
     found.sort(key=lambda m: (m.module, m.number))
     for m in found:
-        reason = equivalent.get(m.module, {}).get(m.site)
-        if m.verdict in ("survived", "equivalent") and reason:
-            m.verdict, m.reason = "equivalent", reason
-        elif m.verdict == "equivalent" and m.reason != ANNOTATION:  # its reason was taken back: a survivor again
-            m.verdict, m.reason = "survived", ""
+        if m.verdict in ("survived", "equivalent", "no tests") and m.reason != ANNOTATION:
+            m.verdict, m.reason = _judged(m, equivalent.get(m.module, {}).get(m.site))
     return found
+
+
+def _judged(m: Mutant, reason: str | None) -> tuple[str, str]:
+    """The verdict of a mutant no test killed: equivalent where the equivalence file gives its reason (code no test
+    reaches too, where the reason shows it unreachable), else a survivor, or one no test covers (a reason taken back
+    makes it that again)."""
+    if reason:
+        return "equivalent", reason
+    if m.verdict == "equivalent":  # its reason taken back
+        return ("survived" if m.tests else "no tests"), ""
+    return m.verdict, ""
 
 
 def write_report(mutants: list[Mutant], out: Path, equivalent: dict[str, dict[str, str]]) -> None:
