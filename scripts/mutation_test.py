@@ -294,7 +294,7 @@ def changed_tests_since(commit: str) -> set[str]:
         before = _module_names(ast.parse(old).body) if old else {}
         now = _module_names(ast.parse((ROOT / path).read_text(encoding="utf-8")).body)
         changed |= {name for name, source in now.items() if before.get(name) != source}
-    functions = {}
+    functions: dict[tuple[str, str], set[str]] = {}  # (file, function) -> the names it uses
     for path in sorted((ROOT / "tests").glob("*.py")):
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             if isinstance(node, ast.FunctionDef):

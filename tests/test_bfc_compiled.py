@@ -354,9 +354,9 @@ def test_a_replay_is_long_by_the_rows_left_from_where_it_begins(monkeypatch: pyt
     assert not bfc._long(_bare(requests, first_row=51))
 
 
-def test_a_replay_of_repeating_steps_moves_on_by_the_same_periods(monkeypatch: pytest.MonkeyPatch) -> None:
-    # GIVEN steps of training: a random step (weights kept, activations freed) repeated 40 times
-    moves: list[tuple[Any, ...]] = []
+def logged_moves(monkeypatch: pytest.MonkeyPatch) -> list[tuple[tuple[int, int, int], int | None]]:
+    """Each look for a repeat from here on: ((period, row, until), the row moved on to or None), in order."""
+    moves: list[tuple[tuple[int, int, int], int | None]] = []
     real = bfc._repeated
 
     def logged(*args: Any) -> Any:
@@ -365,6 +365,12 @@ def test_a_replay_of_repeating_steps_moves_on_by_the_same_periods(monkeypatch: p
         return found
 
     monkeypatch.setattr(bfc, "_repeated", logged)
+    return moves
+
+
+def test_a_replay_of_repeating_steps_moves_on_by_the_same_periods(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN steps of training: a random step (weights kept, activations freed) repeated 40 times
+    moves = logged_moves(monkeypatch)
     for seed, (growth, gc, fraction) in enumerate([(True, False, 0.0), (False, True, 0.0), (True, False, 0.05)]):
         step = random_sequence(1300 + seed, 700, 14 + 4 * seed)
         events: list[tuple[Any, ...]] = [("a", 4096)]
@@ -413,21 +419,13 @@ def test_a_replay_that_moves_on_by_whole_periods_compares_its_chunks_in_use_and_
         while len(events) < base + 512:
             events += [("a", MIB if (len(events) - base) % 4 == 2 else 2 * MIB), ("f", len(events))]
     requests = seq(*events)
-    moves: list[tuple[Any, ...]] = []
-    real = bfc._repeated
-
-    def logged(*args: Any) -> Any:
-        found = real(*args)
-        moves.append((*args[1:3], found if found is None else found[0]))
-        return found
-
-    monkeypatch.setattr(bfc, "_repeated", logged)
+    moves = logged_moves(monkeypatch)
     # WHEN replayed, tracked, by each loop
     reference, ours = both(monkeypatch, lambda: said(bfc._Run(seq_copy(requests), BFCOptions(8_040_448), record=False,
                                                               track=True)))
     # THEN each finds its state at row 2,048 the one it had two periods earlier (the chunks in use where they were:
     # not one period earlier, and not before) and moves on to row 5,120, the last whole period
-    assert moves == [(1024, 2048, 5120), (1024, 2048, 5120)]
+    assert [(period, begin, found) for (period, begin, _), found in moves] == [(1024, 2048, 5120)] * 2
     # AND both end with the weights (row 0), the first step's three 256 B (rows 4-6) and the last step's buffers (rows
     # 4,609-4,611) live, by the rows that made them, where the Python loop put them
     assert reference == ours and sorted(ours[11]) == [0, 4, 5, 6, 4609, 4610, 4611]
@@ -531,10 +529,16 @@ def test_whether_the_loop_can_run_is_checked_once_and_a_numba_that_cannot_compil
     assert bfc_compiled._usable == [False] and not bfc_compiled.available()
 
 
+def bare_machine(events: Any, limit: int, gc: bool = False, record: bool = False, first_row: int = 0) -> Any:
+    """A compiled machine as a replay makes one, under TF's rules (128 MiB threshold, no fraction) with regions at
+    r << 44 in the order made, no states kept: for a test to load by hand."""
+    return bfc_compiled.Machine(events, limit, 128 * MIB, 0.0, gc, record, False, 0, (), False, 44,
+                                bfc._REGION_SLOTS, first_row)
+
+
 def test_the_machines_tables_grow_keeping_what_they_hold() -> None:
     # GIVEN a machine loaded with nothing: room for 4,096 chunks and 64 regions
-    machine = bfc_compiled.Machine(np.array([256, -1], dtype=np.int64), 1 << 20, 128 << 20, 0.0, False, False, False,
-                                   0, (), False, 44, (1 << 18) - 1, 0)
+    machine = bare_machine(np.array([256, -1], dtype=np.int64), 1 << 20)
     nothing = np.zeros(0, dtype=np.int64)
     machine.load(nothing, nothing, nothing, nothing, nothing, {}, [], {},
                  {"GROWTH": 1 << 20, "KEPT_WHOLE": -1, "TFREE": -1, "TEND": -1})
@@ -753,8 +757,7 @@ def test_a_machine_takes_a_state_of_more_chunks_and_regions_than_its_first_room_
     frees = [0, *range(3300, 0, -1)]
     frees.remove(in_region_50)
     events = np.array([*[chunk] * 3301, *[~row for row in frees], 2 * MIB], dtype=np.int64)
-    machine = bfc_compiled.Machine(events, regions * region, 128 * MIB, 0.0, True, True, False, 0, (), False, 44,
-                                   (1 << 18) - 1, 3300)
+    machine = bare_machine(events, regions * region, gc=True, record=True, first_row=3300)
     sizes = np.full(len(used), chunk, dtype=np.int64)
     # WHEN it is loaded (more than the 4,096 chunks and 64 regions a machine first has room for)
     machine.load(sizes[:3200], free_addresses, used, used_addresses, sizes, dict.fromkeys(range(regions), region),
@@ -793,8 +796,7 @@ def test_a_machine_takes_a_state_just_past_its_first_room() -> None:
                          dtype=np.int64)
     rows = np.arange(len(addresses), dtype=np.int64)
     sizes = np.full(len(addresses), chunk, dtype=np.int64)
-    machine = bfc_compiled.Machine(np.full(len(rows), chunk, dtype=np.int64), 1 << 40, 128 * MIB, 0.0, False, False,
-                                   False, 0, (), False, 44, (1 << 18) - 1, len(rows))
+    machine = bare_machine(np.full(len(rows), chunk, dtype=np.int64), 1 << 40, first_row=len(rows))
     nothing = np.zeros(0, dtype=np.int64)
     regions = {r: count * chunk for r, count in enumerate(counts)}
     # WHEN it is loaded
@@ -840,8 +842,7 @@ def test_a_region_made_and_split_where_the_machine_has_room_for_one_more_chunk_g
 def test_a_machine_loaded_with_62_regions_made_makes_three_more() -> None:
     # GIVEN a machine loaded where 62 regions were made (the first room of 64 less two) and only region 61, 2 MiB,
     # is left, wholly in use (row 0); the growth size 4 MiB; then 4, 8 and 16 MiB (rows 1-3), none of which fits
-    machine = bfc_compiled.Machine(np.array([2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB], dtype=np.int64), 1 << 40,
-                                   128 * MIB, 0.0, False, False, False, 0, (), False, 44, (1 << 18) - 1, 0)
+    machine = bare_machine(np.array([2 * MIB, 4 * MIB, 8 * MIB, 16 * MIB], dtype=np.int64), 1 << 40)
     nothing = np.zeros(0, dtype=np.int64)
     machine.load(nothing, nothing, np.array([0]), np.array([61 << 44]), np.array([2 * MIB]), {61: 2 * MIB},
                  [0] * 62, {}, {"POOL": 2 * MIB, "IN_USE": 2 * MIB, "GROWTH": 4 * MIB, "KEPT_WHOLE": -1,
@@ -858,8 +859,7 @@ def test_a_machine_loaded_with_62_regions_made_makes_three_more() -> None:
 def test_a_machine_that_grows_its_room_for_regions_keeps_every_region_given_back() -> None:
     # GIVEN a recording machine loaded where 62 regions were made and 42 are left (regions 20-61, 1 MiB each, wholly
     # free), the pool 42 MiB of a 43 MiB limit, the growth size 4 MiB, collection on; then 2 MiB and 6 MiB (rows 0, 1)
-    machine = bfc_compiled.Machine(np.array([2 * MIB, 6 * MIB], dtype=np.int64), 43 * MIB, 128 * MIB, 0.0, True,
-                                   True, False, 0, (), False, 44, (1 << 18) - 1, 0)
+    machine = bare_machine(np.array([2 * MIB, 6 * MIB], dtype=np.int64), 43 * MIB, gc=True, record=True)
     nothing = np.zeros(0, dtype=np.int64)
     left = range(20, 62)
     machine.load(np.full(42, MIB), np.array([r << 44 for r in left]), nothing, nothing, nothing, dict.fromkeys(left, MIB),
